@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Bootstrap wrapper, in the way of ./gradlew: on first use (or when pyproject.toml changes) it
+# makes a virtual environment in .venv and installs the harness into it, then runs `ol`.
+# A fresh clone needs nothing but Python 3.11+.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="$root/.venv"
+stamp="$venv/.ol-installed"
+py="${OL_PYTHON:-python3}"
+want="$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)"
+if [ ! -x "$venv/bin/ol" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "ol: needs Python 3.11 or newer as '$py' (set OL_PYTHON to another interpreter)" >&2
+    exit 2
+  fi
+  echo "ol: setting up $venv (first run only)..." >&2
+  "$py" -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[dev]" >&2
+  echo "$want" > "$stamp"
+fi
+exec "$venv/bin/ol" "$@"
