@@ -1,0 +1,219 @@
+"""The contract of `tinyllm.infer.spec`: speculative decoding (chapter L10.8).
+
+This file is the specification: every function's docstring states its rule. `ol start L10.8`
+turns it into your stub. Letters: `p` is the target's distribution, `q` the draft's.
+
+Errors: every bad argument (wrong shapes, out-of-vocabulary ids, k out of range, a draft
+distribution that could not have proposed its token) raises `SpecError` with a message naming
+the argument and what is allowed -- never an IndexError, a numpy broadcast error or a panic.
+
+Depends on (L10.1): `tinyllm.rng.Pcg32` (spec/pcg32.md), `tinyllm.infer.sampling`
+(`SamplingParams`, `apply_penalties`, `distribution`, `argmax`, `sample`, `logprob`;
+spec/sampling.md) and `tinyllm.kv.KvPool`.
+"""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+
+from ..kv import KvPool
+from ..rng import Pcg32
+from .sampling import SamplingParams
+
+MAX_K: int  # 16
+DEFAULT_MAX_NGRAM: int  # 3
+DEFAULT_MIN_NGRAM: int  # 1
+
+
+class SpecError(ValueError):
+    """A bad argument to this module. The message names the argument and the allowed values."""
+
+
+class Draft(Enum):
+    NONE = "none"
+    NGRAM = "ngram"
+    PROMPT_LOOKUP = "prompt_lookup"
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    draft: Draft
+    k: int
+    max_ngram: int = 3
+    min_ngram: int = 1
+
+    @classmethod
+    def parse(cls, draft: str, k: int, max_ngram: int = 3, min_ngram: int = 1) -> "SpecConfig":
+        """The runtime's `[engine].speculative = { draft = ..., k = ... }` as a SpecConfig.
+
+        draft must be exactly "none", "ngram" or "prompt_lookup"; k an integer (not a bool)
+        with 1 <= k <= 16; 1 <= min_ngram <= max_ngram. Anything else raises SpecError naming
+        the bad value and the allowed ones (a typo such as "prompt-lookup" is refused).
+        """
+
+
+def prompt_lookup(ctx: Sequence[int], k: int, max_ngram: int, min_ngram: int) -> list[int]:
+    """Copy what followed the most recent earlier occurrence of the context's suffix.
+
+    With t = len(ctx): for n = max_ngram down to min_ngram, take the last n tokens
+    ctx[t-n:] and find the largest start i < t - n with ctx[i:i+n] == ctx[t-n:]. The draft is
+    ctx[i+n : min(i+n+k, t)]: it may run into the suffix itself, and never invents tokens past
+    the end. The first n with a match wins. No match for any n (or n >= t) gives [].
+    k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
+    """
+
+
+def ngram_draft(ctx: Sequence[int], k: int, n: int) -> list[int]:
+    """Draft up to k tokens from follower counts over the context itself.
+
+    Per drafted token, over the extended context e (ctx plus the tokens drafted so far):
+    for m = n-1 down to 1, count, for every start i with i + m < len(e) and
+    e[i:i+m] == e[len(e)-m:], the follower e[i+m]. The first m with any count decides: the
+    most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
+    k tokens or when no m matches. n = 1 drafts nothing. n < 1 is a SpecError.
+    """
+
+
+def propose(cfg: SpecConfig, ctx: Sequence[int], k: int) -> list[int]:
+    """The draft of `cfg.draft`, of at most k tokens (k is the round's budget, <= cfg.k).
+
+    NONE -> []; NGRAM -> ngram_draft(ctx, k, cfg.max_ngram);
+    PROMPT_LOOKUP -> prompt_lookup(ctx, k, cfg.max_ngram, cfg.min_ngram).
+    """
+
+
+def residual(p: Sequence[float], q: Sequence[float]) -> np.ndarray:
+    """normalize(max(0, p - q)), float64, the sum taken left to right.
+
+    If that mass is 0 (p <= q everywhere) returns p normalized. p and q must be 1-D of the
+    same length with finite non-negative entries, else SpecError.
+    """
+
+
+def sample_dense(p: Sequence[float], u: float) -> int:
+    """The sampler's `sample`: walk ids ascending, skip zero probabilities, return the first id
+    whose running sum exceeds u (the last nonzero id if rounding leaves u beyond the total).
+    u must be in [0, 1). Example: p [0, 0.75, 0.25], u 0.8 -> 2."""
+
+
+def speculative_step(p: Sequence[float], q: Sequence[float], x: int, u_accept: float,
+                     u_resample: float) -> tuple[int, bool]:
+    """Accept-or-resample for one proposed token x ~ q.
+
+    q[x] == 0 (a draft that could not have proposed x) is a SpecError. Accept, returning
+    (x, True), when u_accept < p[x] / q[x]; otherwise return
+    (sample_dense(residual(p, q), u_resample), False). Example: p [0.2 0.5 0.3],
+    q [0.6 0.2 0.2], x 0: u_accept 0.3 -> (0, True); u_accept 0.5, u_resample 0.8 -> (2, False).
+    """
+
+
+def dense_distribution(logits: Sequence[float], p: SamplingParams, prompt: Sequence[int],
+                       output: Sequence[int]) -> np.ndarray:
+    """distribution(apply_penalties(logits, p, prompt, output), p): the target's p for one row."""
+
+
+@dataclass
+class Verified:
+    tokens: list[int]  # emitted this round: accepted drafts, then one correction or bonus token
+    logprobs: list[float]  # the sampler's logprob of each emitted token under its row
+    n_accepted: int  # draft tokens accepted (0 <= n_accepted <= len(draft))
+
+
+def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
+                 draft_probs: Sequence[Sequence[float]] | None, p: SamplingParams,
+                 prompt: Sequence[int], output: Sequence[int], rng: Pcg32) -> Verified:
+    """Walk the draft against the target's rows (chapter section 2.2).
+
+    Shapes: len(rows) == len(draft) + 1, all rows one vocabulary size V; draft ids in [0, V);
+    draft_probs None (a deterministic draft: q_i is one-hot at d_i) or one length-V
+    distribution per draft token with q_i[d_i] > 0. Anything else is a SpecError.
+
+    For row i the penalized logits are apply_penalties(rows[i], p, prompt, output + emitted),
+    emitted being the tokens this round emitted before row i.
+    Greedy (p.temperature == 0): accept d_i while it equals argmax of row i; the first
+    mismatch emits that argmax and stops. No draws.
+    Sampled: for each d_i draw u_accept = rng.next_f64() THEN u_resample = rng.next_f64(),
+    both always; (t, ok) = speculative_step(distribution(row i), q_i, d_i, u_accept,
+    u_resample); emit t; stop if not ok.
+    After all len(draft) acceptances emit the bonus token from row len(draft): argmax
+    (greedy) or sample(distribution, rng.next_f64()) (one draw).
+    logprobs[j] = logprob(penalized row, tokens[j]) (before temperature and truncation).
+    """
+
+
+def blocks_for(tokens: int, block_tokens: int) -> int:
+    """ceil(tokens / block_tokens): the blocks that `tokens` cached positions need."""
+
+
+def rollback(pool: KvPool, table: list[int], keep: int) -> int:
+    """Shrink a sequence's block table (in place) to hold exactly `keep` positions.
+
+    With B = pool.block_tokens: keep > len(table) * B (or keep < 0) is a SpecError. Keep the
+    first blocks_for(keep, B) blocks; release every later block once (pool.release drops ONE
+    reference: a block shared with another sequence survives for its other owner); set the
+    last kept block's fill to keep - (kept - 1) * B (it may be partial). Returns the number of
+    blocks released. Example: B 4, table of 3 blocks (fills 4 4 2), keep 5 -> releases the
+    third block, the second's fill becomes 1, returns 1.
+    """
+
+
+class Target(Protocol):
+    """What the loop decodes against: the engine's runner, or a test's fake."""
+
+    def cached(self) -> int:
+        """How many positions the target holds KV for."""
+
+    def extend(self, ids: list[int]) -> list[Sequence[float]]:
+        """Cache ids after the held positions in one forward; one logits row per id, in order."""
+
+    def truncate(self, length: int) -> None:
+        """Drop every cached position from `length` on (the runner goes through `rollback`)."""
+
+
+@dataclass
+class SpecStats:
+    drafted: int = 0  # draft tokens proposed, over all rounds
+    accepted: int = 0  # of those, accepted by the verifier
+    target_calls: int = 0  # target.extend calls (forward passes)
+
+    def accept_rate(self) -> float:
+        """accepted / drafted, 0.0 when nothing was drafted."""
+
+
+@dataclass
+class Generated:
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    stats: SpecStats = field(default_factory=SpecStats)
+    finish_reason: str = "length"  # "length" | "eos" | "stopped"
+
+
+def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams,
+                    seed: int, max_new: int, eos: Sequence[int],
+                    on_token: Callable[[int, float], bool]) -> Generated:
+    """Speculative generation, handing each emitted token to on_token as its round is verified.
+
+    The target must start empty (cached() == 0, else SpecError); the prompt must be non-empty;
+    seed is a 64-bit unsigned integer and the request's generator is Pcg32.from_seed(seed).
+    Each round, while fewer than max_new tokens were emitted:
+      1. budget = min(cfg.k, max_new - emitted - 1); draft = propose(cfg, prompt + emitted,
+         budget) when budget > 0, else [].
+      2. pending = [last emitted token], or the whole prompt in the first round;
+         rows = target.extend(pending + draft) (one call, counted in stats.target_calls);
+         the last len(draft) + 1 rows are the verifier's.
+      3. v = verify_draft(those rows, draft, None, p, prompt, emitted, rng);
+         stats.drafted += len(draft); stats.accepted += v.n_accepted.
+      4. target.truncate(target.cached() - len(draft) + v.n_accepted): the rejected drafts'
+         KV goes back; the last emitted token is not cached yet (it is the next pending).
+      5. hand v's tokens, in order, to on_token(token, logprob): a False answer ends generation
+         at once (finish "stopped", that token included); an EOS token ends it right after it
+         is handed over (finish "eos"; later tokens of the round are dropped).
+    Ends with finish "length" after exactly max_new tokens (max_new = 0: no target call).
+    """
+
+
+def generate(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams,
+             seed: int, max_new: int, eos: Sequence[int]) -> Generated:
+    """generate_stream with a listener that never stops it."""
