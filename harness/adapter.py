@@ -1,0 +1,187 @@
+"""The one adapter the tests talk to, over two transports.
+
+    InProcess  the reference and mutants: trusted code, called directly in the judge process.
+    Worker     a submission: a subprocess speaking spec/protocol.md over a dedicated pipe pair.
+
+Both run harness.ops, so a test sees the same plain data whichever transport serves it. Every
+call becomes data first (a value or an error, and its duration, like pytest's CallInfo); then
+`Impl.call` returns the value or raises a SubmissionFailure the test reports.
+"""
+
+from dataclasses import dataclass
+import time
+
+from . import ops
+from .errors import Raised, SubmissionFailure, Timeout
+from .wire import floats, to_wire
+
+
+@dataclass
+class CallInfo:
+    op: str
+    value: object = None
+    error: SubmissionFailure | None = None
+    duration_s: float = 0.0
+
+
+class JudgeObjects:
+    """What the judge lends the implementation for one call: a target and a token listener."""
+
+    def __init__(self, target=None, on_token=None) -> None:
+        self.target = target
+        self.on_token = on_token
+
+    def __call__(self, method: str, args: dict):
+        if method == "target.cached":
+            return self.target.cached()
+        if method == "target.extend":
+            return to_wire(self.target.extend(args["ids"]))
+        if method == "target.truncate":
+            return self.target.truncate(args["length"])
+        if method == "on_token":
+            return bool(self.on_token(args["token"], args["logprob"]))
+        raise ValueError(f"unknown callback {method!r}")
+
+
+class InProcess:
+    """Calls harness.ops on a package loaded in this process (trusted code only)."""
+
+    kind = "in-process"
+
+    def __init__(self, package: str) -> None:
+        self.judge = JudgeObjects()
+        self.session = ops.Session(package, lambda method, args: self.judge(method, args))
+
+    def run(self, op: str, args: dict, judge: JudgeObjects, deadline_s: float) -> CallInfo:
+        self.judge = judge
+        start = time.perf_counter()
+        try:
+            value = to_wire(ops.dispatch(self.session, op, to_wire(args)))
+            return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
+        except Exception as e:  # noqa: BLE001 -- every exception of the implementation becomes data
+            return CallInfo(op, error=Raised(op, ops.error_data(e, self.session)), duration_s=time.perf_counter() - start)
+
+    def close(self) -> None:
+        pass
+
+
+class Impl:
+    """The implementation under test, as the chapter's tests see it."""
+
+    def __init__(self, transport, label: str, default_deadline_s: float = 20.0) -> None:
+        self.transport = transport
+        self.label = label
+        self.default_deadline_s = default_deadline_s
+        self.calls: list[CallInfo] = []
+        self.budget_end: float | None = None  # monotonic time the current test's budget runs out
+        self.budget_s = 0.0
+
+    def start_budget(self, seconds: float) -> None:
+        """Every call of the current test must end within `seconds` of now, all calls together."""
+        self.budget_s, self.budget_end = seconds, time.monotonic() + seconds
+        self.calls = []
+
+    def call(self, op: str, args: dict, judge: JudgeObjects | None = None, deadline_s: float | None = None):
+        deadline_s = deadline_s or self.default_deadline_s
+        if self.budget_end is not None:
+            left = self.budget_end - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"{op}: the test's budget of {self.budget_s:.0f} s ran out (your code is too slow or stuck)")
+            deadline_s = min(deadline_s, left)
+        info = self.transport.run(op, args, judge or JudgeObjects(), deadline_s)
+        self.calls.append(info)
+        if info.error is not None:
+            raise info.error
+        return floats(info.value)
+
+    def close(self) -> None:
+        self.transport.close()
+
+    # The chapter's interface, as plain data ------------------------------------------------------
+    def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
+        return self.call("prompt_lookup", dict(ctx=ctx, k=k, max_ngram=max_ngram, min_ngram=min_ngram))
+
+    def ngram_draft(self, ctx, k, n):
+        return self.call("ngram_draft", dict(ctx=ctx, k=k, n=n))
+
+    def parse_config(self, draft, k, **extra):
+        return self.call("spec_config_parse", dict(draft=draft, k=k, **extra))
+
+    def propose(self, cfg: dict, ctx, k):
+        return self.call("propose", dict(cfg=cfg, ctx=ctx, k=k))
+
+    def residual(self, p, q):
+        return self.call("residual", dict(p=p, q=q))
+
+    def sample_dense(self, p, u):
+        return self.call("sample_dense", dict(p=p, u=u))
+
+    def speculative_step(self, p, q, x, u_accept, u_resample):
+        return tuple(self.call("speculative_step", dict(p=p, q=q, x=x, u_accept=u_accept, u_resample=u_resample)))
+
+    def dense_distribution(self, logits, params: dict, prompt, output):
+        return self.call("dense_distribution", dict(logits=logits, params=params, prompt=prompt, output=output))
+
+    def verify_draft(self, rows, draft, draft_probs, params: dict, prompt, output, seed):
+        return self.call("verify_draft", dict(rows=rows, draft=draft, draft_probs=draft_probs, params=params,
+                                              prompt=prompt, output=output, seed=seed))
+
+    def blocks_for(self, tokens, block_tokens):
+        return self.call("blocks_for", dict(tokens=tokens, block_tokens=block_tokens))
+
+    def new_pool(self, num_blocks, block_tokens) -> "PoolProxy":
+        return PoolProxy(self, self.call("pool_new", dict(num_blocks=num_blocks, block_tokens=block_tokens)))
+
+    def rollback(self, pool: "PoolProxy", table, keep):
+        return self.call("rollback", dict(pool=pool.handle, table=list(table), keep=keep))
+
+    def generate(self, target, cfg: dict, prompt, params: dict, seed, max_new, eos, on_token=None, deadline_s=None):
+        """Generation against a judge-held target (the fake), or a RunnerProxy living in the implementation."""
+        remote = isinstance(target, RunnerProxy)
+        args = dict(target=target.handle if remote else "judge", cfg=cfg, prompt=prompt, params=params, seed=seed,
+                    max_new=max_new, eos=eos, stream=on_token is not None)
+        return self.call("generate", args, JudgeObjects(None if remote else target, on_token), deadline_s)
+
+    def runner_target(self, model_dir, num_blocks, block_tokens) -> "RunnerProxy":
+        return RunnerProxy(self, self.call("runner_target_new", dict(
+            model_dir=str(model_dir), num_blocks=num_blocks, block_tokens=block_tokens)))
+
+
+class PoolProxy:
+    """A KvPool living in the implementation, driven method by method."""
+
+    def __init__(self, impl: Impl, handle: int) -> None:
+        self.impl, self.handle = impl, handle
+
+    def __getattr__(self, method: str):
+        if method not in ops.POOL_METHODS:
+            raise AttributeError(method)
+        return lambda *args: self.impl.call("pool_call", dict(pool=self.handle, method=method, args=list(args)))
+
+
+class RunnerProxy:
+    """A RunnerTarget living in the implementation."""
+
+    def __init__(self, impl: Impl, handle: int) -> None:
+        self.impl, self.handle = impl, handle
+
+    def _call(self, method: str, **args):
+        return self.impl.call("runner_target_call", dict(target=self.handle, method=method, **args))
+
+    def extend(self, ids):
+        return self._call("extend", ids=list(ids))
+
+    def truncate(self, length):
+        return self._call("truncate", length=length)
+
+    def cached(self):
+        return self._call("cached")
+
+    def blocks(self):
+        return self._call("blocks")
+
+    def pool_free(self):
+        return self._call("pool_free")
+
+    def close(self):
+        return self._call("close")

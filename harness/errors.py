@@ -1,0 +1,69 @@
+"""Errors of the harness. Each says the cause and the remedy; each maps to an exit code of `ol`.
+
+Exit codes (the contract of every `ol` command):
+  0  success (all tests passed, fixtures up to date, every mutant killed, ...)
+  1  the thing checked is wrong (a test failed, fixtures differ, a mutant survived)
+  2  bad input: usage, unknown chapter, a missing path, a malformed submission directory
+  3  the harness itself failed (a bug in ol: please report it with the output)
+"""
+
+
+class OlError(Exception):
+    exit_code = 3
+
+
+class UsageError(OlError):
+    exit_code = 2
+
+
+class UnknownChapter(UsageError):
+    def __init__(self, chapter: str, known: list[str]) -> None:
+        super().__init__(f"unknown chapter {chapter!r}: ol knows {', '.join(known)}. Check the spelling (e.g. 'L10.8').")
+
+
+class BadSubmission(UsageError):
+    """The submission path is missing or not laid out as a course workspace."""
+
+
+class RegistryError(OlError):
+    """A chapter registry or mutant manifest is inconsistent (staff error)."""
+
+
+# ---- failures of the implementation under test: raised inside tests, become per-test outcomes ----
+
+class SubmissionFailure(Exception):
+    """Something the implementation under test did; the test reports it, the run goes on."""
+
+    outcome = "error"
+
+
+class Raised(SubmissionFailure):
+    """The implementation raised an exception."""
+
+    def __init__(self, op: str, data: dict) -> None:
+        self.op = op
+        self.type = data.get("type", "Exception")
+        self.message = data.get("message", "")
+        self.spec_error = bool(data.get("spec_error"))
+        self.traceback = data.get("traceback", "")
+        super().__init__(self.describe())
+
+    @property
+    def not_implemented(self) -> bool:
+        return self.type == "NotImplementedError"
+
+    def describe(self) -> str:
+        if self.not_implemented:
+            return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
+        if self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError"):
+            return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}. "
+                    "Fix the import; if an earlier chapter's module is what is missing, try --ref-deps.")
+        return f"{self.op}: your code raised {self.type}: {self.message}"
+
+
+class Timeout(SubmissionFailure):
+    outcome = "timeout"
+
+
+class Crashed(SubmissionFailure):
+    """The worker process died (exit, signal, out of memory) or broke the protocol."""

@@ -1,0 +1,229 @@
+"""The operations of the worker protocol (spec/protocol.md), run against one `tinyllm` package.
+
+Both transports run these same functions: in the judge process for the reference and mutants,
+in the worker subprocess for a submission. Arguments and results are plain data (harness.wire);
+objects that must live between calls (a KvPool, a RunnerTarget) are held in `Session.handles`
+and named by an integer handle. Callbacks into the judge (the fake target, the on_token
+listener) go through `call_judge(method, args)`.
+"""
+
+import importlib
+import traceback
+from typing import Callable
+
+import numpy as np
+
+from .wire import floats
+
+PROTOCOL_VERSION = 1
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+
+
+class Session:
+    """One implementation under test: a package name to import modules from, and live handles."""
+
+    def __init__(self, package: str, call_judge: Callable[[str, dict], object]) -> None:
+        self.package = package  # "tinyllm" in the worker; an alias such as "ol_mutant_s06" in-process
+        self.call_judge = call_judge
+        self.handles: dict[int, object] = {}
+
+    def module(self, name: str):
+        return importlib.import_module(f"{self.package}.{name}")
+
+    def hold(self, obj) -> int:
+        handle = len(self.handles) + 1
+        self.handles[handle] = obj
+        return handle
+
+    def handle(self, h: int, kind: str):
+        obj = self.handles.get(h)
+        if obj is None:
+            raise LookupError(f"no live {kind} with handle {h} (the worker may have been restarted)")
+        return obj
+
+
+def error_data(e: BaseException, session: "Session | None" = None) -> dict:
+    """An exception as plain data: its type, message, whether it is the module's SpecError, a short traceback."""
+    spec_error = False
+    if session is not None:
+        try:
+            spec_error = isinstance(e, session.module("infer.spec").SpecError)
+        except Exception:  # the spec module itself may be what failed to import
+            spec_error = False
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-6))
+    return {"type": type(e).__name__, "message": str(e), "spec_error": spec_error, "traceback": tb[-4000:]}
+
+
+# ---- conversions --------------------------------------------------------------------------------
+
+def _params(s: Session, d: dict):
+    return s.module("infer.sampling").SamplingParams(**{k: d[k] for k in SAMPLING_FIELDS if k in d})
+
+
+def _cfg(s: Session, d: dict):
+    spec = s.module("infer.spec")
+    return spec.SpecConfig.parse(d["draft"], d["k"], d.get("max_ngram", spec.DEFAULT_MAX_NGRAM), d.get("min_ngram", spec.DEFAULT_MIN_NGRAM))
+
+
+def _cfg_data(cfg) -> dict:
+    draft = cfg.draft.value if hasattr(cfg.draft, "value") else str(cfg.draft)
+    return {"draft": draft, "k": cfg.k, "max_ngram": cfg.max_ngram, "min_ngram": cfg.min_ngram}
+
+
+def _ids(xs) -> list[int]:
+    return [int(x) for x in xs]
+
+
+def _f64s(xs) -> list[float]:
+    return [float(x) for x in xs]
+
+
+# ---- the operations -------------------------------------------------------------------------------
+
+def op_spec_config_parse(s, a):
+    return _cfg_data(_cfg(s, a))
+
+
+def op_prompt_lookup(s, a):
+    return _ids(s.module("infer.spec").prompt_lookup(a["ctx"], a["k"], a["max_ngram"], a["min_ngram"]))
+
+
+def op_ngram_draft(s, a):
+    return _ids(s.module("infer.spec").ngram_draft(a["ctx"], a["k"], a["n"]))
+
+
+def op_propose(s, a):
+    return _ids(s.module("infer.spec").propose(_cfg(s, a["cfg"]), a["ctx"], a["k"]))
+
+
+def op_residual(s, a):
+    return _f64s(s.module("infer.spec").residual(floats(a["p"]), floats(a["q"])))
+
+
+def op_sample_dense(s, a):
+    return int(s.module("infer.spec").sample_dense(floats(a["p"]), a["u"]))
+
+
+def op_speculative_step(s, a):
+    x, accepted = s.module("infer.spec").speculative_step(floats(a["p"]), floats(a["q"]), a["x"], a["u_accept"], a["u_resample"])
+    return [int(x), bool(accepted)]
+
+
+def op_dense_distribution(s, a):
+    logits = np.asarray(floats(a["logits"]), dtype=np.float32)
+    return _f64s(s.module("infer.spec").dense_distribution(logits, _params(s, a["params"]), a["prompt"], a["output"]))
+
+
+def _rows(rows):
+    """Rows as float32 vectors when they are rectangular; otherwise as given (the shape check is the
+    implementation's job, so a ragged input must reach it)."""
+    rows = floats(rows)
+    if isinstance(rows, list) and all(isinstance(r, list) for r in rows):
+        return [np.asarray(r, dtype=np.float32) if all(isinstance(v, (int, float)) for v in r) else r for r in rows]
+    return rows
+
+
+def op_verify_draft(s, a):
+    rng = s.module("rng").Pcg32.from_seed(a["seed"])
+    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
+    v = s.module("infer.spec").verify_draft(_rows(a["rows"]), a["draft"], probs, _params(s, a["params"]), a["prompt"], a["output"], rng)
+    return {"tokens": _ids(v.tokens), "logprobs": _f64s(v.logprobs), "n_accepted": int(v.n_accepted), "next_u32": int(rng.next_u32())}
+
+
+def op_rng_u32s(s, a):
+    rng = s.module("rng").Pcg32.from_seed(a["seed"])
+    return [int(rng.next_u32()) for _ in range(a["n"])]
+
+
+def op_blocks_for(s, a):
+    return int(s.module("infer.spec").blocks_for(a["tokens"], a["block_tokens"]))
+
+
+POOL_METHODS = {"alloc", "retain", "release", "fill", "set_fill", "refcount", "free_blocks"}
+
+
+def op_pool_new(s, a):
+    return s.hold(s.module("kv").KvPool(a["num_blocks"], a["block_tokens"]))
+
+
+def op_pool_call(s, a):
+    if a["method"] not in POOL_METHODS:
+        raise ValueError(f"pool method {a['method']!r} is not in the protocol")
+    out = getattr(s.handle(a["pool"], "pool"), a["method"])(*a.get("args", []))
+    return out if out is None or isinstance(out, bool) else int(out)
+
+
+def op_rollback(s, a):
+    table = list(a["table"])
+    released = s.module("infer.spec").rollback(s.handle(a["pool"], "pool"), table, a["keep"])
+    return {"released": int(released), "table": _ids(table)}
+
+
+class JudgeTarget:
+    """The Target protocol, answered by the judge (the fake target lives there, where it can't be fooled)."""
+
+    def __init__(self, call_judge) -> None:
+        self.call_judge = call_judge
+
+    def cached(self) -> int:
+        return int(self.call_judge("target.cached", {}))
+
+    def extend(self, ids):
+        rows = floats(self.call_judge("target.extend", {"ids": _ids(ids)}))
+        return [np.asarray(r, dtype=np.float32) for r in rows]
+
+    def truncate(self, length: int) -> None:
+        self.call_judge("target.truncate", {"length": int(length)})
+
+
+def _generated(g) -> dict:
+    st = g.stats
+    return {"tokens": _ids(g.tokens), "logprobs": _f64s(g.logprobs), "finish_reason": str(g.finish_reason),
+            "stats": {"drafted": int(st.drafted), "accepted": int(st.accepted), "target_calls": int(st.target_calls),
+                      "accept_rate": float(st.accept_rate())}}
+
+
+def op_generate(s, a):
+    spec = s.module("infer.spec")
+    target = JudgeTarget(s.call_judge) if a["target"] == "judge" else s.handle(a["target"], "target")
+    args = (target, _cfg(s, a["cfg"]), a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
+    if not a.get("stream"):
+        return _generated(spec.generate(*args))
+    on_token = lambda t, lp: bool(s.call_judge("on_token", {"token": int(t), "logprob": float(lp)}))
+    return _generated(spec.generate_stream(*args, on_token))
+
+
+def op_runner_target_new(s, a):
+    from_dir = s.module("model").load_model
+    rt = s.module("infer.runner_target")
+    model = from_dir(a["model_dir"])
+    return s.hold(rt.RunnerTarget.create(model, a["num_blocks"], a["block_tokens"]))
+
+
+def op_runner_target_call(s, a):
+    target = s.handle(a["target"], "target")
+    method = a["method"]
+    if method == "extend":
+        return [[float(v) for v in np.asarray(r, dtype=np.float32)] for r in target.extend(a["ids"])]
+    if method == "truncate":
+        return target.truncate(a["length"])
+    if method == "cached":
+        return int(target.cached())
+    if method == "blocks":
+        return _ids(target.table)
+    if method == "pool_free":
+        return int(target.pool.free_blocks())
+    if method == "close":
+        return target.close()
+    raise ValueError(f"runner target method {method!r} is not in the protocol")
+
+
+OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}
+
+
+def dispatch(session: Session, op: str, args: dict):
+    """Run one operation; raises whatever the implementation raised (the transport turns it into data)."""
+    fn = OPS.get(op)
+    if fn is None:
+        raise KeyError(f"unknown operation {op!r}; the protocol has {sorted(OPS)}")
+    return fn(session, args)
