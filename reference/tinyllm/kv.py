@@ -94,6 +94,8 @@ class KvPool:
             raise KvError(f"register: block {block} holds {self._fill[block]} of {self.block_tokens} positions; only full blocks are indexed")
         if key in self._index and self._index[key] != block:
             raise KvError(f"register: key already names block {self._index[key]}")
+        if block in self._key_of and self._key_of[block] != key:
+            raise KvError(f"register: block {block} is already indexed under another key; a block holds one prefix")
         self._index[key] = block
         self._key_of[block] = key
 

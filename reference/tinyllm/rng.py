@@ -4,6 +4,8 @@ Every request's generator is `Pcg32.from_seed(seed)` (or `stream(seed)`); one un
 costs exactly two u32 draws, so "how many uniforms were drawn" can be read off the next u32.
 """
 
+import operator
+
 MASK64 = (1 << 64) - 1
 MULTIPLIER = 6364136223846793005  # the PCG reference multiplier for 64-bit state
 # from_seed's stream selector: the PCG reference default increment 1442695040888963407 is
@@ -17,8 +19,13 @@ class Pcg32:
     __slots__ = ("state", "inc")
 
     def __init__(self, initstate: int, initseq: int) -> None:
-        if not (0 <= initstate <= MASK64 and 0 <= initseq <= MASK64):
-            raise ValueError(f"Pcg32 seeds must be 64-bit unsigned integers, got {initstate}, {initseq}")
+        try:  # any integer type (numpy's too) as a Python int; floats and strings are refused
+            ok = all(0 <= operator.index(s) <= MASK64 for s in (initstate, initseq))
+        except TypeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"Pcg32 seeds must be 64-bit unsigned integers, got {initstate!r}, {initseq!r}")
+        initstate, initseq = operator.index(initstate), operator.index(initseq)
         self.state = 0
         self.inc = ((initseq << 1) | 1) & MASK64
         self._step()

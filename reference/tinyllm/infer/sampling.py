@@ -139,5 +139,6 @@ def sample(probs, u: float) -> int:
 def logprob(penalized_logits, token: int) -> float:
     """logit[token] - logsumexp(logits), on penalized float64 logits, before temperature and truncation."""
     x = np.asarray(penalized_logits, dtype=np.float64)
+    _check_ids([token], x.size, "logprob's token")
     m = float(x.max())
     return float(x[token]) - (m + math.log(_seq_sum(np.exp(x - m))))
