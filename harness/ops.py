@@ -61,8 +61,8 @@ def _params(s: Session, d: dict):
 
 
 def _cfg(s: Session, d: dict):
-    spec = s.module("infer.spec")
-    return spec.SpecConfig.parse(d["draft"], d["k"], d.get("max_ngram", spec.DEFAULT_MAX_NGRAM), d.get("min_ngram", spec.DEFAULT_MIN_NGRAM))
+    extra = {k: d[k] for k in ("max_ngram", "min_ngram") if k in d}  # only when the test names them
+    return s.module("infer.spec").SpecConfig.parse(d["draft"], d["k"], **extra)
 
 
 def _cfg_data(cfg) -> dict:

@@ -57,7 +57,7 @@ def _budget(request):
     if "impl" in request.fixturenames:
         ch = request.getfixturevalue("chapter")
         try:
-            seconds = ch.test(request.node.originalname).timeout_s
+            seconds = ch.test(request.node.originalname.removeprefix("test_")).timeout_s
         except KeyError:
             seconds = 60.0
         request.getfixturevalue("impl").start_budget(seconds)

@@ -22,9 +22,9 @@ from ..kv import KvPool
 from ..rng import Pcg32
 from .sampling import SamplingParams
 
-MAX_K: int  # 16
-DEFAULT_MAX_NGRAM: int  # 3
-DEFAULT_MIN_NGRAM: int  # 1
+MAX_K: int = 16  # the largest k the runtime accepts
+DEFAULT_MAX_NGRAM: int = 3  # the longest suffix prompt lookup tries first
+DEFAULT_MIN_NGRAM: int = 1  # the shortest suffix it falls back to
 
 
 class SpecError(ValueError):

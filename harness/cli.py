@@ -1,0 +1,190 @@
+"""The `ol` command line. Library modules return data; only this module prints.
+
+Exit codes: 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown chapter, missing
+path, malformed submission), 3 a harness error (see harness.errors).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from .errors import OlError, UsageError
+from .paths import REPO
+from .registry import load_chapter
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+STYLE = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
+
+
+def _chapter(name: str):
+    return load_chapter(name)
+
+
+class OlGroup(click.Group):
+    """Turns every OlError into its message and exit code: no bare tracebacks for bad input."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OlError as e:
+            err.print(f"[bold red]ol:[/] {e}", markup=True)
+            sys.exit(e.exit_code)
+
+
+@click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """ol: grade and differential-test tinyllm chapters (L10.8: speculative decoding)."""
+
+
+@main.command()
+@click.argument("chapter")
+def tests(chapter: str) -> None:
+    """List the chapter's tests: kind, what each checks, why it matters."""
+    ch = _chapter(chapter)
+    t = Table(title=f"{ch.chapter} {ch.title}: {len(ch.tests)} tests")
+    for col in ("test", "kind", "checks", "why it matters downstream", "pts"):
+        t.add_column(col, overflow="fold")
+    for s in ch.tests:
+        t.add_row(s.name, s.kind, s.checks, s.why, f"{s.points:g}")
+    out.print(t)
+
+
+@main.command()
+@click.argument("chapter")
+@click.argument("workspace", required=False, type=click.Path(path_type=Path))
+@click.option("--force", is_flag=True, help="overwrite an existing file")
+def start(chapter: str, workspace: Path | None, force: bool) -> None:
+    """Write the stub of the chapter's file into WORKSPACE (default ./py)."""
+    from .stub import write_stub
+
+    ch = _chapter(chapter)
+    ws = workspace or Path(ch.default_submission)
+    path, missing = write_stub(ch, ws, force)
+    out.print(f"wrote {path}: every function raises NotImplementedError; its docstring is the rule.")
+    if missing:
+        out.print(f"your workspace has no {', '.join(missing)} yet (earlier chapters): check with "
+                  f"`ol check {ch.chapter} --submission {ws} --ref-deps` until they exist.")
+    out.print(f"next: `ol check {ch.chapter} --submission {ws}`")
+
+
+def _print_report(rep, verbose_pass: bool = False) -> None:
+    t = Table(title=f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}")
+    for col in ("test", "kind", "outcome", "time"):
+        t.add_column(col)
+    for r in rep.tests:
+        t.add_row(r.name, r.kind, f"[{STYLE[r.outcome]}]{r.outcome}[/]", f"{r.duration_s:.2f}s")
+    out.print(t)
+    for r in rep.tests:
+        if r.outcome == "pass":
+            continue
+        out.print(f"\n[bold {STYLE[r.outcome]}]{r.outcome.upper()}[/] [bold]{r.name}[/]")
+        out.print(r.message, markup=False)
+        if r.pitfalls:
+            out.print("  known pitfalls that fail this test:")
+            for p in r.pitfalls:
+                out.print(f"    - {p}", markup=False)
+    colour = "green" if rep.ok else "red"
+    out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
+              f"{rep.duration_s:.1f}s")
+
+
+def _write_json(path: str, data) -> None:
+    Path(path).write_text(json.dumps(data, indent=2) + "\n")
+
+
+@main.command()
+@click.argument("chapter")
+@click.option("--submission", default=None, help="reference | mutant:sNN | a folder holding tinyllm/ (default ./py)")
+@click.option("--ref-deps", is_flag=True, help="keep your chapter file, take earlier chapters' modules from the reference")
+@click.option("--transport", type=click.Choice(["auto", "worker"]), default="auto", help="run trusted code through the worker too")
+@click.option("--json", "json_path", default=None, help="write the report as JSON")
+@click.option("--junit", default=None, help="write JUnit XML")
+def check(chapter, submission, ref_deps, transport, json_path, junit) -> None:
+    """Run the chapter's tests on a submission; the exit code is the verdict."""
+    from .check import run_check
+
+    ch = _chapter(chapter)
+    if submission is None:
+        submission = ch.default_submission
+        if not Path(submission).exists():
+            return _demo(ch)
+    rep = run_check(ch, submission, ref_deps, transport, junit=junit)
+    _print_report(rep)
+    if json_path:
+        _write_json(json_path, rep.to_json())
+    sys.exit(0 if rep.ok else 1)
+
+
+def _demo(ch) -> None:
+    """No ./py here: show what a check looks like, on the reference and on a sample with a known bug."""
+    from .check import run_check
+
+    sample = REPO / "examples" / "submissions" / "s07-draws-u-resample-only-on-rejection"
+    out.print(f"[bold]No submission at ./{ch.default_submission}[/] (run `ol start {ch.chapter}` to make one). "
+              "Showing the demo: the reference, then a sample submission with a known bug.\n")
+    ref = run_check(ch, "reference")
+    _print_report(ref)
+    ok = ref.ok
+    if sample.is_dir():
+        out.print(f"\n[bold]The sample submission[/] {sample.relative_to(REPO)} (its bug: {sample.name}):\n")
+        bad = run_check(ch, str(sample))
+        _print_report(bad)
+        ok = ok and not bad.ok
+    out.print("\n[bold]demo:[/] the reference passes and the sample's bug is caught." if ok else "\n[bold red]demo: unexpected outcome[/]")
+    sys.exit(0 if ok else 1)
+
+
+@main.command()
+@click.argument("chapter")
+@click.option("--submission", default=None, help="reference | mutant:sNN | a folder holding tinyllm/ (default ./py)")
+@click.option("--ref-deps", is_flag=True)
+@click.option("--json", "json_path", default=None, help="write the divergences as JSON")
+@click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
+def diff(chapter, submission, ref_deps, json_path, show_all) -> None:
+    """The differential view: the submission against every golden case."""
+    from .diff import run_diff
+
+    ch = _chapter(chapter)
+    result = run_diff(ch, submission or ch.default_submission, ref_deps)
+    from .diff import render
+
+    render(out, result, show_all)
+    if json_path:
+        _write_json(json_path, result)
+    sys.exit(0 if result["divergent"] == 0 else 1)
+
+
+@main.command()
+@click.argument("chapter")
+@click.option("--check", "only_check", is_flag=True, help="regenerate in memory and fail if the file differs")
+def fixtures(chapter, only_check) -> None:
+    """Regenerate the chapter's golden fixtures from the reference (byte for byte reproducible)."""
+    from .fixtures import check_fixtures, write_fixtures
+
+    ch = _chapter(chapter)
+    if only_check:
+        problem = check_fixtures(ch)
+        if problem:
+            err.print(f"[bold red]fixtures differ:[/] {problem}\nregenerate with `ol fixtures {ch.chapter}` and review the diff.")
+            sys.exit(1)
+        out.print(f"{ch.golden.relative_to(REPO)} is up to date (regenerated byte for byte)")
+        return
+    path, size = write_fixtures(ch)
+    out.print(f"wrote {path.relative_to(REPO)} ({size} bytes)")
+
+
+@main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.pass_context
+def selftest(ctx) -> None:
+    """Run ol's own test suite (pytest over tests/; extra arguments go to pytest)."""
+    import pytest
+
+    code = pytest.main([str(REPO / "tests"), *ctx.args])
+    if code == 5:
+        err.print("ol selftest: pytest collected no tests: that is a failure, not a pass")
+    sys.exit(int(code))
