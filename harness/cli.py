@@ -115,9 +115,28 @@ def check(chapter, submission, ref_deps, transport, json_path, junit) -> None:
             return _demo(ch)
     rep = run_check(ch, submission, ref_deps, transport, junit=junit)
     _print_report(rep)
+    data = rep.to_json()
+    if not rep.ok and submission != "reference" and ch.mutants:
+        data["pitfall_matches"] = _pitfall_feedback(ch, submission, ref_deps, transport)
     if json_path:
-        _write_json(json_path, rep.to_json())
+        _write_json(json_path, data)
     sys.exit(0 if rep.ok else 1)
+
+
+def _pitfall_feedback(ch, submission: str, ref_deps: bool, transport: str) -> list[dict]:
+    """Compare the submission's golden answers with each mutant's, where the mutant shows."""
+    from .impls import open_impl
+    from .mutants import golden_of, match_pitfalls
+
+    impl = open_impl(ch, submission, ref_deps, transport)
+    try:
+        matches = match_pitfalls(ch, impl, golden_of(ch))
+    finally:
+        impl.close()
+    for m in matches[:3]:
+        out.print(f"[bold]hint:[/] your answers match pitfall {m['id']}, {m['pitfall']}, on {m['matched']} of "
+                  f"{m['shows']} golden cases where it shows")
+    return matches
 
 
 def _demo(ch) -> None:
@@ -176,6 +195,46 @@ def fixtures(chapter, only_check) -> None:
         return
     path, size = write_fixtures(ch)
     out.print(f"wrote {path.relative_to(REPO)} ({size} bytes)")
+
+
+@main.command()
+@click.argument("chapter")
+@click.option("--json", "json_path", default=None, help="write the kill matrix as JSON")
+@click.option("--jobs", type=int, default=None, help="parallel processes (default: the core count)")
+def mutants(chapter, json_path, jobs) -> None:
+    """Prove the tests catch the pitfalls: the reference passes all, every mutant fails its named test."""
+    import time
+    from rich.progress import Progress
+
+    from .mutants import kill_matrix
+
+    ch = _chapter(chapter)
+    if not ch.mutants:
+        raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")
+    start = time.perf_counter()
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("reference and mutants", total=len(ch.mutants) + 1)
+        result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task))
+    t = Table(title=f"{ch.chapter}: kill matrix (x = test fails; [bold]X[/] = the named test)")
+    t.add_column("subject")
+    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
+    for name in result["tests"]:
+        t.add_column(short[name], justify="center")
+    t.add_column("verdict")
+    t.add_row("reference", *["x" if n in result["reference_failed_tests"] else "." for n in result["tests"]],
+              "[green]passes all[/]" if result["reference_passes"] else "[red]FAILS[/]")
+    for m in result["mutants"]:
+        cells = [("[bold]X[/]" if n == m["must_fail"] else "x") if n in m["failed_tests"] else
+                 ("[red]![/]" if n == m["must_fail"] else ".") for n in result["tests"]]
+        t.add_row(m["id"], *cells, "[green]killed[/]" if m["killed_by_named"] else f"[red]SURVIVES {m['must_fail']}[/]")
+    out.print(t)
+    out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
+    result["duration_s"] = round(time.perf_counter() - start, 2)
+    out.print(f"{sum(m['killed_by_named'] for m in result['mutants'])} of {len(result['mutants'])} mutants killed by their named test; "
+              f"reference {'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s")
+    if json_path:
+        _write_json(json_path, result)
+    sys.exit(0 if result["ok"] else 1)
 
 
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
