@@ -65,10 +65,17 @@ class InProcess:
         pass
 
 
+# Per-call deadlines (seconds). A correct implementation answers a pure call in milliseconds and a
+# generation on the fake target well under a second; the margins are for a loaded grading machine.
+# A hanging submission costs at most one deadline per test, since the test's first failure ends it.
+DEADLINES_S = {"generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
+DEFAULT_DEADLINE_S = 5.0
+
+
 class Impl:
     """The implementation under test, as the chapter's tests see it."""
 
-    def __init__(self, transport, label: str, default_deadline_s: float = 20.0) -> None:
+    def __init__(self, transport, label: str, default_deadline_s: float = DEFAULT_DEADLINE_S) -> None:
         self.transport = transport
         self.label = label
         self.default_deadline_s = default_deadline_s
@@ -82,7 +89,7 @@ class Impl:
         self.calls = []
 
     def call(self, op: str, args: dict, judge: JudgeObjects | None = None, deadline_s: float | None = None):
-        deadline_s = deadline_s or self.default_deadline_s
+        deadline_s = deadline_s or DEADLINES_S.get(op, self.default_deadline_s)
         if self.budget_end is not None:
             left = self.budget_end - time.monotonic()
             if left <= 0:

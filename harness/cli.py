@@ -104,7 +104,11 @@ def _write_json(path: str, data) -> None:
 @click.option("--transport", type=click.Choice(["auto", "worker"]), default="auto", help="run trusted code through the worker too")
 @click.option("--json", "json_path", default=None, help="write the report as JSON")
 @click.option("--junit", default=None, help="write JUnit XML")
-def check(chapter, submission, ref_deps, transport, json_path, junit) -> None:
+@click.option("--gradescope", default=None, help="write a Gradescope results.json")
+@click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
+              help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed)")
+@click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
+def check(chapter, submission, ref_deps, transport, json_path, junit, gradescope, fresh, golden) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict."""
     from .check import run_check
 
@@ -113,24 +117,50 @@ def check(chapter, submission, ref_deps, transport, json_path, junit) -> None:
         submission = ch.default_submission
         if not Path(submission).exists():
             return _demo(ch)
-    rep = run_check(ch, submission, ref_deps, transport, junit=junit)
+    seed = None
+    if fresh is not None:
+        from .fixtures import fresh_golden
+
+        seed = _seed(fresh)
+        golden = str(fresh_golden(ch, seed))
+        out.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
+    rep = run_check(ch, submission, ref_deps, transport, golden=golden, junit=junit)
     _print_report(rep)
     data = rep.to_json()
+    data["fresh_seed"] = seed
     if not rep.ok and submission != "reference" and ch.mutants:
-        data["pitfall_matches"] = _pitfall_feedback(ch, submission, ref_deps, transport)
+        data["pitfall_matches"] = _pitfall_feedback(ch, submission, ref_deps, transport, golden)
+    if gradescope:
+        from .gradescope import results_json
+
+        _write_json(gradescope, results_json(rep, data.get("pitfall_matches", []), seed))
     if json_path:
         _write_json(json_path, data)
     sys.exit(0 if rep.ok else 1)
 
 
-def _pitfall_feedback(ch, submission: str, ref_deps: bool, transport: str) -> list[dict]:
+def _seed(text: str) -> int:
+    import secrets
+
+    if text == "random":
+        return secrets.randbits(63)
+    try:
+        seed = int(text, 0)
+    except ValueError:
+        raise UsageError(f"--fresh takes an integer seed, got {text!r}") from None
+    if not 0 <= seed < 2**64:
+        raise UsageError(f"--fresh seed must be a 64-bit unsigned integer, got {seed}")
+    return seed
+
+
+def _pitfall_feedback(ch, submission: str, ref_deps: bool, transport: str, golden: str | None = None) -> list[dict]:
     """Compare the submission's golden answers with each mutant's, where the mutant shows."""
     from .impls import open_impl
     from .mutants import golden_of, match_pitfalls
 
     impl = open_impl(ch, submission, ref_deps, transport)
     try:
-        matches = match_pitfalls(ch, impl, golden_of(ch))
+        matches = match_pitfalls(ch, impl, golden_of(ch, golden))
     finally:
         impl.close()
     for m in matches[:3]:
@@ -237,6 +267,56 @@ def mutants(chapter, json_path, jobs) -> None:
     sys.exit(0 if result["ok"] else 1)
 
 
+@main.command()
+@click.argument("chapter")
+@click.argument("submissions_dir", type=click.Path(path_type=Path))
+@click.option("--jobs", type=int, default=None, help="submissions graded at once (default: the core count)")
+@click.option("--out", "out_csv", default="grades.csv", type=click.Path(path_type=Path), help="the CSV of grades")
+@click.option("--results-dir", default=None, type=click.Path(path_type=Path), help="one JSON report per submission, and summary.json")
+@click.option("--seed", default=None, help="the fresh cases' seed (default: a random one, recorded in the outputs)")
+@click.option("--shipped-cases", is_flag=True, help="grade on the shipped golden cases instead of fresh ones")
+@click.option("--ref-deps", is_flag=True, help="every submission holds only its chapter file; the rest comes from the reference")
+def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_cases, ref_deps) -> None:
+    """Grade every subfolder of SUBMISSIONS_DIR (each through its own worker), in parallel."""
+    import os
+    from rich.progress import Progress
+
+    from .grade import grade as run_grade, write_outputs
+
+    ch = _chapter(chapter)
+    seed_value = None if shipped_cases else _seed(seed or "random")
+    n = sum(1 for p in submissions_dir.iterdir() if p.is_dir()) if submissions_dir.is_dir() else 0
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("grading", total=n)
+        result = run_grade(ch, submissions_dir, jobs or os.cpu_count() or 1, seed_value, ref_deps,
+                           on_done=lambda r: progress.advance(task))
+    write_outputs(result, out_csv, results_dir)
+    t = Table(title=f"{ch.chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed_value}" if seed_value is not None else ""))
+    for col in ("submission", "passed", "score", "time"):
+        t.add_column(col)
+    for r in result["reports"]:
+        s = r["summary"]
+        t.add_row(r["submission"], f"{s['passed']}/{s['total']}", f"{s['score']:g}/{s['max_score']:g}", f"{s['wall_s']:.1f}s")
+    out.print(t)
+    summ = result["summary"]
+    out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
+    if summ["pitfalls_most_matched"]:
+        out.print("pitfalls most often matched: " + "; ".join(f"{k} ({v})" for k, v in summ["pitfalls_most_matched"].items()))
+    out.print(f"wrote {out_csv}" + (f" and {results_dir}/" if results_dir else "") + (f"; replay with --seed {seed_value}" if seed_value is not None else ""))
+
+
+@main.command()
+@click.argument("chapter")
+@click.option("--out", "out_zip", default="autograder.zip", type=click.Path(path_type=Path))
+def gradescope(chapter, out_zip) -> None:
+    """Build a Gradescope autograder bundle (setup.sh, run_autograder, the harness)."""
+    from .gradescope import build_bundle
+
+    ch = _chapter(chapter)
+    n = build_bundle(ch.chapter, out_zip)
+    out.print(f"wrote {out_zip} ({n} files of the harness under source/)")
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def selftest(ctx) -> None:
@@ -247,3 +327,7 @@ def selftest(ctx) -> None:
     if code == 5:
         err.print("ol selftest: pytest collected no tests: that is a failure, not a pass")
     sys.exit(int(code))
+
+
+if __name__ == "__main__":
+    main()
