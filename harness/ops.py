@@ -31,7 +31,7 @@ class Session:
         return importlib.import_module(f"{self.package}.{name}")
 
     def hold(self, obj) -> int:
-        handle = len(self.handles) + 1
+        handle = sum(isinstance(h, int) for h in self.handles) + 1
         self.handles[handle] = obj
         return handle
 
@@ -194,10 +194,15 @@ def op_generate(s, a):
 
 
 def op_runner_target_new(s, a):
-    from_dir = s.module("model").load_model
-    rt = s.module("infer.runner_target")
-    model = from_dir(a["model_dir"])
-    return s.hold(rt.RunnerTarget.create(model, a["num_blocks"], a["block_tokens"]))
+    """A RunnerTarget over the model at model_dir with a pool of its own, built the way the engine does:
+    load_llama -> make_pool -> PagedRunner -> RunnerTarget (the model is loaded once per worker)."""
+    m = s.module("model")
+    key = ("model", a["model_dir"])
+    if key not in s.handles:
+        s.handles[key] = m.load_llama(a["model_dir"])
+    model = s.handles[key]
+    pool = m.make_pool(model, a["num_blocks"], a["block_tokens"])
+    return s.hold(s.module("infer.runner_target").RunnerTarget(m.PagedRunner(model, pool), pool))
 
 
 def op_runner_target_call(s, a):
