@@ -14,31 +14,43 @@ import numpy as np
 NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
+def _float(x: float):
+    if x - x == 0.0:  # finite (inf - inf and nan - nan are nan)
+        return x
+    return "nan" if x != x else ("inf" if x > 0 else "-inf")
+
+
 def to_wire(x):
     """Numpy values to lists and Python scalars; non-finite floats to strings."""
+    t = type(x)
+    if t is int or t is str or t is bool or x is None:
+        return x
+    if t is float:
+        return _float(x)
     if isinstance(x, np.ndarray):
-        return to_wire(x.tolist())
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        if math.isfinite(x):
-            return x
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (np.bool_,)):
-        return bool(x)
-    if isinstance(x, dict):
-        return {str(k): to_wire(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            return to_wire(x.astype(np.float64).tolist())
+        return x.tolist()  # exact: a float32 becomes the float64 it equals
+    if t is list or t is tuple:
         return [to_wire(v) for v in x]
+    if t is dict:
+        return {str(k): to_wire(v) for k, v in x.items()}
+    if isinstance(x, np.floating):
+        return _float(float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
     return x
 
 
 def floats(x):
     """The inverse of to_wire for numbers: strings "inf", "-inf", "nan" back to floats, recursively."""
-    if isinstance(x, str) and x in NON_FINITE:
-        return NON_FINITE[x]
-    if isinstance(x, list):
+    if type(x) is str:
+        return NON_FINITE.get(x, x)
+    if type(x) is list:
+        if x and type(x[0]) is not list and not any(type(v) is str for v in x):
+            return x  # a flat row of numbers: nothing to convert
         return [floats(v) for v in x]
     return x
 
