@@ -1,0 +1,110 @@
+"""The `ol` command line, run as a student or staff member runs it: exit codes, reports, stubs, bundles."""
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "harness" / "schemas"
+
+
+def ol(*args, cwd=None, timeout=600, env=None):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=cwd or REPO, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def test_unknown_chapter_is_a_usage_error():
+    r = ol("check", "L99.9", "--submission", "reference")
+    assert r.returncode == 2, r.stderr
+    assert "unknown chapter 'L99.9'" in r.stderr and "L10.8" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_missing_submission_path_is_a_usage_error(tmp_path):
+    r = ol("check", "L10.8", "--submission", tmp_path / "nope")
+    assert r.returncode == 2 and "no submission at" in r.stderr and "Traceback" not in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = ol("check", "L10.8", "--submission", tmp_path / "empty")
+    assert r.returncode == 2 and "holds no tinyllm/ package" in r.stderr
+
+
+def test_bad_fresh_seed_is_a_usage_error():
+    r = ol("check", "L10.8", "--submission", "reference", "--fresh", "banana")
+    assert r.returncode == 2 and "--fresh takes an integer seed" in r.stderr
+
+
+def test_reference_passes_16_with_valid_json_and_junit(tmp_path):
+    r = ol("check", "L10.8", "--submission", "reference", "--json", tmp_path / "r.json", "--junit", tmp_path / "r.xml")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    report = json.loads((tmp_path / "r.json").read_text())
+    jsonschema.validate(report, json.loads((SCHEMAS / "check_report.schema.json").read_text()))
+    assert report["summary"] == {**report["summary"], "passed": 16, "failed": 0, "total": 16}
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+    assert int(suite.get("tests")) == 16 and int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+
+
+def test_fresh_stub_fails_every_test_with_not_implemented(tmp_path):
+    r = ol("start", "L10.8", tmp_path / "ws")
+    assert r.returncode == 0, r.stderr
+    assert ol("start", "L10.8", tmp_path / "ws").returncode == 2, "start must refuse to overwrite"
+    r = ol("check", "L10.8", "--submission", tmp_path / "ws", "--ref-deps", "--json", tmp_path / "s.json", timeout=900)
+    assert r.returncode == 1
+    report = json.loads((tmp_path / "s.json").read_text())
+    assert report["summary"]["passed"] == 0 and report["summary"]["total"] == 16
+    for t in report["tests"]:
+        assert "not implemented" in t["message"], f"{t['name']}: {t['message'][:300]}"
+
+
+def test_fixtures_check_passes_and_catches_a_one_byte_edit(tmp_path):
+    r = ol("fixtures", "L10.8", "--check")
+    assert r.returncode == 0, r.stderr
+    copy = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(copy)], check=True)
+    golden = copy / "fixtures" / "L10.8" / "spec_golden.json"
+    if not golden.exists():
+        pytest.fail("the golden file is not committed")
+    data = bytearray(golden.read_bytes())
+    i = data.index(b'"expect"') + 20
+    data[i] = ord("7") if data[i] != ord("7") else ord("8")
+    golden.write_bytes(bytes(data))
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "fixtures", "L10.8", "--check"], cwd=copy, capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": str(copy)})
+    assert r.returncode == 1 and "differ" in r.stderr, r.stderr
+
+
+def test_gradescope_bundle_runs_like_gradescope(tmp_path):
+    bundle = tmp_path / "autograder.zip"
+    assert ol("gradescope", "L10.8", "--out", bundle).returncode == 0
+    root = tmp_path / "autograder"
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(root)
+    for f in ("run_autograder", "setup.sh", "source/ol"):
+        (root / f).chmod(0o755)
+    schema = json.loads((SCHEMAS / "gradescope_results.schema.json").read_text())
+    venv = os.environ.get("OL_VENV") or str(REPO / ".venv")
+    for name, spec_src, want_full in (("correct", REPO / "reference" / "tinyllm" / "infer" / "spec.py", True),
+                                      ("broken", None, False)):
+        for d in ("submission", "results"):
+            subprocess.run(["rm", "-rf", str(root / d)])
+        (root / "submission").mkdir()
+        if spec_src:
+            (root / "submission" / "spec.py").write_text(spec_src.read_text())
+        else:
+            (root / "submission" / "spec.py").write_text("def prompt_lookup(:\n")  # a syntax error
+        r = subprocess.run(["bash", str(root / "run_autograder")], capture_output=True, text=True, timeout=900,
+                           env={**os.environ, "AUTOGRADER_ROOT": str(root), "OL_VENV": venv})
+        assert r.returncode == 0, r.stderr
+        results = json.loads((root / "results" / "results.json").read_text())
+        jsonschema.validate(results, schema)
+        assert len(results["tests"]) == 16, (results.get("output"), (root / "results" / "ol-output.txt").read_text()[-2000:])
+        passed = sum(t["status"] == "passed" for t in results["tests"])
+        assert (passed == 16) == want_full, (name, passed, results["output"])
+        if not want_full:
+            assert results["score"] == 0 and "could not be imported" in results["tests"][0]["output"]
