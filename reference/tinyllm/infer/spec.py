@@ -101,7 +101,7 @@ def prompt_lookup(ctx: Sequence[int], k: int, max_ngram: int, min_ngram: int) ->
     ctx, k = _ids(ctx, "ctx"), _count(k, "k")
     _check_ngrams(max_ngram, min_ngram)
     t = len(ctx)
-    for n in range(max_ngram, min_ngram - 1, -1):
+    for n in range(min(max_ngram, t - 1), min_ngram - 1, -1):  # an earlier occurrence needs n < t
         suffix = ctx[t - n:]
         for i in range(t - n - 1, -1, -1):  # most recent earlier occurrence first: start i < t - n
             if ctx[i:i + n] == suffix:
@@ -252,9 +252,12 @@ def verify_draft(rows, draft, draft_probs, p: SamplingParams, prompt, output, rn
 
 def _penalized(row, p: SamplingParams, prompt: list[int], seen: list[int]) -> np.ndarray:
     try:
-        return apply_penalties(row, p, prompt, seen)
+        z = apply_penalties(row, p, prompt, seen)
     except SamplingError as e:
         raise SpecError(str(e)) from e
+    if np.isneginf(z).all():
+        raise SpecError("a row of logits is -inf everywhere: the target gives no token any probability")
+    return z
 
 
 # ---- KV rollback -------------------------------------------------------------------------------
