@@ -16,7 +16,7 @@ from .errors import OlError, UsageError
 from .paths import REPO
 from .registry import load_chapter
 
-out = Console(highlight=False)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # wide tables in logs and CI
 err = Console(stderr=True, highlight=False)
 STYLE = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
 
