@@ -181,10 +181,10 @@ def _demo(ch) -> None:
     ok = ref.ok
     if sample.is_dir():
         out.print(f"\n[bold]The sample submission[/] {sample.relative_to(REPO)} --ref-deps (its bug: {sample.name}):\n")
-        if ch.mutants:
-            _pitfall_feedback(ch, str(sample), True, "auto")
         bad = run_check(ch, str(sample), ref_deps=True)  # the sample holds only its spec.py
         _print_report(bad)
+        if ch.mutants and not bad.ok:
+            _pitfall_feedback(ch, str(sample), True, "auto")
         ok = ok and not bad.ok
     out.print("\n[bold]demo:[/] the reference passes and the sample's bug is caught." if ok else "\n[bold red]demo: unexpected outcome[/]")
     sys.exit(0 if ok else 1)
