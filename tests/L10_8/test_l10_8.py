@@ -67,11 +67,17 @@ def test_ngram_draft_hand_example(impl):
         ([1, 2, 1, 3, 4, 1], 1, 3, [2], "back-off: [4 1] never occurred before, [1] was followed by 2 and 3 (tie, lowest)"),
         ([1, 2, 3], 3, 3, [], "stop: nothing ever repeats"),
         ([1, 2, 3, 1, 2, 4, 1, 2], 3, 3, [3, 1, 2], "drafted tokens count as context: 3, then [2 3] -> 1, then [3 1] -> 2"),
+        ([5, 1, 7, 6, 1, 8, 6, 1, 8, 5, 1], 1, 2, [8], "n 2 looks at one token: after [1] came 7 once and 8 twice"),
+        ([4, 4], 2, 3, [4, 4], "a short context backs off to what fits: [4] -> 4, then [4 4] -> 4"),
+        ([5], 3, 3, [], "one token has no earlier occurrence"),
+        ([1, 2, 1, 2], 2, 1, [], "n 1 means contexts of n - 1 = 0 tokens: no draft"),
     ]
     for ctx, k, n, want, what in checks:
         with case(f"ngram_draft({ctx}, k={k}, n={n})"):
             got = impl.ngram_draft(ctx, k, n)
         assert got == want, f"{what}: ngram_draft({ctx}, k={k}, n={n}) should be {want}, got {got}"
+    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0")
+    assert problem is None, problem
 
 
 def test_config_parses_runtime_values(impl):
@@ -80,8 +86,12 @@ def test_config_parses_runtime_values(impl):
             got = impl.parse_config(draft, k)
         assert (got["draft"], got["k"]) == (draft, k), f"SpecConfig.parse({draft!r}, {k}) gave {got}"
         assert (got["max_ngram"], got["min_ngram"]) == (3, 1), f"the defaults are max_ngram 3, min_ngram 1; got {got}"
-    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), f"SpecConfig.parse({d!r}, {k})")
-                for d, k in (("prompt_lookup", 0), ("prompt_lookup", 17), ("prompt-lookup", 4), ("ngarm", 4))]
+    got = impl.parse_config("prompt_lookup", 4, max_ngram=4, min_ngram=2)
+    assert (got["max_ngram"], got["min_ngram"]) == (4, 2), f"SpecConfig.parse('prompt_lookup', 4, max_ngram=4, min_ngram=2) must keep them; got {got}"
+    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), f"SpecConfig.parse({d!r}, {k!r})")
+                for d, k in (("prompt_lookup", 0), ("prompt_lookup", 17), ("prompt-lookup", 4), ("ngarm", 4),
+                             ("ngram", -1), ("ngram", 4.0), ("ngram", True))]
+    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=2, min_ngram=3), "min_ngram 3 > max_ngram 2"))
     problems = [p for p in problems if p]
     assert not problems, "a bad [engine].speculative must fail at startup:\n" + "\n".join(problems)
 
@@ -123,6 +133,28 @@ def test_hand_example_sampled_step(impl):
     assert got == 2, f"u 0.8 walks the running sum 0, 0.75, 1.0 and lands on id 2; got {got}"
     problem = must_refuse(lambda: impl.speculative_step(p, [0.0, 0.5, 0.5], 0, 0.3, 0.8), "a q with q(0) = 0 proposing x = 0")
     assert problem is None, problem + " (the draft could not have proposed 0: that is a caller's bug)"
+    # The boundaries of the rule, by hand.
+    got = impl.speculative_step([0.25, 0.75], [0.5, 0.5], 0, 0.5, 0.1)
+    assert got == (1, False), f"u_accept 0.5 == p(0)/q(0) is not < : reject, and the residual [0 1] gives 1; got {got}"
+    got = impl.speculative_step(p, q, 0, 0.0, 0.8)
+    assert got == (0, True), f"u_accept 0.0 < 1/3: accept; got {got}"
+    r = impl.residual([0.2, 0.8], [0.2, 0.8])
+    assert np.allclose(r, [0.2, 0.8], atol=1e-12), f"p <= q everywhere leaves no residual mass: residual is p itself, [0.2 0.8]; got {r}"
+    got = impl.sample_dense([0.5, 0.5], 0.5)
+    assert got == 1, f"the running sum must exceed u: 0.5 is not > 0.5, so u 0.5 lands on id 1; got {got}"
+    tenths = [0.1] * 10 + [0.0]  # summed left to right they make 0.9999999999999999, the largest u below 1
+    got = impl.sample_dense(tenths, 0.9999999999999999)
+    assert got == 9, f"when rounding leaves u at or beyond the total, the answer is the last id of nonzero probability, 9; got {got}"
+    # The target's p comes from the sampler: dense_distribution, by hand.
+    for logits, params, want, what in (
+            ([0.0, 1.0, 2.0], {"temperature": 2.0}, [math.exp(x / 2) / sum(math.exp(y / 2) for y in (0, 1, 2)) for x in (0, 1, 2)],
+             "softmax of logits / temperature"),
+            ([0.0, 3.0, 1.0], {"temperature": 0.0}, [0.0, 1.0, 0.0], "greedy is one-hot at the argmax"),
+            ([0.0, 0.0], {"temperature": 1.0, "top_p": 0.5}, [1.0, 0.0], "top_p 0.5: id 0 ranks first on the tie; the mass before id 1 is 0.5, not < 0.5"),
+            ([0.0, 0.0, -1.0], {"temperature": 1.0, "min_p": 1.0}, [0.5, 0.5, 0.0], "min_p 1 keeps the tokens as likely as the best"),
+            ([800.0, 799.0, 0.0], {"temperature": 1.0}, [0.7310585786300049, 0.2689414213699951, 0.0], "large logits: subtract the max first")):
+        got = impl.dense_distribution(logits, params, [], [])
+        assert np.allclose(got, want, atol=1e-12, rtol=0), f"dense_distribution({logits}, {params}): {what}: expected {want}, got {got}"
 
 
 def test_verify_matches_python_l8_6(impl, golden):
@@ -161,6 +193,15 @@ def test_verify_rejects_bad_shapes(impl):
         ("one draft distribution for a draft of 2", lambda: impl.verify_draft(rows, [2, 1], [q], sampled, [], [], 1)),
         ("a draft distribution of length 3 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], [q, q[:3]], sampled, [], [], 1)),
         ("a draft distribution with q[d] = 0", lambda: impl.verify_draft(rows, [2, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
+        ("q[d] = 0 at position 1 while position 0 is surely rejected (check before walking)",
+         lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
+        ("a row that is a matrix", lambda: impl.verify_draft([[rows[0], rows[0]], rows[1], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
+        ("speculative_step with q of length 2 for p of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.5, 0.5], 0, 0.3, 0.8)),
+        ("speculative_step proposing x = 3 in a vocabulary of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.2, 0.5, 0.3], 3, 0.3, 0.8)),
+        ("speculative_step with u_accept = 1.0 (uniforms are in [0, 1))", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.6, 0.2, 0.2], 0, 1.0, 0.8)),
+        ("residual of p and q of different lengths", lambda: impl.residual([0.2, 0.5, 0.3], [0.5, 0.5])),
+        ("sample_dense with u = -0.1", lambda: impl.sample_dense([0.5, 0.5], -0.1)),
+        ("sample_dense over a distribution with no mass", lambda: impl.sample_dense([0.0, 0.0, 0.0], 0.5)),
     ]
     problems = [p for p in (must_refuse(fn, what) for what, fn in bad) if p]
     assert not problems, "bad shapes must raise SpecError, never crash the step loop:\n" + "\n".join(problems)
@@ -295,12 +336,15 @@ def test_rollback_hand_example(impl):
     assert r["released"] == 1 and r["table"] == table[:1] and pool.fill(table[0]) == 4, f"keep 4: one full block stays, fill 4; got {r}"
     r = impl.rollback(pool, r["table"], 0)
     assert r["released"] == 1 and r["table"] == [] and pool.free_blocks() == 8, f"keep 0 releases everything; got {r}, free {pool.free_blocks()}"
-    for tokens, want in ((0, 0), (1, 1), (4, 1), (5, 2), (8, 2), (9, 3)):
-        got = impl.blocks_for(tokens, 4)
-        assert got == want, f"blocks_for({tokens}, 4) = ceil({tokens}/4) = {want}; got {got}"
-    table = _filled_table(impl, pool, [4, 1])
-    problem = must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)")
+    for tokens, b, want in ((0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (8, 4, 2), (9, 4, 3), (5, 1, 5)):
+        got = impl.blocks_for(tokens, b)
+        assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
+    problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position")
     assert problem is None, problem
+    table = _filled_table(impl, pool, [4, 1])
+    problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)"),
+                must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions")]
+    assert problems == [None, None], "\n".join(p for p in problems if p)
 
 
 def test_rollback_drops_one_reference_only(impl):

@@ -163,7 +163,10 @@ def residual(p, q) -> np.ndarray:
 
 
 def sample_dense(p, u: float) -> int:
-    return sample(_dist(p, "p"), _unit(u, "u"))
+    p = _dist(p, "p")
+    if not (p > 0.0).any():
+        raise SpecError("p has no token of nonzero probability: there is nothing to sample")
+    return sample(p, _unit(u, "u"))
 
 
 def speculative_step(p, q, x: int, u_accept: float, u_resample: float) -> tuple[int, bool]:
