@@ -319,6 +319,36 @@ def gradescope(chapter, out_zip) -> None:
     out.print(f"wrote {out_zip} ({n} files of the harness under source/)")
 
 
+@main.command()
+@click.argument("chapter")
+@click.option("--json", "json_path", default=None, help="write the result as JSON")
+@click.option("--jobs", type=int, default=2, help="mutmut's parallel children")
+def mutmut(chapter, json_path, jobs) -> None:
+    """mutmut over the reference's chapter files against the chapter's tests, in a scratch copy."""
+    import time
+    from rich.progress import Progress
+
+    from .mutmut_run import run_mutmut
+
+    ch = _chapter(chapter)
+    start = time.perf_counter()
+    with Progress(console=err, transient=True) as progress:
+        task = progress.add_task("mutmut", total=None)
+        result = run_mutmut(ch.chapter, on_progress=lambda line: progress.update(task, description=line[:80]), max_children=jobs)
+    new = [s for s in result["survived"] if s["disposition"] == "new"]
+    out.print(f"mutmut on {ch.chapter}: {result['total']} mutants, {result['killed']} killed, {result['timed_out']} timed out, "
+              f"{result['equivalent']} judged equivalent, {len(new)} new survivors; "
+              f"score {result['score']:.3f} of non-equivalent mutants killed; {time.perf_counter() - start:.0f}s")
+    for d in result.get("deselected", []):
+        out.print(f"[yellow]deselected (fails on the reference):[/] {d['nodeid']}", markup=True)
+    for s in new:
+        out.print(f"\n[bold red]survivor[/] {s['name']} ({s['status']})", markup=True)
+        out.print(s["diff"], markup=False)
+    if json_path:
+        _write_json(json_path, result)
+    sys.exit(1 if new else 0)
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def selftest(ctx) -> None:
