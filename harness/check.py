@@ -76,7 +76,7 @@ class _Collector:
             kind = classify(call.excinfo)
             if kind == "pass":
                 message = ""
-            elif isinstance(call.excinfo.value, (SubmissionFailure, AssertionError)):
+            elif isinstance(call.excinfo.value, (SubmissionFailure, AssertionError, pytest.fail.Exception)):
                 message = _plain(call.excinfo.value)
             else:
                 message = f"error in the test itself ({rep.when}):\n{rep.longreprtext[-MESSAGE_CAP:]}"

@@ -17,7 +17,7 @@ from .paths import REPO
 from .registry import load_chapter
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # wide tables in logs and CI
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
 STYLE = {"pass": "green", "fail": "red", "error": "magenta", "timeout": "yellow"}
 
 

@@ -52,10 +52,14 @@ class Raised(SubmissionFailure):
     def not_implemented(self) -> bool:
         return self.type == "NotImplementedError"
 
+    @property
+    def import_failed(self) -> bool:
+        return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
+
     def describe(self) -> str:
         if self.not_implemented:
             return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
-        if self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError"):
+        if self.import_failed:
             return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}. "
                     "Fix the import; if an earlier chapter's module is what is missing, try --ref-deps.")
         return f"{self.op}: your code raised {self.type}: {self.message}"

@@ -32,9 +32,14 @@ fi
 for dep in tinyllm/rng.py tinyllm/kv.py tinyllm/infer/sampling.py; do
   [ -f "$work/$dep" ] || flags="--ref-deps"
 done
-"$src/ol" check {chapter} --submission "$work" $flags --fresh --gradescope "$res/results.json" > "$res/ol-output.txt" 2>&1
+private="$(mktemp -d)"   # the judge writes here; only a finished check's report is copied to results/
+"$src/ol" check {chapter} --submission "$work" $flags --fresh --gradescope "$private/results.json" > "$private/ol-output.txt" 2>&1
 code=$?
-if [ ! -f "$res/results.json" ]; then
+cp "$private/ol-output.txt" "$res/ol-output.txt"
+rm -f "$res/results.json"     # whatever the submission may have written there
+if { [ "$code" = 0 ] || [ "$code" = 1 ]; } && [ -f "$private/results.json" ]; then
+  cp "$private/results.json" "$res/results.json"
+else
   python3 - "$res/results.json" "$res/ol-output.txt" "$code" <<'PY'
 import json, sys
 out = open(sys.argv[2], errors="replace").read()[-8000:]

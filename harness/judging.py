@@ -41,7 +41,7 @@ def must_refuse(fn, what: str) -> str | None:
     except Raised as e:
         if e.spec_error:
             return None
-        if e.not_implemented:
+        if e.not_implemented or e.import_failed:
             raise
         return f"{what}: raised {e.type} ({e.message}) instead of SpecError"
     return f"{what}: accepted it and returned {str(got)[:120]} instead of raising SpecError"

@@ -8,6 +8,7 @@ listener) go through `call_judge(method, args)`.
 """
 
 import importlib
+import operator
 import traceback
 from typing import Callable
 
@@ -70,11 +71,28 @@ def _cfg_data(cfg) -> dict:
     return {"draft": draft, "k": cfg.k, "max_ngram": cfg.max_ngram, "min_ngram": cfg.min_ngram}
 
 
-def _ids(xs) -> list[int]:
-    return [int(x) for x in xs]
+def _ids(xs, what: str = "the result") -> list[int]:
+    """A list of token ids, strictly: a string, floats or nested lists are a wrong answer, not ids."""
+    if isinstance(xs, (str, bytes)) or not hasattr(xs, "__iter__"):
+        raise TypeError(f"{what} is a {type(xs).__name__}, expected a list of integer token ids")
+    try:
+        return [operator.index(x) for x in xs]
+    except TypeError:
+        bad = next(x for x in xs if not _is_index(x))
+        raise TypeError(f"{what} holds {bad!r} ({type(bad).__name__}), expected integer token ids") from None
 
 
-def _f64s(xs) -> list[float]:
+def _is_index(x) -> bool:
+    try:
+        operator.index(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _f64s(xs, what: str = "the result") -> list[float]:
+    if isinstance(xs, (str, bytes)) or not hasattr(xs, "__iter__"):
+        raise TypeError(f"{what} is a {type(xs).__name__}, expected a list of numbers")
     return [float(x) for x in xs]
 
 
@@ -85,15 +103,15 @@ def op_spec_config_parse(s, a):
 
 
 def op_prompt_lookup(s, a):
-    return _ids(s.module("infer.spec").prompt_lookup(a["ctx"], a["k"], a["max_ngram"], a["min_ngram"]))
+    return _ids(s.module("infer.spec").prompt_lookup(a["ctx"], a["k"], a["max_ngram"], a["min_ngram"]), "prompt_lookup's result")
 
 
 def op_ngram_draft(s, a):
-    return _ids(s.module("infer.spec").ngram_draft(a["ctx"], a["k"], a["n"]))
+    return _ids(s.module("infer.spec").ngram_draft(a["ctx"], a["k"], a["n"]), "ngram_draft's result")
 
 
 def op_propose(s, a):
-    return _ids(s.module("infer.spec").propose(_cfg(s, a["cfg"]), a["ctx"], a["k"]))
+    return _ids(s.module("infer.spec").propose(_cfg(s, a["cfg"]), a["ctx"], a["k"]), "propose's result")
 
 
 def op_residual(s, a):
@@ -127,7 +145,8 @@ def op_verify_draft(s, a):
     rng = s.module("rng").Pcg32.from_seed(a["seed"])
     probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
     v = s.module("infer.spec").verify_draft(_rows(a["rows"]), a["draft"], probs, _params(s, a["params"]), a["prompt"], a["output"], rng)
-    return {"tokens": _ids(v.tokens), "logprobs": _f64s(v.logprobs), "n_accepted": int(v.n_accepted), "next_u32": int(rng.next_u32())}
+    return {"tokens": _ids(v.tokens, "Verified.tokens"), "logprobs": _f64s(v.logprobs, "Verified.logprobs"),
+            "n_accepted": operator.index(v.n_accepted), "next_u32": int(rng.next_u32())}
 
 
 def op_rng_u32s(s, a):
@@ -178,7 +197,7 @@ class JudgeTarget:
 
 def _generated(g) -> dict:
     st = g.stats
-    return {"tokens": _ids(g.tokens), "logprobs": _f64s(g.logprobs), "finish_reason": str(g.finish_reason),
+    return {"tokens": _ids(g.tokens, "Generated.tokens"), "logprobs": _f64s(g.logprobs, "Generated.logprobs"), "finish_reason": str(g.finish_reason),
             "stats": {"drafted": int(st.drafted), "accepted": int(st.accepted), "target_calls": int(st.target_calls),
                       "accept_rate": float(st.accept_rate())}}
 

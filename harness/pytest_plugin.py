@@ -71,6 +71,6 @@ def classify(excinfo) -> str:
     e = excinfo.value
     if isinstance(e, SubmissionFailure):
         return e.outcome
-    if isinstance(e, AssertionError):
+    if isinstance(e, (AssertionError, pytest.fail.Exception)):
         return "fail"
     return "error"

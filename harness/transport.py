@@ -28,6 +28,9 @@ OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kep
 MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
 STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
 MEMORY_LIMIT = 4 * 1024**3  # address space of the worker: the tiny llama needs well under 1 GiB
+FILE_LIMIT = 256 * 1024**2  # the largest file a worker may write: it needs none
+CPU_LIMIT_S = 900  # CPU seconds over a worker's life: far above a whole check (about 10 s)
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what a worker inherits
 
 
 class _Capped:
@@ -53,6 +56,8 @@ class _Capped:
 def _limits() -> None:  # runs in the child before exec
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
 
 
 class WorkerTransport:
@@ -70,7 +75,8 @@ class WorkerTransport:
         self.workdir = tempfile.mkdtemp(prefix="ol-worker-")
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "OL_"))}
+        env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}  # an allow-list: no secrets pass
+        env["HOME"] = self.workdir
         env["PYTHONPATH"] = str(REPO)  # the harness itself; the submission goes first on sys.path inside
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
