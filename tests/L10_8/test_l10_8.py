@@ -213,22 +213,39 @@ def _misuse(target: FakeTarget) -> str:
     return f"; the target was misused: {target.misuse[0]}" if target.misuse else ""
 
 
+def _reference_stats(draft: str, prompt) -> dict:
+    """The reference's SpecStats for the same request on the same fake target (judge side)."""
+    import tinyllm.infer.spec as ref
+    from tinyllm.infer.sampling import SamplingParams
+
+    st = ref.generate(FakeTarget(VOCAB), ref.SpecConfig.parse(draft, 4), prompt, SamplingParams(), 7, MAX_NEW, []).stats
+    return {"drafted": st.drafted, "accepted": st.accepted, "target_calls": st.target_calls}
+
+
 def test_greedy_spec_equals_greedy_without_spec(impl):
     for prompt in PROMPTS:
         want = greedy_reference(prompt, MAX_NEW, VOCAB)
         for draft in ("none", "ngram", "prompt_lookup"):
-            target = budget_target(prompt, MAX_NEW)
-            with case(f"draft {draft}, prompt {prompt}"):
-                g = impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             where = f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}"
+            target = FakeTarget(VOCAB)  # first without a budget, so a KV leak shows as what it is
+            with case(where):
+                g = impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             assert not target.misuse, f"{where}: {target.misuse[0]}"
-            assert g["tokens"] == want, f"{where}: greedy with speculation must equal greedy without it.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}"
             assert target.cached() == len(prompt) + MAX_NEW - 1, (
-                f"{where}: after generation the target holds {target.cached()} positions; exactly len(prompt) + max_new - 1 = "
-                f"{len(prompt) + MAX_NEW - 1} (every emitted token but the last) — rejected drafts' KV must be truncated")
+                f"{where}: after generation the target holds {target.cached()} positions; it must hold exactly "
+                f"len(prompt) + max_new - 1 = {len(prompt) + MAX_NEW - 1} (every emitted token but the last). More means "
+                "KV kept for rejected drafts (truncate to the kept length after each round) or written past the request's budget")
+            assert g["tokens"] == want, f"{where}: greedy with speculation must equal greedy without it.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}"
             assert g["stats"]["target_calls"] == target.calls, f"{where}: stats.target_calls says {g['stats']['target_calls']}, the target counted {target.calls}"
+            want_stats = _reference_stats(draft, prompt)
+            got_stats = {k: g["stats"][k] for k in want_stats}
+            assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, expected {want_stats} (one round per forward pass, drafts of min(k, max_new - emitted - 1))"
             if draft == "prompt_lookup":
                 assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
+            target = budget_target(prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
+            with case(where + ", with a KV budget"):
+                impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
+            assert not target.misuse, f"{where}: {target.misuse[0]}"
 
 
 def _eos_inside_accepted_run(prompt) -> tuple[int, int]:
