@@ -34,6 +34,9 @@ class OlGroup(click.Group):
         except OlError as e:
             err.print(f"[bold red]ol:[/] {e}", markup=True)
             sys.exit(e.exit_code)
+        except OSError as e:  # a path the user gave cannot be read or written
+            err.print(f"[bold red]ol:[/] {e.strerror or e}: {e.filename or ''}. Check the path and its permissions.", markup=True)
+            sys.exit(2)
 
 
 @click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,6 +97,7 @@ def _print_report(rep, verbose_pass: bool = False) -> None:
 
 
 def _write_json(path: str, data) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -91,6 +91,7 @@ CSV_FIXED = ["submission", "passed", "failed", "score", "max_score", "wall_s"]
 
 
 def write_outputs(result: dict, out_csv: Path, results_dir: Path | None) -> None:
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
     with open(out_csv, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_FIXED + result["tests"])

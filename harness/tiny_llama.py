@@ -2,6 +2,8 @@
 over the shipped tiny llama, against fresh runs of the reference model (held here, in the judge).
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from .paths import FIXTURES, use_reference
@@ -25,12 +27,17 @@ def reference_model():
     return _model
 
 
-def greedy_plain(prompt: list[int], max_new: int) -> list[int]:
-    """Plain greedy on the reference model: one fresh full forward per token."""
+@lru_cache(maxsize=None)
+def _greedy_plain(prompt: tuple[int, ...], max_new: int) -> tuple[int, ...]:
     ctx = list(prompt)
     for _ in range(max_new):
         ctx.append(int(np.argmax(reference_model().forward_full(ctx)[-1])))
-    return ctx[len(prompt):]
+    return tuple(ctx[len(prompt):])
+
+
+def greedy_plain(prompt: list[int], max_new: int) -> list[int]:
+    """Plain greedy on the reference model: one fresh full forward per token (cached per process)."""
+    return list(_greedy_plain(tuple(prompt), max_new))
 
 
 def _blocks_for(n: int) -> int:
