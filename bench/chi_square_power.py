@@ -1,9 +1,9 @@
 """Size and power of the chi-square check behind `sampled_spec_keeps_the_target_distribution`.
 
-The test runs harness.stats.first_token_chi_square on block 0 (seeds SEED_BASE + i, i < 4000) and
+The test runs harness.stats.first_token_chi_square on block 0 (seeds harness.stats.seeds(0)) and
 passes when the p-value > ALPHA = 1e-3. Here the same check runs on many disjoint blocks of 4000
-seeds (block b = seeds SEED_BASE + b * 4000 + i; blocks 1..N, so block 0, the test's, is not
-counted) and counts how often it rejects.
+seeds (block b = harness.stats.seeds(b) = splitmix64(SEED_BASE + b * 4000 + i), i < 4000; blocks
+1..N, so block 0, the test's, is not counted) and counts how often it rejects.
 
 Part 1, through the harness (harness.impls.open_impl, in-process, exactly what the test calls):
   size    the reference, a correct verifier: its rejection rate at ALPHA with a 95% Clopper-Pearson
@@ -17,18 +17,22 @@ Part 1, through the harness (harness.impls.open_impl, in-process, exactly what t
 Part 2, a vectorized replica of the reference's first token (for a precise size): the fake target's
 first row gives p; prompt lookup drafts d (one-hot q), so the first token is d when u_a < p(d),
 else the residual (p without d, renormalized) sampled with u_r; u_a, u_r are the first two uniforms
-of Pcg32.from_seed(seed), computed for 4000 seeds at once in numpy uint64. The replica is checked
-token for token against the reference through the harness on blocks 0..2 before it is used. It
-measures the size on --replica-blocks blocks under two seedings of the same blocks:
-  consecutive   SEED_BASE + b * 4000 + i, what harness.stats uses
-  splitmix64    splitmix64 of those seeds (a mixer in front of Pcg32.from_seed)
+of Pcg32.from_seed(seed), computed for 4000 seeds at once in numpy uint64. Before it is used, the
+bench's vectorized splitmix64 is checked against harness.stats.seeds, and the replica is checked
+token for token against the reference through the harness on blocks 0..2 (the harness's seeds).
+It measures the size on --replica-blocks blocks under two seedings of the same blocks:
+  splitmix64    splitmix64(SEED_BASE + b * 4000 + i), what harness.stats.seeds gives (the main figure)
+  consecutive   SEED_BASE + b * 4000 + i unmixed, what harness.stats used before (the comparison)
 Consecutive seeds make the first PCG outputs of neighbouring seeds correlated (their states differ
-by the multiplier, a Weyl sequence in the high bits), which is why the check is oversized with them.
+by the multiplier, a Weyl sequence in the high bits): with them the check rejected a correct
+verifier at about 2.5 x ALPHA, which is why harness.stats mixes its seeds. The replica also gives
+block 0's reference p-value under each scheme (under consecutive seeds, what the test saw before).
 
-Run: .venv/bin/python bench/chi_square_power.py [--blocks 250] [--mutant-blocks 40]
+Run: .venv/bin/python bench/chi_square_power.py [--blocks 200] [--mutant-blocks 40]
      [--replica-blocks 20000] [--jobs 2] [--out bench/out/chi_square_power.json]
-Time: part 1 costs about 1.5 s per block per core; part 2 about 2 ms per block. The defaults take
-about 5 minutes on 2 idle cores.
+Time: part 1 costs about 1.5 s per block per idle core (about 2.5 s on a shared machine); part 2
+about 1.5 ms per block per scheme. The defaults take about 4 minutes on 2 idle cores, about 7 on 2
+shared ones.
 """
 
 import argparse
@@ -146,38 +150,38 @@ class Replica:
         return np.where(u_a < self.p[self.d], self.d, resampled)
 
 
-_SEEDS = stats.seeds  # the harness's seeds, kept before _harness_p_with_seeds swaps them
-
-
 def consecutive(b: int) -> np.ndarray:
-    return np.array(_SEEDS(b), dtype=U64)
+    """Block b's seeds unmixed, the scheme harness.stats used before (kept as the comparison)."""
+    return U64(stats.SEED_BASE + b * stats.SEEDS) + np.arange(stats.SEEDS, dtype=U64)
 
 
 def mixed(b: int) -> np.ndarray:
+    """Block b's seeds as harness.stats.seeds gives them, vectorized (checked in check_replica)."""
     return splitmix64(consecutive(b))
 
 
-def _p_values_replica(n: int, scheme) -> np.ndarray:
+SCHEMES = {"splitmix64": mixed, "consecutive": consecutive}
+
+
+def _p_values_replica(n: int, scheme: str) -> np.ndarray:
+    rep, seeds_of = Replica(), SCHEMES[scheme]
+    return np.array([stats.chi_square(rep.tokens(seeds_of(b)).tolist(), rep.p).p_value for b in range(1, n + 1)])
+
+
+def block0_replica(scheme: str) -> float:
     rep = Replica()
-    return np.array([stats.chi_square(rep.tokens(scheme(b)).tolist(), rep.p).p_value for b in range(1, n + 1)])
+    return stats.chi_square(rep.tokens(SCHEMES[scheme](0)).tolist(), rep.p).p_value
 
 
-def _harness_p_with_seeds(job: tuple[str, str]) -> tuple[str, str, float]:
-    """Block 0's p-value through the harness with the seeds of `scheme` (what the test would see)."""
-    subject, scheme = job
-    orig = stats.seeds
-    stats.seeds = lambda block=0: [int(s) for s in {"splitmix64": mixed, "consecutive": consecutive}[scheme](block)]
-    try:
-        return subject, scheme, stats.first_token_chi_square(_impl(subject), 0).p_value
-    finally:
-        stats.seeds = orig
-
-
-def check_replica(jobs: int) -> list[int]:
+def check_replica() -> list[int]:
+    """The vectorized seeds are the harness's, and the replica draws what the reference draws."""
     rep = Replica()
     checked = []
     for b in range(3):
-        got = rep.tokens(consecutive(b)).tolist()
+        harness_seeds = stats.seeds(b)
+        if mixed(b).tolist() != harness_seeds:
+            raise SystemExit(f"the bench's splitmix64 seeds differ from harness.stats.seeds({b}): fix the bench")
+        got = rep.tokens(np.array(harness_seeds, dtype=U64)).tolist()
         want = stats.first_tokens(_impl("reference"), b)
         if got != want:
             raise SystemExit(f"the replica differs from the reference on block {b}: the replica is wrong, not measuring")
@@ -189,7 +193,7 @@ def check_replica(jobs: int) -> list[int]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--blocks", type=int, default=250, help="reference blocks 1..N through the harness (default 250)")
+    ap.add_argument("--blocks", type=int, default=200, help="reference blocks 1..N through the harness (default 200)")
     ap.add_argument("--mutant-blocks", type=int, default=40, help="blocks 1..M per mutant through the harness (default 40)")
     ap.add_argument("--replica-blocks", type=int, default=20000, help="blocks for the replica's size, 0 to skip (default 20000)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: every core)")
@@ -216,15 +220,14 @@ def main() -> int:
     replica = None
     if a.replica_blocks:
         t1 = time.perf_counter()
-        checked = check_replica(a.jobs)
+        checked = check_replica()
         with ProcessPoolExecutor(max_workers=a.jobs) as pool:
-            f_con = pool.submit(_p_values_replica, a.replica_blocks, consecutive)
-            f_mix = pool.submit(_p_values_replica, a.replica_blocks, mixed)
-            block0 = list(pool.map(_harness_p_with_seeds, [(s, "splitmix64") for s in SUBJECTS]))
-            p_con, p_mix = f_con.result(), f_mix.result()
+            futures = {scheme: pool.submit(_p_values_replica, a.replica_blocks, scheme) for scheme in SCHEMES}
+            p_rep = {scheme: f.result() for scheme, f in futures.items()}
         replica = {"checked_against_reference_on_blocks": checked, "blocks": a.replica_blocks,
-                   "consecutive": calibration(p_con), "splitmix64": calibration(p_mix),
-                   "splitmix64_block0_p_value_through_harness": {s: p for s, _, p in block0},
+                   "harness_scheme": "splitmix64",
+                   **{scheme: calibration(p_rep[scheme]) for scheme in SCHEMES},
+                   "block0_reference_p_value": {scheme: block0_replica(scheme) for scheme in SCHEMES},
                    "wall_s": time.perf_counter() - t1}
 
     # report
@@ -249,13 +252,14 @@ def main() -> int:
     show_cal(ref["calibration"])
     print(f"  block 0 (the test's) p = {ref['block0_p_value']:.3g}; {ref['block0_p_value_rank']:.0%} of the other blocks have a smaller p")
     if replica:
-        print(f"\npart 2, the vectorized replica (token-identical to the reference on blocks {checked}), "
-              f"blocks 1..{replica['blocks']} ({replica['wall_s']:.0f} s)")
-        for scheme in ("consecutive", "splitmix64"):
-            print(f"  seeds {scheme}{' (what harness.stats uses)' if scheme == 'consecutive' else ' (splitmix64 of the same seeds)'}:")
+        print(f"\npart 2, the vectorized replica (token-identical to the reference through the harness on blocks "
+              f"{checked}, the harness's seeds), blocks 1..{replica['blocks']} ({replica['wall_s']:.0f} s)")
+        labels = {"splitmix64": "splitmix64 (harness.stats.seeds, what the test uses)",
+                  "consecutive": "consecutive (unmixed, the former scheme; the comparison)"}
+        for scheme in SCHEMES:
+            print(f"  seeds {labels[scheme]}:")
             show_cal(replica[scheme], "    ")
-        print("  block 0 through the harness with splitmix64 seeds: " +
-              ", ".join(f"{s} p = {p:.3g}" for s, p in replica["splitmix64_block0_p_value_through_harness"].items()))
+            print(f"    block 0 (the test's) reference p = {replica['block0_reference_p_value'][scheme]:.3g}")
 
     out = {"seeds_per_block": stats.SEEDS, "alpha": stats.ALPHA, "jobs": a.jobs, "harness_wall_s": wall1,
            "python": platform.python_version(), "machine": platform.machine(),

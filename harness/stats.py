@@ -12,26 +12,27 @@ below that are pooled into one bin (merged into the smallest bin if the pool its
 MIN_EXPECTED). Verdict: pass when the p-value > ALPHA. Deterministic: fixed seeds, no flakiness.
 
 Measured size and power (bench/chi_square_power.py with its defaults; disjoint blocks of 4000
-seeds, block b = seeds SEED_BASE + b * SEEDS + i, blocks 1..N so block 0, the test's, is left out):
-    block 0       the reference's p-value is 0.719 (chi-square 11.5), far from ALPHA; s06 gives
-                  p = 0 (chi-square ~1.9e4), s12 p = 8.5e-41.
+seeds, block b = seeds(b) = splitmix64(SEED_BASE + b * SEEDS + i), blocks 1..N so block 0, the
+test's, is left out). Every token's expected count is >= 54, so the statistic has 16 bins, one per
+token, and 15 degrees of freedom: p <= ALPHA means chi-square >= 37.7.
+    block 0       the reference's p-value is 0.777 (chi-square 10.6), far from ALPHA; every correct
+                  port draws what the reference draws, so it sees the same. s06 gives p = 0
+                  (chi-square ~1.8e4), s12 p = 1.2e-43 (chi-square 245).
     power         s06 (residual |p - q|) rejected in 40 of 40 blocks, s12 (resample from p) in
-                  40 of 40 (95% CI [0.912, 1]); the largest p-value seen for s12 was 2.3e-26.
-    size          the reference, through the harness, rejected in 3 of 250 blocks at ALPHA
-                  (rate 0.012, 95% Clopper-Pearson CI [0.0025, 0.035]): NOT consistent with 1e-3.
-                  A vectorized replica of the reference's first token (token-identical to it on
-                  blocks 0..2) over 20000 blocks: 49 rejections, rate 0.00245, CI [0.0018, 0.0032];
-                  at 0.01 / 0.05 / 0.1 the rates are 0.019 / 0.068 / 0.119; KS test of the
-                  p-values against U(0, 1): D = 0.020, p = 4e-7. The check is oversized, about
-                  2.5 times ALPHA. The cause is the seeds, not the verifier: consecutive seeds
-                  give Pcg32.from_seed states that differ by the multiplier, so the first
-                  uniforms of neighbouring seeds are correlated. With the same blocks' seeds
-                  passed through splitmix64 first, the replica is calibrated: rate 0.0008 at
-                  1e-3 (CI [0.00046, 0.0013]), 0.0109 / 0.0505 / 0.1002 at 0.01 / 0.05 / 0.1,
-                  KS p = 0.97; block 0 would then give the reference p = 0.777, s06 p = 0, s12
-                  p = 1.2e-43. Every correct port draws what the reference draws, so it sees the
-                  same block-0 p-value (0.719): the test's verdict on a correct port is not at risk;
-                  only the claim "fails about 1 run in 1000 over random seed sets" is off.
+                  40 of 40 (each 95% Clopper-Pearson CI [0.912, 1]); the largest p-value seen for
+                  s12 was 1.2e-23.
+    size          the reference, through the harness, rejected in 1 of 200 blocks at ALPHA (rate
+                  0.005, 95% Clopper-Pearson CI [0.00013, 0.028], which contains 1e-3; KS test of
+                  its 200 p-values against U(0, 1): D = 0.058, p = 0.49). A vectorized replica of
+                  the reference's first token (token-identical to it through the harness on blocks
+                  0..2) over 20000 blocks: 16 rejections, rate 0.0008, CI [0.00046, 0.0013]; at
+                  0.01 / 0.05 / 0.1 the rates are 0.0109 / 0.0505 / 0.1002, each CI containing its
+                  level; KS test of the p-values against U(0, 1): D = 0.0035, p = 0.97. The check
+                  is calibrated: a correct verifier fails about 1 seed set in 1000.
+    why mixed     with the former consecutive seeds SEED_BASE + b * SEEDS + i the replica rejects
+                  at 0.00245 (49 of 20000, CI [0.0018, 0.0032]; KS p = 4e-7), about 2.5 x ALPHA,
+                  because their Pcg32.from_seed states differ by the multiplier and the first
+                  uniforms of neighbouring seeds are correlated; splitmix64 in front removes that.
 """
 
 from dataclasses import dataclass
@@ -55,9 +56,9 @@ K = 3
 PARAMS = {"temperature": 1.0}
 SEED_BASE = 0x5EED_0000_0000  # block b's seeds are splitmix64(SEED_BASE + b * SEEDS + i), i < SEEDS
 MASK64 = (1 << 64) - 1
-POWER_NOTE = ("bench/chi_square_power.py: block-0 p 0.719 (reference); power 40/40 blocks for s06 and s12; "
-              "size at 1e-3 0.00245 (95% CI [0.0018, 0.0032], 20000-block replica; 3/250 through the harness): "
-              "oversized by consecutive seeds; splitmix64-mixed seeds give 0.0008, KS p 0.97")
+POWER_NOTE = ("bench/chi_square_power.py: block-0 p 0.777 (reference); power 40/40 blocks for s06 and s12; "
+              "size at 1e-3 0.0008 (95% CI [0.00046, 0.0013], 20000-block replica; 1/200 through the harness, "
+              "CI [0.00013, 0.028]), KS p 0.97; seeds splitmix64-mixed (consecutive seeds gave 0.00245, KS p 4e-7)")
 
 
 def first_u32(seed: int) -> int:
