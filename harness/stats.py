@@ -56,10 +56,6 @@ K = 3
 PARAMS = {"temperature": 1.0}
 SEED_BASE = 0x5EED_0000_0000  # block b's seeds are splitmix64(SEED_BASE + b * SEEDS + i), i < SEEDS
 MASK64 = (1 << 64) - 1
-POWER_NOTE = ("bench/chi_square_power.py: block-0 p 0.777 (reference); power 40/40 blocks for s06 and s12; "
-              "size at 1e-3 0.0008 (95% CI [0.00046, 0.0013], 20000-block replica; 1/200 through the harness, "
-              "CI [0.00013, 0.028]), KS p 0.97; seeds splitmix64-mixed (consecutive seeds gave 0.00245, KS p 4e-7)")
-
 
 def first_u32(seed: int) -> int:
     return Pcg32.from_seed(seed).next_u32()
