@@ -20,10 +20,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .paths import use_reference
+from .paths import judge_module
 
-use_reference()
-from tinyllm.rng import Pcg32  # noqa: E402  (the reference's generator, judge side)
+Pcg32 = judge_module("rng").Pcg32  # the judge's pristine generator
 
 FAVOURITE_BOOST = 3.0  # large enough that greedy follows f, small enough that p(f) < 1 at T = 1
 NOISE_SCALE = 2.0  # the spread of the other logits: every token keeps p > 1e-3 at T = 1 for V <= 64

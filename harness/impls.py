@@ -4,7 +4,7 @@ The reference and mutants are trusted and run in-process (a mutant is the refere
 patched, loaded under a name of its own). A submission always runs in the worker subprocess.
 """
 
-import importlib.util
+import importlib
 import shutil
 import subprocess
 import sys
@@ -13,19 +13,8 @@ from pathlib import Path
 
 from .adapter import Impl, InProcess
 from .errors import BadSubmission, RegistryError
-from .paths import REFERENCE_DIR, use_reference
+from .paths import REFERENCE_DIR, load_package, use_reference
 from .registry import Chapter
-
-
-def load_package(package_dir: Path, alias: str):
-    """Import the package at `package_dir` under the module name `alias` (its imports are relative)."""
-    if alias in sys.modules:
-        return sys.modules[alias]
-    spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[alias] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def materialize_mutant(chapter: Chapter, mid: str, into: Path) -> Path:

@@ -40,7 +40,7 @@ from .registry import load_chapter
 # What mutmut mutates per chapter, as paths inside the reference's package directory.
 MUTATE = {"L10.8": ("tinyllm/infer/spec.py", "tinyllm/infer/sampling.py")}
 MAX_CHILDREN = 2  # the grading machine has 2 cores
-ALSO_COPY = ("harness", "fixtures", "config", "spec", "otel", "oracle")  # what the tests reach besides tests/ and the reference
+ALSO_COPY = ("harness", "fixtures", "config", "spec", "otel", "oracle", "reference")  # reference: the judge's pristine copy  # what the tests reach besides tests/ and the reference
 
 # mutmut 3's exit-code vocabulary (mutmut/stats.py status_by_exit_code)
 KILLED = {1: "killed", 3: "killed"}
@@ -90,7 +90,8 @@ def _tracked_files() -> list[str]:
 
 
 def _make_scratch(scratch: Path) -> None:
-    """The tree without our mutants/, with reference/ renamed src/."""
+    """The tree without our mutants/, with reference/ copied to src/ (what mutmut mutates); reference/
+    itself stays, pristine, for the judge (harness.paths.judge_module)."""
     for f in _tracked_files():
         top = f.split("/", 1)[0]
         if top in ("mutants", ".venv", "py", "out") or "__pycache__" in f:
@@ -98,9 +99,10 @@ def _make_scratch(scratch: Path) -> None:
         src = REPO / f
         if not src.is_file():  # deleted in the work tree
             continue
-        dst = scratch / ("src" + f[len("reference"):] if top == "reference" else f)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        dsts = [scratch / f] + ([scratch / ("src" + f[len("reference"):])] if top == "reference" else [])
+        for dst in dsts:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
 
 
 def _toml_list(xs) -> str:
@@ -147,6 +149,7 @@ def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
     junit = scratch / ".ol-baseline.xml"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(scratch / "src")
+    env["OL_TINYLLM_FROM_PATH"] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
     subprocess.run([sys.executable, "-m", "pytest", tests_dir, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                    cwd=scratch, env=env, capture_output=True, text=True)
     if not junit.is_file():
@@ -170,6 +173,7 @@ def _mutmut_command(max_children: int) -> list[str]:
 def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONUNBUFFERED"] = "1"
+    env["OL_TINYLLM_FROM_PATH"] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tail: list[str] = []
     last = ""

@@ -41,11 +41,11 @@ import numpy as np
 from scipy.stats import chisquare
 
 from .fake_target import FakeTarget
-from .paths import use_reference
+from .paths import judge_module
 
-use_reference()
-from tinyllm.infer.sampling import SamplingParams, apply_penalties, distribution  # noqa: E402
-from tinyllm.rng import Pcg32  # noqa: E402
+_sampling = judge_module("infer.sampling")  # the judge's pristine sampler: the expected distribution
+SamplingParams, apply_penalties, distribution = _sampling.SamplingParams, _sampling.apply_penalties, _sampling.distribution
+Pcg32 = judge_module("rng").Pcg32
 
 SEEDS = 4000  # the chapter's number: enough to see a 0.03 shift in one bin's probability
 ALPHA = 1e-3  # the chapter's threshold: a correct verifier fails about 1 run in 1000 over random seed sets

@@ -6,10 +6,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from .paths import FIXTURES, use_reference
+from .paths import FIXTURES, judge_module
 
-use_reference()
-from tinyllm.model import load_llama  # noqa: E402
+load_llama = judge_module("model").load_llama  # the judge's pristine model: fresh runs to compare with
 
 MODEL_DIR = FIXTURES / "models" / "tiny-llama"
 BLOCK_TOKENS = 4  # small, so every chunk crosses block boundaries

@@ -14,6 +14,7 @@ import pytest
 from harness.fake_target import FakeTarget, greedy_reference
 from harness.judging import case, must_refuse, short, uniforms_drawn
 from harness import stats
+from harness.paths import judge_module
 
 GREEDY = dict(temperature=0.0)
 LOGPROB_TOL = 1e-9  # absolute; logprobs are float64 log-softmax values, a port may sum in another order
@@ -145,6 +146,12 @@ def test_hand_example_sampled_step(impl):
     tenths = [0.1] * 10 + [0.0]  # summed left to right they make 0.9999999999999999, the largest u below 1
     got = impl.sample_dense(tenths, 0.9999999999999999)
     assert got == 9, f"when rounding leaves u at or beyond the total, the answer is the last id of nonzero probability, 9; got {got}"
+    got = impl.sample_dense([0.9999999999999999, 0.0], 0.9999999999999999)
+    assert got == 0, f"the fallback is the last id of nonzero probability, here the first: 0; got {got}"
+    r = impl.residual([0.1, 0.1], [0.5, 0.5])
+    assert np.allclose(r, [0.5, 0.5], atol=1e-12), f"with no residual mass the answer is p normalized, [0.5 0.5]; got {r}"
+    got = impl.speculative_step([1.0], [1.0], 0, 0.5, 0.5)
+    assert got == (0, True), f"a vocabulary of one token: p(0)/q(0) = 1, accept; got {got}"
     # The target's p comes from the sampler: dense_distribution, by hand.
     for logits, params, want, what in (
             ([0.0, 1.0, 2.0], {"temperature": 2.0}, [math.exp(x / 2) / sum(math.exp(y / 2) for y in (0, 1, 2)) for x in (0, 1, 2)],
@@ -152,9 +159,16 @@ def test_hand_example_sampled_step(impl):
             ([0.0, 3.0, 1.0], {"temperature": 0.0}, [0.0, 1.0, 0.0], "greedy is one-hot at the argmax"),
             ([0.0, 0.0], {"temperature": 1.0, "top_p": 0.5}, [1.0, 0.0], "top_p 0.5: id 0 ranks first on the tie; the mass before id 1 is 0.5, not < 0.5"),
             ([0.0, 0.0, -1.0], {"temperature": 1.0, "min_p": 1.0}, [0.5, 0.5, 0.0], "min_p 1 keeps the tokens as likely as the best"),
-            ([800.0, 799.0, 0.0], {"temperature": 1.0}, [0.7310585786300049, 0.2689414213699951, 0.0], "large logits: subtract the max first")):
-        got = impl.dense_distribution(logits, params, [], [])
+            ([800.0, 799.0, 0.0], {"temperature": 1.0}, [0.7310585786300049, 0.2689414213699951, 0.0], "large logits: subtract the max first"),
+            ([1.0, 2.0, 0.5], {"temperature": 1.0, "repetition_penalty": 1.5},
+             [math.exp(x) / sum(math.exp(y) for y in (1.0, 2.0 / 1.5, 0.5)) for x in (1.0, 2.0 / 1.5, 0.5)],
+             "repetition penalty 1.5 on the prompt's token 1: its positive logit 2 becomes 2 / 1.5, in float64"),
+            ([0.5], {"temperature": 0.0}, [1.0], "a vocabulary of one token")):
+        got = impl.dense_distribution(logits, params, [1] if "repetition_penalty" in params else [], [])
         assert np.allclose(got, want, atol=1e-12, rtol=0), f"dense_distribution({logits}, {params}): {what}: expected {want}, got {got}"
+    got = impl.dense_distribution([0.0, -50.0], {"temperature": 1.0}, [], [])
+    assert got[1] > 0 and abs(got[1] / math.exp(-50) - 1) < 1e-9, (
+        f"top_p 1 means off: a token of probability e^-50 keeps it; got {got[1]} (is top_p applied at 1?)")
 
 
 def test_verify_matches_python_l8_6(impl, golden):
@@ -196,6 +210,15 @@ def test_verify_rejects_bad_shapes(impl):
         ("q[d] = 0 at position 1 while position 0 is surely rejected (check before walking)",
          lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
         ("a row that is a matrix", lambda: impl.verify_draft([[rows[0], rows[0]], rows[1], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
+        ("a later row that is a 2x2 matrix (4 numbers, like the vocabulary)",
+         lambda: impl.verify_draft([rows[0], [[0.0, 1.0], [0.5, 2.0]], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
+        ("a draft distribution of length 3 at position 1 while position 0 is surely rejected",
+         lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, q[:3]], sampled, [], [], 1)),
+        ("a prompt holding token 4 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], None, GREEDY, [4], [], 1)),
+        ("dense_distribution of a 2x2 matrix", lambda: impl.dense_distribution([[0.0, 1.0], [1.0, 0.0]], GREEDY, [], [])),
+        ("dense_distribution of logits holding NaN", lambda: impl.dense_distribution([float("nan"), 0.0], GREEDY, [], [])),
+        ("residual of 2-D p and q", lambda: impl.residual([[0.5, 0.5]], [[0.5, 0.5]])),
+        ("speculative_step with a negative probability in p", lambda: impl.speculative_step([-0.1, 0.6, 0.5], [0.2, 0.4, 0.4], 1, 0.3, 0.8)),
         ("speculative_step with q of length 2 for p of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.5, 0.5], 0, 0.3, 0.8)),
         ("speculative_step proposing x = 3 in a vocabulary of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.2, 0.5, 0.3], 3, 0.3, 0.8)),
         ("speculative_step with u_accept = 1.0 (uniforms are in [0, 1))", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.6, 0.2, 0.2], 0, 1.0, 0.8)),
@@ -204,6 +227,8 @@ def test_verify_rejects_bad_shapes(impl):
         ("sample_dense over a distribution with no mass", lambda: impl.sample_dense([0.0, 0.0, 0.0], 0.5)),
     ]
     problems = [p for p in (must_refuse(fn, what) for what, fn in bad) if p]
+    got = impl.verify_draft([[0.3], [0.7]], [0], None, GREEDY, [], [], 1)
+    assert got["tokens"] == [0, 0], f"a vocabulary of one token is a valid shape: draft [0] is accepted, bonus 0; got {got['tokens']}"
     assert not problems, "bad shapes must raise SpecError, never crash the step loop:\n" + "\n".join(problems)
 
 
@@ -213,13 +238,32 @@ def _misuse(target: FakeTarget) -> str:
     return f"; the target was misused: {target.misuse[0]}" if target.misuse else ""
 
 
-def _reference_stats(draft: str, prompt) -> dict:
-    """The reference's SpecStats for the same request on the same fake target (judge side)."""
-    import tinyllm.infer.spec as ref
-    from tinyllm.infer.sampling import SamplingParams
+class _LoggedTarget(FakeTarget):
+    """Logs every call, so the judge can count what was drafted and accepted on its own."""
 
-    st = ref.generate(FakeTarget(VOCAB), ref.SpecConfig.parse(draft, 4), prompt, SamplingParams(), 7, MAX_NEW, []).stats
-    return {"drafted": st.drafted, "accepted": st.accepted, "target_calls": st.target_calls}
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.log: list[tuple[str, int, int]] = []  # (call, cached before, ids fed or length kept)
+
+    def extend(self, ids):
+        self.log.append(("extend", self.cached(), len(ids)))
+        return super().extend(ids)
+
+    def truncate(self, length):
+        self.log.append(("truncate", self.cached(), int(length)))
+        return super().truncate(length)
+
+    def observed_stats(self, prompt_len: int) -> dict:
+        """drafted = ids fed beyond the pending token(s); accepted = drafted positions kept by the truncate after."""
+        drafted = accepted = 0
+        for (call, before, n), nxt in zip(self.log, self.log[1:] + [("end", 0, 0)]):
+            if call != "extend":
+                continue
+            pending = prompt_len if before == 0 else 1
+            drafted += n - pending
+            kept = nxt[2] if nxt[0] == "truncate" else before + n
+            accepted += kept - before - pending
+        return {"drafted": drafted, "accepted": accepted, "target_calls": sum(c == "extend" for c, _, _ in self.log)}
 
 
 def test_greedy_spec_equals_greedy_without_spec(impl):
@@ -227,7 +271,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl):
         want = greedy_reference(prompt, MAX_NEW, VOCAB)
         for draft in ("none", "ngram", "prompt_lookup"):
             where = f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}"
-            target = FakeTarget(VOCAB)  # first without a budget, so a KV leak shows as what it is
+            target = _LoggedTarget(VOCAB)  # first without a budget, so a KV leak shows as what it is
             with case(where):
                 g = impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             assert not target.misuse, f"{where}: {target.misuse[0]}"
@@ -237,9 +281,11 @@ def test_greedy_spec_equals_greedy_without_spec(impl):
                 "KV kept for rejected drafts (truncate to the kept length after each round) or written past the request's budget")
             assert g["tokens"] == want, f"{where}: greedy with speculation must equal greedy without it.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}"
             assert g["stats"]["target_calls"] == target.calls, f"{where}: stats.target_calls says {g['stats']['target_calls']}, the target counted {target.calls}"
-            want_stats = _reference_stats(draft, prompt)
+            assert abs(g["stats"]["accept_rate"] - (g["stats"]["accepted"] / g["stats"]["drafted"] if g["stats"]["drafted"] else 0.0)) < 1e-12, (
+                f"{where}: accept_rate() {g['stats']['accept_rate']} must be accepted / drafted (0 when nothing was drafted)")
+            want_stats = target.observed_stats(len(prompt))
             got_stats = {k: g["stats"][k] for k in want_stats}
-            assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, expected {want_stats} (one round per forward pass, drafts of min(k, max_new - emitted - 1))"
+            assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, but the target saw {want_stats} (drafted: ids fed after the pending token; accepted: drafted positions kept)"
             if draft == "prompt_lookup":
                 assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
             target = budget_target(prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
@@ -251,8 +297,8 @@ def test_greedy_spec_equals_greedy_without_spec(impl):
 def _eos_inside_accepted_run(prompt) -> tuple[int, int]:
     """(index, token) of an emitted token that is not the last of its round and new in the output (it may
     be in the prompt, which prompt lookup copies from), found by running the reference (judge side)."""
-    import tinyllm.infer.spec as ref
-    from tinyllm.infer.sampling import SamplingParams
+    ref = judge_module("infer.spec")
+    SamplingParams = judge_module("infer.sampling").SamplingParams
 
     target, rounds = FakeTarget(VOCAB), []
     ref.generate_stream(target, ref.SpecConfig.parse("prompt_lookup", 4), prompt, SamplingParams(), 7, MAX_NEW, [],
@@ -272,6 +318,20 @@ def test_eos_and_max_tokens_end_generation(impl):
             g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, max_new, [])
         assert len(g["tokens"]) == max_new, f"max_new {max_new}: got {len(g['tokens'])} tokens{_misuse(target)}"
         assert g["finish_reason"] == "length", f"max_new {max_new}: finish_reason should be 'length', got {g['finish_reason']!r}"
+    periodic = [1, 2, 1, 2, 1, 2]  # prompt lookup surely drafts here
+    target = _LoggedTarget(VOCAB)
+    with case("max_new 2 on a periodic prompt"):
+        impl.generate(target, cfg("prompt_lookup"), periodic, GREEDY, 7, 2, [])
+    assert target.log and target.log[0][2] == len(periodic) + 1, (
+        f"max_new 2: the first round drafts min(k, max_new - 0 - 1) = 1 token, so it feeds the prompt plus 1; "
+        f"it fed {target.log[0][2] if target.log else 0} ids for a prompt of {len(periodic)}")
+    for seed in (0, 2**64 - 1):
+        with case(f"seed {seed}"):
+            g = impl.generate(budget_target(prompt, 5), cfg("prompt_lookup"), prompt, GREEDY, seed, 5, [])
+        assert len(g["tokens"]) == 5, f"seed {seed} is a valid 64-bit seed"
+    problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}")
+                for s in (-1, 2**64)]
+    assert problems == [None, None], "\n".join(p for p in problems if p)
     prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
     j, eos = _eos_inside_accepted_run(prompt)
     want = greedy_reference(prompt, MAX_NEW, VOCAB)[:j + 1]
