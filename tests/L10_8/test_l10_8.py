@@ -215,6 +215,7 @@ def test_verify_rejects_bad_shapes(impl):
         ("a draft distribution of length 3 at position 1 while position 0 is surely rejected",
          lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, q[:3]], sampled, [], [], 1)),
         ("a prompt holding token 4 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], None, GREEDY, [4], [], 1)),
+        ("dense_distribution with a prompt holding token 2 in a vocabulary of 2", lambda: impl.dense_distribution([0.0, 1.0], GREEDY, [2], [])),
         ("dense_distribution of a 2x2 matrix", lambda: impl.dense_distribution([[0.0, 1.0], [1.0, 0.0]], GREEDY, [], [])),
         ("dense_distribution of logits holding NaN", lambda: impl.dense_distribution([float("nan"), 0.0], GREEDY, [], [])),
         ("residual of 2-D p and q", lambda: impl.residual([[0.5, 0.5]], [[0.5, 0.5]])),
@@ -286,6 +287,8 @@ def test_greedy_spec_equals_greedy_without_spec(impl):
             want_stats = target.observed_stats(len(prompt))
             got_stats = {k: g["stats"][k] for k in want_stats}
             assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, but the target saw {want_stats} (drafted: ids fed after the pending token; accepted: drafted positions kept)"
+            if draft == "none":
+                assert g["stats"]["drafted"] == 0 and target.calls == MAX_NEW, f"{where}: no draft means one token per forward pass; {target.calls} passes, {g['stats']['drafted']} drafted"
             if draft == "prompt_lookup":
                 assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
             target = budget_target(prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
