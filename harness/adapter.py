@@ -68,7 +68,7 @@ class InProcess:
 # Per-call deadlines (seconds). A correct implementation answers a pure call in milliseconds and a
 # generation on the fake target well under a second; the margins are for a loaded grading machine.
 # A hanging submission costs at most one deadline per test, since the test's first failure ends it.
-DEADLINES_S = {"generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
+DEADLINES_S = {"verify_first_tokens": 60.0, "generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
 DEFAULT_DEADLINE_S = 5.0
 
 
@@ -132,6 +132,10 @@ class Impl:
     def verify_draft(self, rows, draft, draft_probs, params: dict, prompt, output, seed):
         return self.call("verify_draft", dict(rows=rows, draft=draft, draft_probs=draft_probs, params=params,
                                               prompt=prompt, output=output, seed=seed))
+
+    def verify_first_tokens(self, rows, draft, draft_probs, params: dict, prompt, output, seeds):
+        return self.call("verify_first_tokens", dict(rows=rows, draft=draft, draft_probs=draft_probs, params=params,
+                                                     prompt=prompt, output=output, seeds=list(seeds)))
 
     def blocks_for(self, tokens, block_tokens):
         return self.call("blocks_for", dict(tokens=tokens, block_tokens=block_tokens))

@@ -97,7 +97,7 @@ def _plain(e: BaseException) -> str:
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
               golden: str | None = None, junit: str | None = None, only: list[str] | None = None) -> Report:
     """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test."""
-    args = [str(chapter.tests_file), "-p", "no:cacheprovider", "-q", "--no-header",
+    args = [str(chapter.tests_file), "-p", "no:cacheprovider", "-q", "--no-header", "-p", "no:hypothesispytest",
             "--import-mode=importlib", "--impl", submission, "--transport", transport,
             "-W", "ignore::pytest.PytestAssertRewriteWarning", f"--rootdir={chapter.tests_file.parents[2]}"]
     if ref_deps:

@@ -149,6 +149,19 @@ def op_verify_draft(s, a):
             "n_accepted": operator.index(v.n_accepted), "next_u32": int(rng.next_u32())}
 
 
+def op_verify_first_tokens(s, a):
+    """verify_draft once per seed on the same inputs; the first emitted token of each (a batch, so a
+    statistical test of thousands of seeds costs one round trip)."""
+    spec, Pcg32 = s.module("infer.spec"), s.module("rng").Pcg32
+    rows, params = _rows(a["rows"]), _params(s, a["params"])
+    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
+    out = []
+    for seed in a["seeds"]:
+        v = spec.verify_draft(rows, a["draft"], probs, params, a["prompt"], a["output"], Pcg32.from_seed(seed))
+        out.append(_ids(v.tokens, "Verified.tokens")[0])
+    return out
+
+
 def op_rng_u32s(s, a):
     rng = s.module("rng").Pcg32.from_seed(a["seed"])
     return [int(rng.next_u32()) for _ in range(a["n"])]

@@ -1,10 +1,13 @@
 """The statistical check behind `sampled_spec_keeps_the_target_distribution`.
 
-What it does. For each of SEEDS fixed seeds, sampled speculative generation (prompt lookup, k 3,
-temperature 1) runs on the fake target from PROMPT; the first emitted token is counted. Under a
-correct verifier the first token follows the target's distribution p = softmax(row after PROMPT)
-exactly, whatever the draft proposed (chapter section 2.3). The draft here proposes DRAFT_TOKEN
-first, a token of middling probability, so rejections are common and a wrong residual shows.
+What it does. For each of SEEDS fixed seeds, the first round of sampled speculative generation
+(prompt lookup, k 3, temperature 1) on the fake target from PROMPT: prompt lookup drafts DRAFT =
+[3 1 2], the target scores PROMPT + DRAFT, and verify_draft runs with Pcg32.from_seed(seed); the
+first emitted token is counted (one batch call, `verify_first_tokens`; a unit test checks it equals
+generate_stream's first token seed by seed). Under a correct verifier that token follows the
+target's distribution p = softmax(row after PROMPT) exactly, whatever the draft proposed (chapter
+section 2.3). DRAFT's first token has middling probability, so rejections are common and a wrong
+residual shows.
 
 Statistic. Pearson's chi-square goodness of fit (scipy.stats.chisquare) of the observed counts
 against SEEDS * p. Bins: every token with expected count >= MIN_EXPECTED is its own bin; tokens
@@ -53,6 +56,7 @@ MIN_EXPECTED = 5.0  # the usual rule for Pearson's approximation to hold in ever
 PROMPT = [1, 2, 3, 1, 2]  # prompt lookup drafts [3 1 2]: what followed [1 2] at position 0
 VOCAB = 16
 K = 3
+DRAFT = [3, 1, 2]  # what prompt lookup drafts after PROMPT with k K (checked against the judge's prompt_lookup in tests)
 PARAMS = {"temperature": 1.0}
 SEED_BASE = 0x5EED_0000_0000  # block b's seeds are splitmix64(SEED_BASE + b * SEEDS + i), i < SEEDS
 MASK64 = (1 << 64) - 1
@@ -84,13 +88,12 @@ def seeds(block: int = 0) -> list[int]:
 
 
 def first_tokens(impl, block: int = 0) -> list[int]:
-    """The first emitted token of each seed's generation (the listener stops after one token)."""
-    out = []
-    for seed in seeds(block):
-        g = impl.generate(FakeTarget(VOCAB), {"draft": "prompt_lookup", "k": K}, PROMPT, PARAMS, seed, K + 1, [],
-                          on_token=lambda t, lp: False)
-        out.append(int(g["tokens"][0]))
-    return out
+    """The first emitted token of each seed's first round. Prompt lookup drafts DRAFT after PROMPT
+    (k = K), the target scores PROMPT + DRAFT, and verify_draft runs once per seed on those rows:
+    exactly the first round of generate(prompt lookup, k K) on the fake target, in one batch call."""
+    target = FakeTarget(VOCAB)
+    rows = target.extend(PROMPT + DRAFT)[len(PROMPT) - 1:]  # the rows scoring each draft position and the bonus
+    return [int(t) for t in impl.verify_first_tokens([r.tolist() for r in rows], DRAFT, None, PARAMS, PROMPT, [], seeds(block))]
 
 
 @dataclass

@@ -119,3 +119,19 @@ def test_sampled_verification_draws_two_uniforms_per_position_and_one_for_the_bo
         for _ in range(2 * draws):
             ref.next_u32()
         assert rng.next_u32() == ref.next_u32(), f"seed {seed}: expected {draws} uniforms"
+
+
+def test_the_statistical_check_drafts_what_prompt_lookup_drafts():
+    from harness import stats
+
+    assert spec.prompt_lookup(stats.PROMPT, stats.K, 3, 1) == stats.DRAFT
+    # and its batch is the first round of generation: same first token as generate_stream, seed by seed
+    from harness.impls import open_impl
+    from harness.registry import load_chapter
+
+    impl = open_impl(load_chapter("L10.8"), "reference")
+    for seed in stats.seeds(0)[:25]:
+        g = spec.generate_stream(FakeTarget(VOCAB), spec.SpecConfig.parse("prompt_lookup", stats.K), stats.PROMPT,
+                                 SamplingParams(**stats.PARAMS), seed, stats.K + 1, [], lambda t, lp: False)
+        rows = FakeTarget(VOCAB).extend(stats.PROMPT + stats.DRAFT)[len(stats.PROMPT) - 1:]
+        assert impl.verify_first_tokens([r.tolist() for r in rows], stats.DRAFT, None, stats.PARAMS, stats.PROMPT, [], [seed]) == g.tokens[:1]
