@@ -1,0 +1,312 @@
+"""Speculative decoding on the shipped tiny llama: target calls, acceptance and tokens/s per draft.
+
+Workloads (token ids in the model's vocabulary, built from a fixed seed, not tuned to the goal):
+  quote      a 120-token document and a question; the answer starts quoting the document
+  code_edit  14 "lines" of code-like tokens (a few identifiers, punctuation, two repeated lines);
+             the answer is the code with one token changed near the start, then the rest as is
+  json_echo  a tool call whose JSON-like arguments the answer echoes (delimiters merged into one
+             token each, '{"' '":"' '","' '"}', as BPE tokenizers do)
+  control    40 words of open text in the language the model was trained on (its bigram chain,
+             oracle/make_tiny_llama.py); nothing to quote, the continuation is the model's own
+
+Each workload is INSTANCES prompts (figures are sums over them, so one lucky prompt does not
+decide). For each: greedy with no draft, prompt lookup and n-gram at k = 2, 4, 8, side by side in one run,
+each repeated --repeats times (median wall time). Every configuration must emit the no-draft
+tokens (checked). Also: the acceptance prompt lookup would get with the FIRST earlier occurrence
+instead of the most recent (simulated on the greedy output, which a greedy draft cannot change;
+the same simulation with the real rule is checked against the measured counts), and where the time
+goes: the target's forward vs everything else (drafting, verification), and the forward's cost per
+number of fed tokens.
+
+Run: python3 bench/spec_speedup.py [--repeats 9] [--out bench/out/spec_speedup.json]
+"""
+
+import os
+
+# One BLAS thread: the matrices are tiny, and on a shared 2-core machine BLAS threads spin and
+# thrash (a 137-token prompt's forward took 18 ms with two threads, 7 ms with one).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import importlib.util  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "reference"))
+from tinyllm.infer import spec  # noqa: E402
+from tinyllm.infer.runner_target import RunnerTarget  # noqa: E402
+from tinyllm.infer.sampling import SamplingParams  # noqa: E402
+from tinyllm.model import PagedRunner, load_llama, make_pool  # noqa: E402
+
+SEED = 1234
+BOS = 0
+BLOCK_TOKENS = 16
+INSTANCES = 3  # prompts per workload, drawn in turn from one generator; figures are sums over them
+CONFIGS = [("none", 1)] + [(d, k) for d in ("prompt_lookup", "ngram") for k in (2, 4, 8)]
+GOAL = {"calls_ratio": 2.5, "speedup": 1.8, "control_speedup": 0.95}
+
+
+# ---- workloads ----------------------------------------------------------------------------------
+
+def words(rng, n):
+    return [int(t) for t in rng.integers(2, 256, size=n)]
+
+
+def quote(rng):
+    doc, question = words(rng, 120), words(rng, 12)
+    return [BOS] + doc + question + doc[40:44], 64
+
+
+def code_edit(rng):
+    nl, indent, lpar, rpar, eq = 10, 11, 12, 13, 14
+    idents = words(rng, 30)
+    lines = []
+    for i in range(14):
+        body = [int(x) for x in rng.choice(idents, size=int(rng.integers(2, 5)))]
+        lines.append([indent] * int(rng.integers(0, 3)) + body[:1] + [eq] + body[1:] + [lpar, int(rng.choice(idents)), rpar, nl])
+    lines[9], lines[12] = lines[3], lines[5]  # code repeats itself
+    code = [t for line in lines for t in line]
+    edited = code[:12]
+    edited[6] = int(rng.integers(2, 256))  # the edit
+    return [BOS] + code + words(rng, 8) + edited, len(code) - 12
+
+
+def json_echo(rng):
+    # Delimiters as a BPE tokenizer splits them: '{"', '":"', '","', '"}' are one token each.
+    open_, colon, comma, close = 20, 21, 22, 23
+    args = [open_]
+    for i in range(5):
+        args += words(rng, int(rng.integers(1, 3))) + [colon] + words(rng, int(rng.integers(2, 7)))
+        args += [comma] if i < 4 else [close]
+    return [BOS] + words(rng, 3) + args + words(rng, 10) + args[:3], len(args) - 3
+
+
+def _training_language():
+    """The bigram language the tiny llama was trained on (oracle/make_tiny_llama.py, numpy only)."""
+    path = REPO / "oracle/make_tiny_llama.py"
+    mod_spec = importlib.util.spec_from_file_location("_make_tiny_llama", path)
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    return mod.Language(np.random.default_rng(mod.SEED)), mod
+
+
+def control(rng):
+    lang, _ = _LANGUAGE
+    return [BOS] + lang.walk(rng, BOS, 40), 64
+
+
+_LANGUAGE = _training_language()
+WORKLOADS = {"quote": quote, "code_edit": code_edit, "json_echo": json_echo, "control": control}
+
+
+# ---- drafts simulated on a fixed greedy output --------------------------------------------------
+
+def prompt_lookup_first(ctx, k, max_ngram=spec.DEFAULT_MAX_NGRAM, min_ngram=spec.DEFAULT_MIN_NGRAM):
+    """Prompt lookup with the FIRST earlier occurrence of the suffix (the chapter's pitfall s01)."""
+    t = len(ctx)
+    for n in range(max_ngram, min_ngram - 1, -1):
+        suffix = ctx[t - n:]
+        for i in range(0, t - n):
+            if ctx[i:i + n] == suffix:
+                return ctx[i + n:min(i + n + k, t)]
+    return []
+
+
+def simulate(prompt, tokens, max_new, k, proposer, clock=None):
+    """The rounds a greedy generation would run with this draft: (target calls, drafted, accepted).
+    With `clock` (a one-item list), the seconds spent in `proposer` are added to clock[0]."""
+    calls = drafted = accepted = 0
+    out = 0
+    while out < max_new:
+        budget = min(k, max_new - out - 1)
+        t0 = time.perf_counter()
+        draft = proposer(prompt + tokens[:out], budget) if budget > 0 else []
+        if clock is not None:
+            clock[0] += time.perf_counter() - t0
+        n = 0
+        while n < len(draft) and draft[n] == tokens[out + n]:
+            n += 1
+        calls, drafted, accepted, out = calls + 1, drafted + len(draft), accepted + n, out + n + 1
+    return calls, drafted, accepted
+
+
+# ---- measurement --------------------------------------------------------------------------------
+
+class TimedTarget:
+    """A RunnerTarget that also adds up the time spent in the model (extend and truncate)."""
+
+    def __init__(self, inner):
+        self.inner, self.seconds, self.first = inner, 0.0, None
+
+    def cached(self):
+        return self.inner.cached()
+
+    def extend(self, ids):
+        t0 = time.perf_counter()
+        rows = self.inner.extend(ids)
+        self.seconds += time.perf_counter() - t0
+        if self.first is None:
+            self.first = self.seconds  # the first round's forward: the prompt (prefill)
+        return rows
+
+    def truncate(self, length):
+        t0 = time.perf_counter()
+        self.inner.truncate(length)
+        self.seconds += time.perf_counter() - t0
+
+
+def run_once(model, pool, prompt, max_new, draft, k):
+    target = TimedTarget(RunnerTarget(PagedRunner(model, pool), pool))
+    t0 = time.perf_counter()
+    g = spec.generate(target, spec.SpecConfig.parse(draft, k), prompt, SamplingParams(), seed=0, max_new=max_new, eos=[])
+    wall = time.perf_counter() - t0
+    target.inner.release_all()
+    return g, wall, target.seconds, target.first
+
+
+def forward_cost(model, pool, context=200, sizes=(1, 3, 5, 9), repeats=30):
+    """Median seconds of one RunnerTarget.extend of n tokens after `context` cached positions."""
+    rng = np.random.default_rng(SEED)
+    out = {}
+    for n in sizes:
+        target = RunnerTarget(PagedRunner(model, pool), pool)
+        target.extend(words(rng, context))
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            target.extend(words(rng, n))
+            times.append(time.perf_counter() - t0)
+            target.truncate(context)
+        target.release_all()
+        out[n] = statistics.median(times)
+    return out
+
+
+def measure(model, pool, instances, draft, k, repeats):
+    """Side-by-side figures of one configuration over a workload's instances: per repeat the sums
+    over instances (wall, model, prefill seconds); the medians over repeats are returned."""
+    sums = []
+    for _ in range(repeats):
+        runs = [run_once(model, pool, prompt, max_new, draft, k) for prompt, max_new in instances]
+        sums.append((runs, *(sum(r[i] for r in runs) for i in (1, 2, 3))))
+    return sums
+
+
+def main():
+    ap = argparse.ArgumentParser(description="speculative decoding speed on the tiny llama")
+    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--instances", type=int, default=INSTANCES, help="prompts per workload")
+    ap.add_argument("--model", type=Path, default=REPO / "fixtures/models/tiny-llama")
+    ap.add_argument("--out", type=Path, default=REPO / "bench/out/spec_speedup.json")
+    args = ap.parse_args()
+    model = load_llama(args.model)
+    pool = make_pool(model, 64, BLOCK_TOKENS)
+    rng = np.random.default_rng(SEED)
+    built = {name: [make(rng) for _ in range(args.instances)] for name, make in WORKLOADS.items()}
+    measure(model, pool, built["control"], "none", 1, 1)  # warm up
+    rows = []
+    for name, instances in built.items():
+        samples = {cfg: [] for cfg in CONFIGS}
+        for _ in range(args.repeats):
+            for cfg in CONFIGS:  # interleaved, so drift in machine speed hits every configuration alike
+                samples[cfg] += measure(model, pool, instances, *cfg, 1)
+        base = samples[("none", 1)]
+        base_tokens = [g.tokens for g, *_ in base[0][0]]
+        base_calls = sum(g.stats.target_calls for g, *_ in base[0][0])
+        base_wall = statistics.median(s[1] for s in base)
+        base_decode = statistics.median(s[1] - s[3] for s in base)
+        for (draft, k), reps in samples.items():
+            gens = [g for g, *_ in reps[0][0]]
+            for runs, *_ in reps:
+                if [g.tokens for g, *_ in runs] != base_tokens:
+                    raise SystemExit(f"{name} {draft} k={k}: speculative output differs from greedy")
+            wall = statistics.median(r[1] for r in reps)
+            model_s = statistics.median(r[2] for r in reps)
+            decode_s = statistics.median(r[1] - r[3] for r in reps)
+            calls = sum(g.stats.target_calls for g in gens)
+            drafted = sum(g.stats.drafted for g in gens)
+            accepted = sum(g.stats.accepted for g in gens)
+            new = sum(len(g.tokens) for g in gens)
+            cfg = spec.SpecConfig.parse(draft, k)
+            clocks = []
+            for _ in range(args.repeats):  # replay the same rounds to time the drafting alone
+                clocks.append([0.0])
+                for (prompt, max_new), g in zip(instances, gens):
+                    sim = simulate(prompt, g.tokens, max_new, k, lambda ctx, kk: spec.propose(cfg, ctx, kk), clocks[-1])
+                    assert sim == (g.stats.target_calls, g.stats.drafted, g.stats.accepted), (name, draft, k, sim)
+            draft_s = statistics.median(c[0] for c in clocks)
+            row = {"workload": name, "draft": draft, "k": k, "instances": len(instances),
+                   "prompt_tokens": sum(len(p) for p, _ in instances), "new_tokens": new,
+                   "target_calls": calls, "drafted": drafted, "accepted": accepted,
+                   "accept_rate": round(accepted / drafted, 4) if drafted else 0.0,
+                   "calls_ratio": round(base_calls / calls, 3),
+                   "tokens_per_s": round(new / wall, 1), "speedup": round(base_wall / wall, 3),
+                   "decode_tokens_per_s": round(new / decode_s, 1), "decode_speedup": round(base_decode / decode_s, 3),
+                   "wall_s": round(wall, 5), "prefill_s": round(wall - decode_s, 5), "model_s": round(model_s, 5),
+                   "draft_s": round(draft_s, 5), "model_share": round(model_s / wall, 3),
+                   "draft_share": round(draft_s / wall, 3), "verify_loop_share": round(1 - (model_s + draft_s) / wall, 3)}
+            if draft == "prompt_lookup":
+                first = [simulate(p, g.tokens, m, k, prompt_lookup_first) for (p, m), g in zip(instances, gens)]
+                f_calls, f_drafted, f_accepted = (sum(x[i] for x in first) for i in range(3))
+                row.update(first_occurrence_accept_rate=round(f_accepted / f_drafted, 4) if f_drafted else 0.0,
+                           first_occurrence_target_calls=f_calls)
+            rows.append(row)
+    costs = forward_cost(model, pool)
+    report(rows, costs)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({
+        "model": str(args.model.relative_to(REPO) if args.model.is_relative_to(REPO) else args.model),
+        "seed": SEED, "repeats": args.repeats, "instances": args.instances, "block_tokens": BLOCK_TOKENS,
+        "python": platform.python_version(), "numpy": np.__version__, "machine": platform.machine(), "goal": GOAL,
+        "workloads": {n: [{"prompt": p, "max_new": m} for p, m in inst] for n, inst in built.items()}, "rows": rows,
+        "extend_seconds_by_tokens_at_200_cached": {str(n): round(s, 6) for n, s in costs.items()}}, indent=1) + "\n")
+    print(f"figures written to {args.out}")
+
+
+def report(rows, costs):
+    cols = ["workload", "draft", "k", "target_calls", "calls_ratio", "accept_rate", "tokens_per_s", "speedup",
+            "decode_speedup", "model_share", "draft_share", "verify_loop_share", "first_occurrence_accept_rate"]
+    heads = ["workload", "draft", "k", "calls", "calls x", "accept", "tok/s", "speedup", "decode x", "model %",
+             "draft %", "verify %", "accept 1st occ."]
+    shares = ("model_share", "draft_share", "verify_loop_share")
+    cell = lambda r, c: "" if c not in r else f"{100 * r[c]:.0f}" if c in shares else str(r[c])
+    table = [[cell(r, c) for c in cols] for r in rows]
+    try:
+        from rich.console import Console
+        from rich.table import Table
+        t = Table(title="speculative decoding, tiny llama, greedy")
+        for h in heads:
+            t.add_column(h, justify="left" if h in ("workload", "draft") else "right")
+        for line in table:
+            t.add_row(*line)
+        Console().print(t)
+    except ImportError:
+        widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(heads)]
+        print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
+        for line in table:
+            print("  ".join(v.ljust(w) for v, w in zip(line, widths)))
+    print("extend cost at 200 cached positions: " + ", ".join(f"{n} tokens {1e3 * s:.2f} ms" for n, s in costs.items()))
+    for r in rows:
+        if r["draft"] == "prompt_lookup" and r["k"] == 4:
+            if r["workload"] in ("quote", "code_edit"):
+                ok = r["calls_ratio"] >= GOAL["calls_ratio"] and r["speedup"] >= GOAL["speedup"]
+                want = f">= {GOAL['calls_ratio']}x fewer calls, >= {GOAL['speedup']}x tokens/s"
+            elif r["workload"] == "control":
+                ok, want = r["speedup"] >= GOAL["control_speedup"], f">= {GOAL['control_speedup']}x tokens/s"
+            else:
+                continue
+            print(f"goal {r['workload']} prompt_lookup k=4 ({want}): calls {r['calls_ratio']}x, "
+                  f"tokens/s {r['speedup']}x end to end ({r['decode_speedup']}x excluding the prompt's forward) "
+                  f"-> {'met' if ok else 'SHORT'} end to end")
+
+
+if __name__ == "__main__":
+    main()
