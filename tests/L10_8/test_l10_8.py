@@ -380,6 +380,19 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl):
         assert n_heard == emitted and ids[0] == heard[n_heard - 1][0], (
             f"forward pass {r} starts after {emitted} emitted tokens, but the listener had heard {n_heard}: each round's "
             "tokens must be handed over as soon as the round is verified, before the next forward pass")
+    # Sampled, the loop draws from the request's generator, Pcg32.from_seed(seed): the same tokens as
+    # the reference's loop on the same fake target, seed for seed. No draft, so only the loop and the
+    # bonus draw are judged here (drafts and their draws have tests of their own).
+    ref = judge_module("infer.spec")
+    sampled = {"temperature": 0.8}
+    want = ref.generate(FakeTarget(VOCAB), ref.SpecConfig.parse("none", 4), prompt,
+                        judge_module("infer.sampling").SamplingParams(**sampled), 11, MAX_NEW, []).tokens
+    heard = []
+    with case("a sampled request, seed 11"):
+        g = impl.generate(FakeTarget(VOCAB), cfg("none"), prompt, sampled, 11, MAX_NEW, [], on_token=listener)
+    assert g["tokens"] == want == [t for t, _ in heard], (
+        f"sampled at temperature 0.8 with seed 11, the stream must be the reference's (the request's generator is "
+        f"Pcg32.from_seed(seed), drawn as verify_draft draws):\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
     stop_after = 5
     heard = []
     target = _WatchedTarget(heard, VOCAB, budget=len(prompt) + MAX_NEW - 1)
