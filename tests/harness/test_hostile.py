@@ -201,8 +201,9 @@ def test_a_non_spec_error_is_named(tmp_path):
 
 # ---- (d) the wrong type ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ret, words", [("None", ["TypeError"]), ("7", ["TypeError"]), ("[[7], [8]]", ["TypeError"])])
-def test_wrong_return_type_is_an_error_not_a_harness_traceback(tmp_path, ret, words):
+@pytest.mark.parametrize("ret", ["None", "7", "[[7], [8]]", "'785'", "[7.9, 8.2, 5.0]"])
+def test_wrong_return_type_is_an_error_not_a_harness_traceback(tmp_path, ret):
+    """None, an int, nested lists, a string of digits, floats: none is a list of token ids."""
     sub = submission(tmp_path, f"""
         def prompt_lookup(ctx, k, max_ngram, min_ngram):
             return {ret}
@@ -210,22 +211,8 @@ def test_wrong_return_type_is_an_error_not_a_harness_traceback(tmp_path, ret, wo
     impl = open_impl(CH, str(sub))
     try:
         got, _ = attempt(impl, "prompt_lookup", HAND_PL)
-        assert isinstance(got, Raised) and got.outcome == "error", got
-        assert all(w in str(got) for w in words) and str(got).startswith("prompt_lookup:"), str(got)
-    finally:
-        impl.close()
-
-
-@pytest.mark.parametrize("ret", ["'785'", "[7.9, 8.2, 5.0]"])
-def test_a_string_or_floats_are_not_token_ids(tmp_path, ret):
-    sub = submission(tmp_path, f"""
-        def prompt_lookup(ctx, k, max_ngram, min_ngram):
-            return {ret}
-    """)
-    impl = open_impl(CH, str(sub))
-    try:
-        got, _ = attempt(impl, "prompt_lookup", HAND_PL)
-        assert isinstance(got, SubmissionFailure), f"prompt_lookup returned {ret} and the judge saw {got}"
+        assert isinstance(got, Raised) and got.outcome == "error", f"prompt_lookup returned {ret} and the judge saw {got}"
+        assert "TypeError" in str(got) and str(got).startswith("prompt_lookup:"), str(got)
     finally:
         impl.close()
 
