@@ -7,7 +7,6 @@ patched, loaded under a name of its own). A submission always runs in the worker
 import importlib
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 

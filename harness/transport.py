@@ -63,9 +63,8 @@ def _limits() -> None:  # runs in the child before exec
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, package_dir: Path, memory_limit: int = MEMORY_LIMIT) -> None:
+    def __init__(self, package_dir: Path) -> None:
         self.package_dir = Path(package_dir)
-        self.memory_limit = memory_limit
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
         self.last_output = ""

@@ -12,7 +12,6 @@ import functools
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 

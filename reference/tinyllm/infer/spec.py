@@ -9,7 +9,6 @@ The loop, one round per iteration (gpt-fast style, each step a small function):
 
 from dataclasses import dataclass, field
 from enum import Enum
-import math
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
