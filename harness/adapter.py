@@ -9,6 +9,7 @@ call becomes data first (a value or an error, and its duration, like pytest's Ca
 """
 
 from dataclasses import dataclass
+import shutil
 import time
 
 from . import ops
@@ -75,8 +76,9 @@ DEFAULT_DEADLINE_S = 5.0
 class Impl:
     """The implementation under test, as the chapter's tests see it."""
 
-    def __init__(self, transport, label: str, default_deadline_s: float = DEFAULT_DEADLINE_S) -> None:
+    def __init__(self, transport, label: str, default_deadline_s: float = DEFAULT_DEADLINE_S, scratch: bool = False) -> None:
         self.transport = transport
+        self.scratch = scratch  # the worker's package dir is a scratch copy of ours: removed at close
         self.label = label
         self.default_deadline_s = default_deadline_s
         self.calls: list[CallInfo] = []
@@ -103,6 +105,8 @@ class Impl:
 
     def close(self) -> None:
         self.transport.close()
+        if self.scratch:
+            shutil.rmtree(self.transport.package_dir, ignore_errors=True)
 
     # The chapter's interface, as plain data ------------------------------------------------------
     def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
