@@ -4,6 +4,7 @@ Exit codes: 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
 path, malformed submission), 3 a harness error (see harness.errors).
 """
 
+import atexit
 import json
 import sys
 from pathlib import Path
@@ -123,10 +124,15 @@ def check(chapter, submission, ref_deps, transport, json_path, junit, gradescope
             return _demo(ch)
     seed = None
     if fresh is not None:
+        import shutil
+        import tempfile
+
         from .fixtures import fresh_golden
 
         seed = _seed(fresh)
-        golden = str(fresh_golden(ch, seed))
+        fresh_dir = Path(tempfile.mkdtemp(prefix="ol-fresh-"))
+        atexit.register(shutil.rmtree, fresh_dir, True)  # the cases live as long as this check
+        golden = str(fresh_golden(ch, seed, fresh_dir))
         out.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
     rep = run_check(ch, submission, ref_deps, transport, golden=golden, junit=junit)
     _print_report(rep)

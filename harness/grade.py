@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import csv
 import json
 import os
+import shutil
 from pathlib import Path
 import subprocess
 import sys
@@ -66,11 +67,14 @@ def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, 
     scratch = Path(tempfile.mkdtemp(prefix="ol-grade-"))
     golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
     reports: list[dict] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for report in pool.map(lambda s: _judge(chapter, s, golden, ref_deps, scratch), subs):
-            reports.append(report)
-            if on_done:
-                on_done(report)
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for report in pool.map(lambda s: _judge(chapter, s, golden, ref_deps, scratch), subs):
+                reports.append(report)
+                if on_done:
+                    on_done(report)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)  # the reports are in memory; the fresh cases go too
     return {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
             "tests": [t.name for t in chapter.tests], "reports": reports, "summary": summarize(chapter, reports)}
 
