@@ -7,6 +7,8 @@ Exit codes (the contract of every `ol` command):
   3  the harness itself failed (a bug in ol: please report it with the output)
 """
 
+from .outcomes import Outcome
+
 
 class OlError(Exception):
     exit_code = 3
@@ -34,7 +36,7 @@ class RegistryError(OlError):
 class SubmissionFailure(Exception):
     """Something the implementation under test did; the test reports it, the run goes on."""
 
-    outcome = "error"
+    outcome = Outcome.ERROR
 
 
 class Raised(SubmissionFailure):
@@ -66,8 +68,10 @@ class Raised(SubmissionFailure):
 
 
 class Timeout(SubmissionFailure):
-    outcome = "timeout"
+    outcome = Outcome.TIMEOUT
 
 
 class Crashed(SubmissionFailure):
     """The worker process died (exit, signal, out of memory) or broke the protocol."""
+
+    outcome = Outcome.CRASHED

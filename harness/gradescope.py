@@ -1,8 +1,9 @@
-"""Gradescope: the results.json of one check, and the autograder bundle that produces it.
+"""Gradescope: the autograder bundle (setup.sh, run_autograder and the harness at the zip's root).
 
-results.json follows Gradescope's autograder specification: top-level `score`, `output`,
-`visibility`, and `tests`, each with `name`, `score`, `max_score`, `status` ("passed"/"failed"),
-`output` and `visibility`. harness/schemas/gradescope_results.schema.json states the subset we write.
+Gradescope extracts the zip into /autograder/source, runs setup.sh once when it builds the image,
+then run_autograder per submission with the upload in /autograder/submission; results.json goes
+to /autograder/results (harness.render.gradescope writes it). The upload's layout (a bare chapter
+file, a package folder, a zip of either) is found by the one layout function, inside `ol check`.
 """
 
 import io
@@ -10,7 +11,6 @@ import subprocess
 import zipfile
 from pathlib import Path
 
-from .check import Report
 from .paths import REPO
 
 RUN_AUTOGRADER = r"""#!/usr/bin/env bash
@@ -19,21 +19,8 @@ set -uo pipefail
 root="${AUTOGRADER_ROOT:-/autograder}"
 src="$root/source"; sub="$root/submission"; res="$root/results"
 mkdir -p "$res"
-work="$(mktemp -d)"
-flags=""
-if [ -d "$sub/tinyllm" ]; then
-  cp -r "$sub/tinyllm" "$work/tinyllm"
-elif [ -f "$sub/spec.py" ]; then       # only the chapter's file was uploaded
-  mkdir -p "$work/tinyllm/infer" && cp "$sub/spec.py" "$work/tinyllm/infer/spec.py"
-else
-  found="$(find "$sub" -path '*tinyllm/infer/spec.py' | head -n 1)"
-  [ -n "$found" ] && cp -r "$(dirname "$(dirname "$found")")" "$work/tinyllm"
-fi
-for dep in tinyllm/rng.py tinyllm/kv.py tinyllm/infer/sampling.py; do
-  [ -f "$work/$dep" ] || flags="--ref-deps"
-done
 private="$(mktemp -d)"   # the judge writes here; only a finished check's report is copied to results/
-"$src/ol" check {chapter} --submission "$work" $flags --fresh --gradescope "$private/results.json" > "$private/ol-output.txt" 2>&1
+"$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh --gradescope "$private/results.json" > "$private/ol-output.txt" 2>&1
 code=$?
 cp "$private/ol-output.txt" "$res/ol-output.txt"
 rm -f "$res/results.json"     # whatever the submission may have written there
@@ -58,22 +45,8 @@ cd /autograder/source && ./ol --help >/dev/null   # makes .venv and installs the
 """
 
 
-def results_json(rep: Report, pitfall_matches: list[dict], seed: int | None) -> dict:
-    tests = []
-    for t in rep.tests:
-        lines = [f"{t.outcome}: {t.message}" if t.outcome != "pass" else "passed"]
-        lines += [f"known pitfall: {p}" for p in t.pitfalls]
-        tests.append({"name": t.name, "score": t.points, "max_score": t.max_points,
-                      "status": "passed" if t.outcome == "pass" else "failed", "output": "\n".join(lines)[:8000],
-                      "visibility": "visible"})
-    hints = [f"your answers match pitfall {m['id']}, {m['pitfall']}, on {m['matched']} of {m['shows']} cases where it shows"
-             for m in pitfall_matches[:3]]
-    head = f"{rep.passed} of {len(rep.tests)} tests passed" + (f" (fresh cases, seed {seed})" if seed is not None else "")
-    return {"score": rep.score, "output": "\n".join([head, *hints]), "visibility": "visible", "tests": tests}
-
-
 def build_bundle(chapter: str, out_zip: Path) -> int:
-    """autograder.zip: setup.sh, run_autograder, and the harness's tracked files under source/."""
+    """autograder.zip: setup.sh, run_autograder, and the project's tracked files, all at the zip's root."""
     files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
@@ -84,7 +57,7 @@ def build_bundle(chapter: str, out_zip: Path) -> int:
         for f in files:
             p = REPO / f
             if p.is_file():
-                info = zipfile.ZipInfo.from_file(p, f"source/{f}")
+                info = zipfile.ZipInfo.from_file(p, f)
                 with open(p, "rb") as fh:
                     z.writestr(info, fh.read(), zipfile.ZIP_DEFLATED)
     out_zip.write_bytes(buf.getvalue())

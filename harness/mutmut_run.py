@@ -11,7 +11,7 @@ first on sys.path). With that layout `import tinyllm` in the tests is mutmut's m
 mutant names (`tinyllm.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
 
 Survivors judged equivalent (no test could ever tell them apart from the reference) are recorded in
-`mutants/<chapter>/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
+the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
 and why; a later run flags only new survivors. An entry whose diff no longer matches (mutmut numbers
 mutants per function, so editing a function renumbers them) counts as new again.
 
@@ -34,13 +34,12 @@ from pathlib import Path
 from typing import Callable
 
 from .errors import RegistryError
-from .paths import MUTANTS, REPO
-from .registry import load_chapter
+from .paths import REPO
+from .registry import Chapter, load_chapter
 
-# What mutmut mutates per chapter, as paths inside the reference's package directory.
-MUTATE = {"L10.8": ("tinyllm/infer/spec.py", "tinyllm/infer/sampling.py")}
 MAX_CHILDREN = 2  # the grading machine has 2 cores
-ALSO_COPY = ("harness", "fixtures", "config", "spec", "otel", "oracle", "reference")  # reference: the judge's pristine copy  # what the tests reach besides tests/ and the reference
+# What the tests reach besides the mutated package; reference/ is the judge's pristine copy.
+ALSO_COPY = ("harness", "chapters", "conftest.py", "fixtures", "config", "spec", "otel", "oracle", "reference")
 
 # mutmut 3's exit-code vocabulary (mutmut/stats.py status_by_exit_code)
 KILLED = {1: "killed", 3: "killed"}
@@ -61,8 +60,8 @@ print(json.dumps(out))
 """
 
 
-def equivalent_file(chapter: str) -> Path:
-    return MUTANTS / chapter / "mutmut_equivalent.toml"
+def equivalent_file(chapter: Chapter) -> Path:
+    return chapter.mutants_manifest.parent / "mutmut_equivalent.toml"
 
 
 def diff_summary(diff: str) -> str:
@@ -72,7 +71,7 @@ def diff_summary(diff: str) -> str:
     return "\n".join(keep)
 
 
-def load_equivalent(chapter: str) -> dict[str, dict]:
+def load_equivalent(chapter: Chapter) -> dict[str, dict]:
     path = equivalent_file(chapter)
     if not path.is_file():
         return {}
@@ -231,9 +230,9 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
     score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests stopped.
     """
     ch = load_chapter(chapter)
-    if chapter not in MUTATE:
-        raise RegistryError(f"chapter {chapter} names no files for mutmut (harness/mutmut_run.py MUTATE)")
-    mutate = MUTATE[chapter]
+    mutate = ch.language("python").mutmut
+    if not mutate:
+        raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.python] of its chapter.toml)")
     tests_dir = str(ch.tests_file.parent.relative_to(REPO))
     start = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
@@ -248,7 +247,7 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
         if not (scratch / "mutants").is_dir():
             raise RuntimeError(f"mutmut failed (exit {code}) before writing mutants/:\n{tail}")
         results = _read_results(scratch, mutate)
-        known = load_equivalent(chapter)
+        known = load_equivalent(ch)
         killed = sum(1 for c, _ in results.values() if c in KILLED)
         timed_out = sum(1 for c, _ in results.values() if c in TIMEOUT)
         open_names = [(n, p) for n, (c, p) in results.items() if c == 0 or c in UNTESTED]

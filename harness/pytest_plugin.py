@@ -1,42 +1,64 @@
 """The pytest side of `ol`: options naming the implementation, its fixtures, and per-test budgets.
 
 `pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the
-same tests elsewhere. `ol check` runs pytest with this plugin and reads the outcomes back.
+same tests elsewhere. `ol check` runs pytest with this plugin and reads the outcomes back. A test's
+chapter is `--chapter`, or else the pack its file lives in (the folder above it holding chapter.toml).
 """
 
 import json
+from pathlib import Path
+import tomllib
 
 import pytest
 
 from .errors import SubmissionFailure
-from .registry import load_chapter
-
-CHAPTER_OF_DIR = {"L10_8": "L10.8"}
+from .outcomes import Outcome
+from .registry import DEFAULT_TIMEOUT_S, load_chapter, make_importable
 
 
 def pytest_addoption(parser) -> None:
     g = parser.getgroup("ol", "the implementation under test")
-    g.addoption("--impl", default="reference", help="reference | mutant:sNN | a directory holding tinyllm/")
+    g.addoption("--chapter", default=None, help="the chapter whose tests these are (default: the pack holding the test file)")
+    g.addoption("--impl", default="reference", help="reference | mutant:ID | a submission (folder, file or zip)")
     g.addoption("--ref-deps", action="store_true", help="keep the submission's chapter file, take the rest from the reference")
     g.addoption("--transport", default="auto", choices=["auto", "worker"], help="force the worker even for trusted code")
     g.addoption("--golden", default=None, help="a golden file to use instead of the chapter's (fresh cases)")
 
 
-def _chapter_of(node) -> str | None:
-    for part in reversed(node.path.parts):
-        if part in CHAPTER_OF_DIR:
-            return CHAPTER_OF_DIR[part]
+def pytest_configure(config) -> None:
+    make_importable()  # a pack's tests import its own modules as chapters.<Name>.*, wherever the pack lives
+
+
+def pack_chapter(path: Path) -> str | None:
+    """The chapter of the pack holding `path`, if any."""
+    for folder in path.resolve().parents:
+        toml = folder / "chapter.toml"
+        if toml.is_file():
+            return tomllib.loads(toml.read_text()).get("chapter")
     return None
 
 
-@pytest.fixture(scope="session")
+# chapter, impl and golden are per module: a chapter's graded tests are one module, and one selftest
+# session may run several packs' tests, each against its own chapter.
+@pytest.fixture(scope="module")
 def chapter(request):
-    return load_chapter(_chapter_of(request.node) or "L10.8")
+    name = request.config.option.chapter or pack_chapter(request.node.path)
+    if name is None:
+        pytest.fail("this test is in no chapter pack; pass --chapter NAME")
+    return load_chapter(name)
 
 
 @pytest.fixture(scope="session")
+def ref():
+    """The judge's pristine reference (harness.reference.pristine): `ref.module("infer.spec")`."""
+    from .reference import pristine
+
+    return pristine()
+
+
+@pytest.fixture(scope="module")
 def impl(request, chapter):
-    from .impls import open_impl
+    from .subjects import open_impl
 
     o = request.config.option
     it = open_impl(chapter, o.impl, ref_deps=o.ref_deps, transport=o.transport)
@@ -44,7 +66,7 @@ def impl(request, chapter):
     it.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def golden(request, chapter):
     path = request.config.option.golden or chapter.golden
     with open(path) as f:
@@ -59,18 +81,18 @@ def _budget(request):
         try:
             seconds = ch.test(request.node.originalname.removeprefix("test_")).timeout_s
         except KeyError:
-            seconds = 60.0
+            seconds = DEFAULT_TIMEOUT_S
         request.getfixturevalue("impl").start_budget(seconds)
     yield
 
 
-def classify(excinfo) -> str:
-    """pass / fail / error / timeout for a failed test's exception."""
+def classify(excinfo) -> Outcome:
+    """The Outcome of a test from the exception it ended with (None: it passed)."""
     if excinfo is None:
-        return "pass"
+        return Outcome.PASS
     e = excinfo.value
     if isinstance(e, SubmissionFailure):
         return e.outcome
     if isinstance(e, (AssertionError, pytest.fail.Exception)):
-        return "fail"
-    return "error"
+        return Outcome.FAIL
+    return Outcome.ERROR

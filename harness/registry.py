@@ -1,18 +1,30 @@
-"""Chapter registries: which tests a chapter has, their points, and its mutants (data, not code).
+"""Chapter packs: a chapter is one folder of data, ops, judge helpers, tests, oracle and mutants.
 
-A second chapter is a new `harness/chapters/<chapter>.toml`, its tests and fixtures: no new runner.
+A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table, in the way of
+gradelib's checks) and an `__init__.py`; `<Name>` is a Python identifier and the pack's modules are
+imported as `chapters.<Name>.<module>`. Packs are found in the project's `chapters/` and in every
+folder named by OL_CHAPTERS_PATH (os.pathsep-separated), so a new chapter needs no edit of the engine.
+Paths inside `chapter.toml` are relative to the pack's folder.
+
+Loading checks the pack before any test runs: every key present and of the right kind, no duplicate
+test or mutant, every mutant's named test a test of the chapter, and the tests file and the table
+agreeing both ways (a test function with no row, or a row with no function, is a RegistryError that
+names both).
 """
 
 from dataclasses import dataclass, field
+import ast
+import importlib
+import os
 from pathlib import Path
 import tomllib
 
 from .errors import RegistryError, UnknownChapter
-from .paths import REPO
+from .paths import CHAPTERS_DIR
 
-CHAPTERS_DIR = Path(__file__).resolve().parent / "chapters"
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
+PACKAGE = "chapters"  # the Python package every pack is imported under
 
 
 @dataclass(frozen=True)
@@ -35,18 +47,40 @@ class MutantSpec:
 
 
 @dataclass(frozen=True)
+class LanguageSpec:
+    """What a student of this chapter writes in one language, and where the rest comes from."""
+
+    name: str
+    reference: Path  # the folder holding the reference package (the course's own implementation)
+    package: str  # the package a submission holds, e.g. "tinyllm"
+    student_files: tuple[str, ...]  # the chapter's own files, paths inside a submission
+    contract: Path  # the file `ol start` makes the stub from
+    deps: tuple[str, ...]  # earlier chapters' files the chapter needs (--ref-deps supplies them)
+    default_workspace: str  # where `ol start` writes and `ol check` looks by default
+    uploads: dict[str, str]  # a bare uploaded file name -> its place in the package
+    mutmut: tuple[str, ...] = ()  # reference files mutmut mutates
+
+    @property
+    def student_file(self) -> str:
+        return self.student_files[0]
+
+
+@dataclass(frozen=True)
 class Chapter:
     chapter: str
     title: str
+    pack_dir: Path
     tests_file: Path
     golden: Path
-    oracle: Path
-    contract: Path
-    student_file: str
-    default_submission: str
+    golden_schema: Path | None
+    modules: dict[str, str]  # role -> module of the pack: ops, client, cases, oracle
+    client_class: str
     tests: tuple[TestSpec, ...]
+    languages: dict[str, LanguageSpec]
     mutants_manifest: Path
     mutants: tuple[MutantSpec, ...] = field(default=())
+    demo: Path | None = None
+    data: dict[str, Path] = field(default_factory=dict)  # named data paths the judge helpers use
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -61,15 +95,53 @@ class Chapter:
         for m in self.mutants:
             if m.id == mid:
                 return m
-        raise RegistryError(f"chapter {self.chapter} has no mutant {mid!r}: it has {', '.join(m.id for m in self.mutants)}")
+        from .errors import UsageError
+        raise UsageError(f"chapter {self.chapter} has no mutant {mid!r}: it has {', '.join(m.id for m in self.mutants) or 'none'}")
+
+    def language(self, name: str = "python") -> LanguageSpec:
+        try:
+            return self.languages[name]
+        except KeyError:
+            from .errors import UsageError
+            raise UsageError(f"chapter {self.chapter} is not graded in {name!r}: it has {', '.join(self.languages)}") from None
+
+    def module(self, role: str):
+        """The pack's module playing `role` (ops, client, cases, oracle), imported on first use."""
+        return importlib.import_module(f"{PACKAGE}.{self.pack_dir.name}.{self.modules[role]}")
+
+    @property
+    def ops_file(self) -> Path:
+        return self.pack_dir / (self.modules["ops"].replace(".", "/") + ".py")
 
     @property
     def max_points(self) -> float:
         return sum(t.points for t in self.tests)
 
 
+def search_dirs() -> list[Path]:
+    extra = [Path(p).resolve() for p in os.environ.get("OL_CHAPTERS_PATH", "").split(os.pathsep) if p]
+    return [CHAPTERS_DIR, *extra]
+
+
+def _packs() -> dict[str, Path]:
+    """chapter name -> pack folder, over every search folder."""
+    found: dict[str, Path] = {}
+    for d in search_dirs():
+        for toml in sorted(d.glob("*/chapter.toml")):
+            try:
+                name = tomllib.loads(toml.read_text()).get("chapter")
+            except tomllib.TOMLDecodeError as e:
+                raise RegistryError(f"{toml}: not valid TOML: {e}") from e
+            if not isinstance(name, str):
+                raise RegistryError(f"{toml}: has no `chapter = \"...\"` name")
+            if name in found and found[name] != toml.parent:
+                raise RegistryError(f"chapter {name} is defined twice: {found[name]} and {toml.parent}; remove one")
+            found[name] = toml.parent
+    return found
+
+
 def known_chapters() -> list[str]:
-    return sorted(p.stem for p in CHAPTERS_DIR.glob("*.toml"))
+    return sorted(_packs())
 
 
 def _unique(names, what: str, where: Path) -> None:
@@ -80,30 +152,85 @@ def _unique(names, what: str, where: Path) -> None:
         seen.add(n)
 
 
-def load_chapter(chapter: str) -> Chapter:
-    path = CHAPTERS_DIR / f"{chapter}.toml"
-    if not path.is_file():
-        raise UnknownChapter(chapter, known_chapters())
+def test_functions(tests_file: Path) -> list[str]:
+    """The test names a tests file defines (top-level `def test_<name>`, prefix dropped)."""
     try:
-        d = tomllib.loads(path.read_text())
-        tests = tuple(TestSpec(**t) for t in d["test"])
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
-        raise RegistryError(f"{path}: malformed registry: {e}") from e
-    _unique([t.name for t in tests], "test", path)
-    for t in tests:
-        if t.kind not in KINDS:
-            raise RegistryError(f"{path}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
-    manifest = REPO / d["mutants"]
-    mutants: tuple[MutantSpec, ...] = ()
-    if manifest.is_file():
+        tree = ast.parse(tests_file.read_text(), str(tests_file))
+    except (OSError, SyntaxError) as e:
+        raise RegistryError(f"{tests_file}: cannot read the chapter's tests: {e}") from e
+    return [n.name.removeprefix("test_") for n in tree.body
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+
+
+def check_agreement(tests: tuple[TestSpec, ...], tests_file: Path, toml: Path) -> None:
+    rows, functions = [t.name for t in tests], test_functions(tests_file)
+    no_row = [f for f in functions if f not in rows]
+    no_function = [r for r in rows if r not in functions]
+    if no_row or no_function:
+        parts = [f"test_{f} in {tests_file} has no row in {toml}" for f in no_row]
+        parts += [f"the row {r!r} in {toml} has no function test_{r} in {tests_file}" for r in no_function]
+        raise RegistryError("the chapter's table and its tests disagree: " + "; ".join(parts) +
+                            ". Add the missing [[test]] row or function (or remove the stray one).")
+
+
+def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple[MutantSpec, ...]:
+    if not manifest.is_file():
+        return ()
+    try:
         m = tomllib.loads(manifest.read_text())
         mutants = tuple(MutantSpec(id=x["id"], pitfall=x["pitfall"], symptom=x["symptom"], must_fail=x["must_fail"],
-                                   patch=manifest.parent / x.get("patch", f"{x['id']}.patch")) for x in m["mutant"])
-        _unique([x.id for x in mutants], "mutant", manifest)
-        names = {t.name for t in tests}
-        for x in mutants:
-            if x.must_fail not in names:
-                raise RegistryError(f"{manifest}: mutant {x.id} must fail {x.must_fail!r}, which is not a test of {chapter}")
-    return Chapter(chapter=d["chapter"], title=d["title"], tests_file=REPO / d["tests"], golden=REPO / d["golden"],
-                   oracle=REPO / d["oracle"], contract=REPO / d["contract"], student_file=d["student_file"],
-                   default_submission=d["default_submission"], tests=tests, mutants_manifest=manifest, mutants=mutants)
+                                   patch=manifest.parent / x.get("patch", f"{x['id']}.patch")) for x in m.get("mutant", []))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
+    _unique([x.id for x in mutants], "mutant", manifest)
+    names = {t.name for t in tests}
+    for x in mutants:
+        if x.must_fail not in names:
+            raise RegistryError(f"{manifest}: mutant {x.id} must fail {x.must_fail!r}, which is not a test of {chapter}")
+    return mutants
+
+
+def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
+    return LanguageSpec(name=name, reference=(pack / d["reference"]).resolve(), package=d["package"],
+                        student_files=tuple(d["student_files"]), contract=(pack / d["contract"]).resolve(),
+                        deps=tuple(d.get("deps", ())), default_workspace=d["default_workspace"],
+                        uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())))
+
+
+def make_importable() -> None:
+    """Let `chapters.<Name>` find the packs of every search folder (OL_CHAPTERS_PATH too)."""
+    package = importlib.import_module(PACKAGE)
+    for d in search_dirs():
+        if str(d) not in package.__path__:
+            package.__path__.append(str(d))
+
+
+def load_chapter(chapter: str) -> Chapter:
+    packs = _packs()
+    if chapter not in packs:
+        raise UnknownChapter(chapter, sorted(packs))
+    pack = packs[chapter]
+    toml = pack / "chapter.toml"
+    if not pack.name.isidentifier() or not (pack / "__init__.py").is_file():
+        raise RegistryError(f"{pack}: a chapter pack's folder name must be a Python identifier and hold an __init__.py")
+    try:
+        d = tomllib.loads(toml.read_text())
+        tests = tuple(TestSpec(**t) for t in d["test"])
+        client_module, client_class = d["client"].split(":")
+        modules = {"ops": d["ops"], "client": client_module, "cases": d.get("cases", ""), "oracle": d.get("oracle", "")}
+        languages = {name: _language(name, spec, pack) for name, spec in d["language"].items()}
+        ch = Chapter(chapter=d["chapter"], title=d["title"], pack_dir=pack, tests_file=pack / d["tests"],
+                     golden=pack / d["golden"], golden_schema=pack / d["golden_schema"] if "golden_schema" in d else None,
+                     modules=modules, client_class=client_class, tests=tests, languages=languages,
+                     mutants_manifest=pack / d.get("mutants", "mutants/manifest.toml"),
+                     demo=(pack / d["demo"]).resolve() if "demo" in d else None,
+                     data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()})
+    except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
+        raise RegistryError(f"{toml}: malformed chapter table ({type(e).__name__}: {e})") from e
+    _unique([t.name for t in tests], "test", toml)
+    for t in tests:
+        if t.kind not in KINDS:
+            raise RegistryError(f"{toml}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
+    check_agreement(tests, ch.tests_file, toml)
+    make_importable()
+    return Chapter(**{**ch.__dict__, "mutants": _mutants(ch.mutants_manifest, tests, chapter)})

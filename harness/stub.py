@@ -33,25 +33,24 @@ def _stub_lines(source: str) -> list[str]:
     return lines
 
 
-def make_stub(chapter: Chapter) -> str:
-    source = chapter.contract.read_text()
-    rel = chapter.contract.relative_to(chapter.contract.parents[3])
-    text = HEADER.format(chapter=chapter.chapter, contract=rel) + "".join(_stub_lines(source))
+def make_stub(chapter: Chapter, lang: str = "python") -> str:
+    contract = chapter.language(lang).contract
+    rel = contract.relative_to(contract.parents[3]) if len(contract.parents) > 3 else contract.name
+    text = HEADER.format(chapter=chapter.chapter, contract=rel) + "".join(_stub_lines(contract.read_text()))
     ast.parse(text)  # the stub must itself be valid Python
     return text
 
 
-def write_stub(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
-    """Write the stub into workspace/<student_file>; returns its path and the earlier chapters' files
+def write_stub(chapter: Chapter, workspace: Path, force: bool = False, lang: str = "python") -> tuple[Path, list[str]]:
+    """Write the stub into workspace/<student file>; returns its path and the earlier chapters' files
     the workspace still lacks (the student needs --ref-deps until they exist)."""
-    target = workspace / chapter.student_file
+    spec = chapter.language(lang)
+    target = workspace / spec.student_file
     if target.exists() and not force:
         raise BadSubmission(f"{target} already exists; ol start does not overwrite your work. Pass --force to replace it.")
     target.parent.mkdir(parents=True, exist_ok=True)
     for pkg in target.relative_to(workspace).parents:
         if str(pkg) != "." and not (workspace / pkg / "__init__.py").exists():
             (workspace / pkg / "__init__.py").write_text("")
-    target.write_text(make_stub(chapter))
-    needed = ["tinyllm/rng.py", "tinyllm/kv.py", "tinyllm/infer/sampling.py", "tinyllm/model/__init__.py",
-              "tinyllm/infer/runner_target.py"]
-    return target, [n for n in needed if not (workspace / n).exists()]
+    target.write_text(make_stub(chapter, lang))
+    return target, [d for d in spec.deps if not (workspace / d).exists()]

@@ -1,25 +1,38 @@
-"""The worker: runs a submission's code in its own process and answers spec/protocol.md.
+"""The Python worker: runs a submission's code in its own process and answers spec/protocol.md.
 
-    python -m harness.worker --package-dir DIR --in FD --out FD
+    python -m harness.worker --ops PACK/ops.py --package-dir DIR --in FD --out FD
 
-DIR holds the submission's `tinyllm/` package. The worker talks JSON lines on the two inherited
-file descriptors only; the submission's prints go to the process's stdout/stderr, which the judge
+DIR holds the submission's package; PACK/ops.py is the chapter's op table, loaded by path (the
+worker needs nothing else of the chapter). The worker talks JSON lines on the two inherited file
+descriptors only; the submission's prints go to the process's stdout/stderr, which the judge
 captures apart. It computes and returns plain data; it never sees an expected answer.
 """
 
 import argparse
+import importlib.util
 import os
 import sys
 
 
+def _load_ops(path: str):
+    spec = importlib.util.spec_from_file_location("ol_chapter_ops", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", required=True)
+    ap.add_argument("--package", default="tinyllm")
     ap.add_argument("--package-dir", required=True)
     ap.add_argument("--in", dest="fd_in", type=int, required=True)
     ap.add_argument("--out", dest="fd_out", type=int, required=True)
     a = ap.parse_args()
-    from harness import ops  # before the submission is on sys.path, so it cannot shadow the harness
+    # the harness and the ops first, before the submission is on sys.path, so it cannot shadow them
+    from harness.transport.session import PROTOCOL_VERSION, Session
     from harness.wire import dumps, loads
+    ops = _load_ops(a.ops)
 
     sys.path.insert(0, a.package_dir)
     inbox = os.fdopen(a.fd_in, "rb")
@@ -44,14 +57,14 @@ def main() -> None:
             raise JudgeRefused(reply["error"].get("message", "the judge refused the call"))
         return reply.get("ok")
 
-    session = ops.Session("tinyllm", call_judge)
-    send({"hello": {"protocol": ops.PROTOCOL_VERSION, "pid": os.getpid()}})
+    session = Session(a.package, call_judge, ops)
+    send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid()}})
     while True:
         msg = receive()
         try:
-            send({"id": msg["id"], "ok": ops.dispatch(session, msg["op"], msg.get("args", {}))})
+            send({"id": msg["id"], "ok": session.dispatch(msg["op"], msg.get("args", {}))})
         except BaseException as e:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt too: all become data
-            send({"id": msg.get("id"), "error": ops.error_data(e, session)})
+            send({"id": msg.get("id"), "error": session.error_data(e)})
 
 
 class JudgeRefused(RuntimeError):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from harness.adapter import DEFAULT_DEADLINE_S
+from harness.impl import DEFAULT_DEADLINE_S
 from harness.check import run_check
 from harness.paths import REPO
 from harness.registry import load_chapter

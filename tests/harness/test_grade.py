@@ -77,7 +77,7 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     sys.path.insert(0, str(REPO / "reference"))
     from tinyllm.rng import Pcg32
 
-    golden = json.loads((REPO / "fixtures" / "L10.8" / "spec_golden.json").read_text())
+    golden = json.loads((REPO / "chapters" / "L10_8" / "fixtures" / "spec_golden.json").read_text())
     pl = {repr((c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])): c["expect"] for c in golden["prompt_lookup"]}
     v = {}
     for c in golden["verify"]:

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-import harness.judging
+import chapters.L10_8.judge.judging as judging
 import harness.pytest_plugin
-from harness.adapter import DEFAULT_DEADLINE_S
+from harness.impl import DEFAULT_DEADLINE_S
 from harness.check import run_check
 from harness.errors import Crashed, Raised, SubmissionFailure, Timeout
-from harness.impls import open_impl
+from harness.subjects import open_impl
 from harness.paths import REFERENCE_DIR, REPO
 from harness.registry import load_chapter
-from harness.transport import MEMORY_LIMIT, OUTPUT_CAP
+from harness.transport.worker_client import MEMORY_LIMIT, OUTPUT_CAP
 
 CH = load_chapter("L10.8")
 HAND_PL = dict(ctx=[5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)  # the reference answers [7, 8, 5]
@@ -130,7 +130,7 @@ GAUNTLET = """
         return _blocks_for(tokens, block_tokens)
 """
 GAUNTLET_TESTS = {  # test -> expected outcome, and words its message must hold
-    "ngram_draft_hand_example": ("error", ["exited with code 3"]),
+    "ngram_draft_hand_example": ("crashed", ["exited with code 3"]),
     "config_parses_runtime_values": ("error", ["IndexError", "spec_config_parse"]),
     "hand_example_prompt_lookup": ("error", ["prompt_lookup", "TypeError"]),
     "hand_example_greedy_verify": ("error", ["verify_draft", "AttributeError"]),
@@ -168,7 +168,7 @@ def test_exit_reports_the_code_and_the_capped_output(tmp_path):
     impl = open_impl(CH, str(sub))
     try:
         got, took = attempt(impl, "prompt_lookup", HAND_PL)
-        assert isinstance(got, Crashed) and got.outcome == "error", got
+        assert isinstance(got, Crashed) and got.outcome == "crashed", got
         msg = str(got)
         assert "exited with code 3" in msg, msg[:300]
         assert "--- your code's stdout ---" in msg and "more bytes not shown" in msg, msg[-300:]
@@ -285,13 +285,14 @@ def test_writing_results_files_does_not_change_the_grade(tmp_path, monkeypatch):
 
 def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     sub = submission(tmp_path, """
-        import harness.judging, harness.pytest_plugin, harness.check, harness.errors, harness.stats
+        import harness.pytest_plugin, harness.check, harness.errors
+        import chapters.L10_8.judge.judging as judging, chapters.L10_8.judge.stats as stats
         import pytest as _pytest
-        harness.judging.must_refuse = lambda fn, what: None
-        harness.judging.case = lambda label: __import__("contextlib").nullcontext()
+        judging.must_refuse = lambda fn, what: None
+        judging.case = lambda label: __import__("contextlib").nullcontext()
         harness.pytest_plugin.classify = lambda excinfo: "pass"
         harness.errors.Raised.describe = lambda self: "all good"
-        harness.stats.ALPHA = 0.0
+        stats.ALPHA = 0.0
         _pytest.fail = lambda *a, **k: None
         import builtins as _b
         _b.AssertionError = type("AssertionError", (Exception,), {})
@@ -302,13 +303,13 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
         def _check_rows(rows, draft, draft_probs):          # no shape checks at all
             return [np.asarray(r, dtype=np.float64) for r in rows], list(draft), draft_probs
     """)
-    must_refuse, classify = harness.judging.must_refuse, harness.pytest_plugin.classify
+    must_refuse, classify = judging.must_refuse, harness.pytest_plugin.classify
     rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "verify_rejects_bad_shapes", "rollback_hand_example"])
     assert outcomes(rep) == {"hand_example_prompt_lookup": "fail", "verify_rejects_bad_shapes": "fail", "rollback_hand_example": "pass"}, \
         [(t.name, t.outcome, t.message[:200]) for t in rep.tests]
     (bad,) = [t for t in rep.tests if t.name == "verify_rejects_bad_shapes"]
     assert "instead of SpecError" in bad.message, bad.message
-    assert harness.judging.must_refuse is must_refuse and harness.pytest_plugin.classify is classify, "the judge's modules are its own"
+    assert judging.must_refuse is must_refuse and harness.pytest_plugin.classify is classify, "the judge's modules are its own"
 
 
 # ---- (h) exhausting memory ------------------------------------------------------------------------
@@ -333,7 +334,7 @@ def test_memory_exhaustion_hits_the_address_space_limit(tmp_path):
         line = next(l for l in limits.splitlines() if l.startswith("Max address space"))
         assert str(MEMORY_LIMIT) in line, line
         got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
-        assert isinstance(got, SubmissionFailure) and got.outcome in ("error", "timeout"), f"no limit stopped it: {got}"
+        assert isinstance(got, SubmissionFailure) and got.outcome in ("error", "timeout", "crashed"), f"no limit stopped it: {got}"
         assert isinstance(got, Raised) and got.type == "MemoryError", got
         got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2, "the run goes on"
@@ -381,10 +382,10 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
     assert json.loads(out.read_text()).get("forged") is True
     import harness.grade
     monkeypatch.setattr(harness.grade.subprocess, "run", lambda *a, **k: r)
-    report = harness.grade._judge(CH, sub, CH.golden, False, scratch)
-    assert report["summary"]["passed"] == 0 and report["summary"]["score"] == 0, report["summary"]
-    assert "forged" not in report and all(t["outcome"] == "error" for t in report["tests"])
-    assert "killed" in report["tests"][0]["message"], report["tests"][0]["message"]
+    report, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch)
+    assert report.passed == 0 and report.score == 0, report.to_json()["summary"]
+    assert "forged" not in report.to_json() and all(t.outcome == "error" for t in report.tests)
+    assert "killed" in report.tests[0].message, report.tests[0].message
 
 
 def _cmdline_has(proc: Path, text: str) -> bool:

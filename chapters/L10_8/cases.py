@@ -1,0 +1,114 @@
+"""L10.8's golden cases read for `ol diff` and pitfall matching: what each case asks, what it expects.
+
+The engine's diff and pitfall matching are generic; they call:
+    answers(impl, golden)   every case's answer as a comparable value (or "error: <Type>"), by case id
+    expected(golden)        the same, from the golden file
+    diff_cases(impl, golden, ref)  the cases the implementation gets wrong, per section, each row with
+                            its inputs, expected and got as text, the first differing token and notes
+"""
+
+import numpy as np
+
+from harness.errors import SubmissionFailure
+
+from .judge.judging import short, uniforms_drawn
+
+LOGPROB_TOL = 1e-9  # the chapter tests' tolerance on logprobs (float64; a port may sum in another order)
+
+
+def _verify(impl, c):
+    return impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"], c["output"], c["seed"])
+
+
+def _prompt_lookup(impl, c):
+    return impl.prompt_lookup(c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
+
+
+def _ngram(impl, c):
+    return impl.ngram_draft(c["ctx"], c["k"], c["n"])
+
+
+def _verify_key(v: dict) -> list:
+    return [v["tokens"], v["n_accepted"], v["next_u32"]]
+
+
+SECTIONS = {  # section -> (the call, the comparable key of an answer)
+    "verify": (_verify, _verify_key),
+    "prompt_lookup": (_prompt_lookup, list),
+    "ngram": (_ngram, list),
+}
+
+
+def _call(fn):
+    """(answer, None), or (None, the SubmissionFailure the implementation's call ended in)."""
+    try:
+        return fn(), None
+    except SubmissionFailure as e:
+        return None, e
+
+
+def answers(impl, golden: dict) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for section, (call, key) in SECTIONS.items():
+        for c in golden.get(section, []):
+            got, error = _call(lambda: call(impl, c))
+            out[c["id"]] = key(got) if error is None else f"error: {type(error).__name__}"
+    return out
+
+
+def expected(golden: dict) -> dict[str, object]:
+    return {c["id"]: SECTIONS[section][1](c["expect"]) for section in SECTIONS for c in golden.get(section, [])}
+
+
+def _first_diff(a: list, b: list) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _verify_text(v: dict) -> str:
+    return f"{v['tokens']} n_acc {v['n_accepted']} next_u32 {v['next_u32']}"
+
+
+def _verify_row(c: dict, got, error, ref) -> dict | None:
+    e = c["expect"]
+    if error is None:
+        fields = [f for f in ("tokens", "n_accepted", "next_u32") if got[f] != e[f]]
+        if not fields and not np.allclose(got["logprobs"], e["logprobs"], atol=LOGPROB_TOL, rtol=0):
+            fields = ["logprobs"]
+        if not fields:
+            return None
+    knobs = {k: v for k, v in c["params"].items() if k == "temperature" or v not in (0, 0.0, 1.0)}
+    return {"id": c["id"], "tags": c["tags"], "error": error,
+            "inputs": f"vocab {len(c['rows'][0])}, draft {short(c['draft'])}, stochastic draft {c['draft_probs'] is not None}, "
+                      f"params {knobs}, seed {c['seed']}",
+            "expected": _verify_text(e), "got": f"error: {error[:200]}" if error else _verify_text(got),
+            "first_differing_token": None if error else _first_diff(e["tokens"], got["tokens"]),
+            "notes": f"draws: expected {uniforms_drawn(ref, c['seed'], e['next_u32'])}, "
+                     f"got {'-' if error else uniforms_drawn(ref, c['seed'], got['next_u32'])}"}
+
+
+def _draft_row(section: str, c: dict, got, error) -> dict | None:
+    if error is None and got == c["expect"]:
+        return None
+    n = f", n {c['max_ngram']}..{c['min_ngram']}" if section == "prompt_lookup" else f", n {c['n']}"
+    return {"id": c["id"], "tags": c["tags"], "error": error, "expected": str(c["expect"]),
+            "got": f"error: {error[:200]}" if error else str(got),
+            "inputs": f"ctx {short(c['ctx'][-16:], 16)} (last 16 of {len(c['ctx'])}), k {c['k']}{n}",
+            "first_differing_token": None if error else _first_diff(c["expect"], got), "notes": ""}
+
+
+def diff_cases(impl, golden: dict, ref) -> dict[str, dict]:
+    """section -> {"total": n, "divergent": [row, ...]}"""
+    sections = {}
+    for section, (call, _) in SECTIONS.items():
+        rows = []
+        for c in golden.get(section, []):
+            got, failure = _call(lambda: call(impl, c))
+            error = None if failure is None else str(failure)
+            row = _verify_row(c, got, error, ref) if section == "verify" else _draft_row(section, c, got, error)
+            if row is not None:
+                rows.append(row)
+        sections[section] = {"total": len(golden.get(section, [])), "divergent": rows}
+    return sections

@@ -1,0 +1,129 @@
+"""The judge's side of L10.8: the chapter's interface as methods of the Impl, over plain data.
+
+Each method is one op of the chapter's protocol (spec/protocol.md). Objects that live in the
+implementation (a KvPool, a RunnerTarget) are proxies holding a handle; the judge's own objects lent
+to a call (the fake target, a token listener) answer the worker's callbacks through `JudgeObjects`.
+"""
+
+from harness.impl import Impl
+from harness.wire import to_wire
+
+from .ops import POOL_METHODS
+
+
+class JudgeObjects:
+    """What the judge lends the implementation for one call: a target and a token listener."""
+
+    def __init__(self, target=None, on_token=None) -> None:
+        self.target = target
+        self.on_token = on_token
+
+    def __call__(self, method: str, args: dict):
+        if method == "target.cached":
+            return self.target.cached()
+        if method == "target.extend":
+            return to_wire(self.target.extend(args["ids"]))
+        if method == "target.truncate":
+            return self.target.truncate(args["length"])
+        if method == "on_token":
+            return bool(self.on_token(args["token"], args["logprob"]))
+        raise ValueError(f"unknown callback {method!r}")
+
+
+class Client(Impl):
+    # Per-call deadlines (seconds) beyond the default 5 s. A generation on the fake target takes well
+    # under a second; a batch of 4000 verifications or the tiny llama's load takes seconds. A hanging
+    # submission costs at most one deadline per test, since the test's first failure ends it.
+    DEADLINES_S = {"verify_first_tokens": 60.0, "generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
+
+    def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
+        return self.call("prompt_lookup", dict(ctx=ctx, k=k, max_ngram=max_ngram, min_ngram=min_ngram))
+
+    def ngram_draft(self, ctx, k, n):
+        return self.call("ngram_draft", dict(ctx=ctx, k=k, n=n))
+
+    def parse_config(self, draft, k, **extra):
+        return self.call("spec_config_parse", dict(draft=draft, k=k, **extra))
+
+    def propose(self, cfg: dict, ctx, k):
+        return self.call("propose", dict(cfg=cfg, ctx=ctx, k=k))
+
+    def residual(self, p, q):
+        return self.call("residual", dict(p=p, q=q))
+
+    def sample_dense(self, p, u):
+        return self.call("sample_dense", dict(p=p, u=u))
+
+    def speculative_step(self, p, q, x, u_accept, u_resample):
+        return tuple(self.call("speculative_step", dict(p=p, q=q, x=x, u_accept=u_accept, u_resample=u_resample)))
+
+    def dense_distribution(self, logits, params: dict, prompt, output):
+        return self.call("dense_distribution", dict(logits=logits, params=params, prompt=prompt, output=output))
+
+    def verify_draft(self, rows, draft, draft_probs, params: dict, prompt, output, seed):
+        return self.call("verify_draft", dict(rows=rows, draft=draft, draft_probs=draft_probs, params=params,
+                                              prompt=prompt, output=output, seed=seed))
+
+    def verify_first_tokens(self, rows, draft, draft_probs, params: dict, prompt, output, seeds):
+        return self.call("verify_first_tokens", dict(rows=rows, draft=draft, draft_probs=draft_probs, params=params,
+                                                     prompt=prompt, output=output, seeds=list(seeds)))
+
+    def blocks_for(self, tokens, block_tokens):
+        return self.call("blocks_for", dict(tokens=tokens, block_tokens=block_tokens))
+
+    def new_pool(self, num_blocks, block_tokens) -> "PoolProxy":
+        return PoolProxy(self, self.call("pool_new", dict(num_blocks=num_blocks, block_tokens=block_tokens)))
+
+    def rollback(self, pool: "PoolProxy", table, keep):
+        return self.call("rollback", dict(pool=pool.handle, table=list(table), keep=keep))
+
+    def generate(self, target, cfg: dict, prompt, params: dict, seed, max_new, eos, on_token=None, deadline_s=None):
+        """Generation against a judge-held target (the fake), or a RunnerProxy living in the implementation."""
+        remote = isinstance(target, RunnerProxy)
+        args = dict(target=target.handle if remote else "judge", cfg=cfg, prompt=prompt, params=params, seed=seed,
+                    max_new=max_new, eos=eos, stream=on_token is not None)
+        return self.call("generate", args, JudgeObjects(None if remote else target, on_token), deadline_s)
+
+    def runner_target(self, model_dir, num_blocks, block_tokens) -> "RunnerProxy":
+        return RunnerProxy(self, self.call("runner_target_new", dict(
+            model_dir=str(model_dir), num_blocks=num_blocks, block_tokens=block_tokens)))
+
+
+class PoolProxy:
+    """A KvPool living in the implementation, driven method by method."""
+
+    def __init__(self, impl: Impl, handle: int) -> None:
+        self.impl, self.handle = impl, handle
+
+    def __getattr__(self, method: str):
+        if method not in POOL_METHODS:
+            raise AttributeError(method)
+        return lambda *args: self.impl.call("pool_call", dict(pool=self.handle, method=method, args=list(args)))
+
+
+class RunnerProxy:
+    """A RunnerTarget living in the implementation."""
+
+    def __init__(self, impl: Impl, handle: int) -> None:
+        self.impl, self.handle = impl, handle
+
+    def _call(self, method: str, **args):
+        return self.impl.call("runner_target_call", dict(target=self.handle, method=method, **args))
+
+    def extend(self, ids):
+        return self._call("extend", ids=list(ids))
+
+    def truncate(self, length):
+        return self._call("truncate", length=length)
+
+    def cached(self):
+        return self._call("cached")
+
+    def blocks(self):
+        return self._call("blocks")
+
+    def pool_free(self):
+        return self._call("pool_free")
+
+    def close(self):
+        return self._call("close")

@@ -1,0 +1,1 @@
+"""The judge's helpers of L10.8: the fake target, the statistical check, the tiny-llama judge, wording."""

@@ -1,0 +1,43 @@
+"""Helpers the chapter tests use to judge plain data and to word their failures for a student."""
+
+from contextlib import contextmanager
+
+from harness.errors import Raised
+
+
+def short(xs, n: int = 12) -> str:
+    xs = list(xs)
+    body = " ".join(str(x) for x in xs[:n])
+    return f"[{body}{' ...' if len(xs) > n else ''}] ({len(xs)} items)" if len(xs) > n else f"[{body}]"
+
+
+def uniforms_drawn(ref, seed: int, next_u32: int, limit: int = 256) -> str:
+    """How many uniforms (two u32 each) were drawn before `next_u32` came out of Pcg32.from_seed(seed)."""
+    rng = ref.module("rng").Pcg32.from_seed(seed)
+    for n in range(limit):
+        if rng.next_u32() == next_u32:
+            return f"{n // 2} uniforms" if n % 2 == 0 else f"{n / 2} uniforms (an odd number of u32 draws)"
+    return f"not within {limit // 2} uniforms"
+
+
+@contextmanager
+def case(label: str):
+    """Name the case in any exception the implementation raises inside the block."""
+    try:
+        yield
+    except Raised as e:
+        e.args = (f"{label}: {e.args[0]}",)
+        raise
+
+
+def must_refuse(fn, what: str) -> str | None:
+    """None when fn raised the module's SpecError; otherwise what went wrong, in words."""
+    try:
+        got = fn()
+    except Raised as e:
+        if e.spec_error:
+            return None
+        if e.not_implemented or e.import_failed:
+            raise
+        return f"{what}: raised {e.type} ({e.message}) instead of SpecError"
+    return f"{what}: accepted it and returned {str(got)[:120]} instead of raising SpecError"

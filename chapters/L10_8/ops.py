@@ -1,0 +1,221 @@
+"""The operations of L10.8's worker protocol (spec/protocol.md), run against one `tinyllm` package.
+
+Both transports run these same functions through a harness.transport.session.Session: in the judge
+process for the reference and mutants, in the worker process for a submission (which loads this
+file by path: it imports nothing of the judge but harness.wire). Arguments and results are plain
+data; objects that live between calls (a KvPool, a RunnerTarget) are held in `Session.handles` and
+named by an integer handle. Callbacks into the judge (the judge's target, the on_token listener) go
+through `session.call_judge(method, args)`.
+"""
+
+import operator
+
+import numpy as np
+
+from harness.wire import floats
+
+CONTRACT_ERROR = ("infer.spec", "SpecError")  # the contract's refusal: `spec_error` in an error answer
+SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+
+
+# ---- conversions --------------------------------------------------------------------------------
+
+def _params(s, d: dict):
+    return s.module("infer.sampling").SamplingParams(**{k: d[k] for k in SAMPLING_FIELDS if k in d})
+
+
+def _cfg(s, d: dict):
+    extra = {k: d[k] for k in ("max_ngram", "min_ngram") if k in d}  # only when the test names them
+    return s.module("infer.spec").SpecConfig.parse(d["draft"], d["k"], **extra)
+
+
+def _cfg_data(cfg) -> dict:
+    draft = cfg.draft.value if hasattr(cfg.draft, "value") else str(cfg.draft)
+    return {"draft": draft, "k": cfg.k, "max_ngram": cfg.max_ngram, "min_ngram": cfg.min_ngram}
+
+
+def _ids(xs, what: str = "the result") -> list[int]:
+    """A list of token ids, strictly: a string, floats or nested lists are a wrong answer, not ids."""
+    if isinstance(xs, (str, bytes)) or not hasattr(xs, "__iter__"):
+        raise TypeError(f"{what} is a {type(xs).__name__}, expected a list of integer token ids")
+    try:
+        return [operator.index(x) for x in xs]
+    except TypeError:
+        bad = next(x for x in xs if not _is_index(x))
+        raise TypeError(f"{what} holds {bad!r} ({type(bad).__name__}), expected integer token ids") from None
+
+
+def _is_index(x) -> bool:
+    try:
+        operator.index(x)
+        return True
+    except TypeError:
+        return False
+
+
+def _f64s(xs, what: str = "the result") -> list[float]:
+    if isinstance(xs, (str, bytes)) or not hasattr(xs, "__iter__"):
+        raise TypeError(f"{what} is a {type(xs).__name__}, expected a list of numbers")
+    return [float(x) for x in xs]
+
+
+# ---- the operations -------------------------------------------------------------------------------
+
+def op_spec_config_parse(s, a):
+    return _cfg_data(_cfg(s, a))
+
+
+def op_prompt_lookup(s, a):
+    return _ids(s.module("infer.spec").prompt_lookup(a["ctx"], a["k"], a["max_ngram"], a["min_ngram"]), "prompt_lookup's result")
+
+
+def op_ngram_draft(s, a):
+    return _ids(s.module("infer.spec").ngram_draft(a["ctx"], a["k"], a["n"]), "ngram_draft's result")
+
+
+def op_propose(s, a):
+    return _ids(s.module("infer.spec").propose(_cfg(s, a["cfg"]), a["ctx"], a["k"]), "propose's result")
+
+
+def op_residual(s, a):
+    return _f64s(s.module("infer.spec").residual(floats(a["p"]), floats(a["q"])))
+
+
+def op_sample_dense(s, a):
+    return int(s.module("infer.spec").sample_dense(floats(a["p"]), a["u"]))
+
+
+def op_speculative_step(s, a):
+    x, accepted = s.module("infer.spec").speculative_step(floats(a["p"]), floats(a["q"]), a["x"], a["u_accept"], a["u_resample"])
+    return [int(x), bool(accepted)]
+
+
+def op_dense_distribution(s, a):
+    logits = np.asarray(floats(a["logits"]), dtype=np.float32)
+    return _f64s(s.module("infer.spec").dense_distribution(logits, _params(s, a["params"]), a["prompt"], a["output"]))
+
+
+def _rows(rows):
+    """Rows as float32 vectors when they are rectangular; otherwise as given (the shape check is the
+    implementation's job, so a ragged input must reach it)."""
+    rows = floats(rows)
+    if isinstance(rows, list) and all(isinstance(r, list) for r in rows):
+        return [np.asarray(r, dtype=np.float32) if all(isinstance(v, (int, float)) for v in r) else r for r in rows]
+    return rows
+
+
+def op_verify_draft(s, a):
+    rng = s.module("rng").Pcg32.from_seed(a["seed"])
+    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
+    v = s.module("infer.spec").verify_draft(_rows(a["rows"]), a["draft"], probs, _params(s, a["params"]), a["prompt"], a["output"], rng)
+    return {"tokens": _ids(v.tokens, "Verified.tokens"), "logprobs": _f64s(v.logprobs, "Verified.logprobs"),
+            "n_accepted": operator.index(v.n_accepted), "next_u32": int(rng.next_u32())}
+
+
+def op_verify_first_tokens(s, a):
+    """verify_draft once per seed on the same inputs; the first emitted token of each (a batch, so a
+    statistical test of thousands of seeds costs one round trip)."""
+    spec, Pcg32 = s.module("infer.spec"), s.module("rng").Pcg32
+    rows, params = _rows(a["rows"]), _params(s, a["params"])
+    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
+    out = []
+    for seed in a["seeds"]:
+        v = spec.verify_draft(rows, a["draft"], probs, params, a["prompt"], a["output"], Pcg32.from_seed(seed))
+        out.append(_ids(v.tokens, "Verified.tokens")[0])
+    return out
+
+
+def op_rng_u32s(s, a):
+    rng = s.module("rng").Pcg32.from_seed(a["seed"])
+    return [int(rng.next_u32()) for _ in range(a["n"])]
+
+
+def op_blocks_for(s, a):
+    return int(s.module("infer.spec").blocks_for(a["tokens"], a["block_tokens"]))
+
+
+POOL_METHODS = {"alloc", "retain", "release", "fill", "set_fill", "refcount", "free_blocks"}
+
+
+def op_pool_new(s, a):
+    return s.hold(s.module("kv").KvPool(a["num_blocks"], a["block_tokens"]))
+
+
+def op_pool_call(s, a):
+    if a["method"] not in POOL_METHODS:
+        raise ValueError(f"pool method {a['method']!r} is not in the protocol")
+    out = getattr(s.handle(a["pool"], "pool"), a["method"])(*a.get("args", []))
+    return out if out is None or isinstance(out, bool) else int(out)
+
+
+def op_rollback(s, a):
+    table = list(a["table"])
+    released = s.module("infer.spec").rollback(s.handle(a["pool"], "pool"), table, a["keep"])
+    return {"released": int(released), "table": _ids(table)}
+
+
+class JudgeTarget:
+    """The Target protocol, answered by the judge (the fake target lives there, where it can't be fooled)."""
+
+    def __init__(self, call_judge) -> None:
+        self.call_judge = call_judge
+
+    def cached(self) -> int:
+        return int(self.call_judge("target.cached", {}))
+
+    def extend(self, ids):
+        rows = floats(self.call_judge("target.extend", {"ids": _ids(ids)}))
+        return [np.asarray(r, dtype=np.float32) for r in rows]
+
+    def truncate(self, length: int) -> None:
+        self.call_judge("target.truncate", {"length": int(length)})
+
+
+def _generated(g) -> dict:
+    st = g.stats
+    return {"tokens": _ids(g.tokens, "Generated.tokens"), "logprobs": _f64s(g.logprobs, "Generated.logprobs"), "finish_reason": str(g.finish_reason),
+            "stats": {"drafted": int(st.drafted), "accepted": int(st.accepted), "target_calls": int(st.target_calls),
+                      "accept_rate": float(st.accept_rate())}}
+
+
+def op_generate(s, a):
+    spec = s.module("infer.spec")
+    target = JudgeTarget(s.call_judge) if a["target"] == "judge" else s.handle(a["target"], "target")
+    args = (target, _cfg(s, a["cfg"]), a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
+    if not a.get("stream"):
+        return _generated(spec.generate(*args))
+    on_token = lambda t, lp: bool(s.call_judge("on_token", {"token": int(t), "logprob": float(lp)}))
+    return _generated(spec.generate_stream(*args, on_token))
+
+
+def op_runner_target_new(s, a):
+    """A RunnerTarget over the model at model_dir with a pool of its own, built the way the engine does:
+    load_llama -> make_pool -> PagedRunner -> RunnerTarget (the model is loaded once per worker)."""
+    m = s.module("model")
+    key = ("model", a["model_dir"])
+    if key not in s.handles:
+        s.handles[key] = m.load_llama(a["model_dir"])
+    model = s.handles[key]
+    pool = m.make_pool(model, a["num_blocks"], a["block_tokens"])
+    return s.hold(s.module("infer.runner_target").RunnerTarget(m.PagedRunner(model, pool), pool))
+
+
+def op_runner_target_call(s, a):
+    target = s.handle(a["target"], "target")
+    method = a["method"]
+    if method == "extend":
+        return [[float(v) for v in np.asarray(r, dtype=np.float32)] for r in target.extend(a["ids"])]
+    if method == "truncate":
+        return target.truncate(a["length"])
+    if method == "cached":
+        return int(target.cached())
+    if method == "blocks":
+        return _ids(target.table)
+    if method == "pool_free":
+        return int(target.pool.free_blocks())
+    if method == "close":
+        return target.close()
+    raise ValueError(f"runner target method {method!r} is not in the protocol")
+
+
+OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}  # the protocol's op table

@@ -1,0 +1,59 @@
+"""Golden cases for chapter L10.8 (speculative decoding): what the Python reference answers.
+
+Writes `chapters/L10_8/fixtures/spec_golden.json` (format: `fixtures/README.md` and
+`fixtures/spec_golden.schema.json` of the chapter pack) from the reference's `infer.spec`:
+
+* `verify`        120 cases of `verify_draft` (tokens, logprobs, n_accepted, the next u32),
+* `prompt_lookup` 150 cases of `prompt_lookup`,
+* `ngram`          40 cases of `ngram_draft`.
+
+Randomness. Everything comes from ONE master seed (`MASTER_SEED`). Case number `i` of section `s`
+draws from its own reference `Pcg32`, seeded by a splitmix64 mix of (master seed, section code, i)
+(harness.oracle_kit.Rand): no numpy random generator (its streams may change between numpy
+versions), no `hash()`, no clock, no dependence on dict or set order. Normal-ish logits are
+Irwin-Hall sums of four uniforms (pure float64 additions, exact on every platform), rounded to
+float32. What a case *is* (its kind, draft length, planned acceptances, vocabulary, active
+sampling knobs, flavours) is fixed per position by the plans (verify_plan, draft_cases) and never
+depends on the seed; only the numbers do. So `build(ref, other_seed)` gives fresh cases of the
+same design, with the same ids and the same kinds at the same positions, and every property the
+build asserts (planned acceptances, `shows:s04` on the constructed penalty cases, ...) holds for
+any seed: rows are *constructed* against the uniforms the case's own seed will draw, not found by
+luck.
+
+Pitfalls. For every case the oracle also runs small local variants of the reference with one
+chapter pitfall each (`sNN`, chapter section 5) and tags the case `shows:sNN` when the variant's
+answer differs from the reference's: for `verify` (tokens, n_accepted, next_u32); for the drafts
+the draft itself. The build asserts s04, s07, s09 show on >= 10 verify cases, s01, s02 on >= 5
+prompt-lookup cases and s03 on >= 5 n-gram cases.
+
+The parts: common (seed, counts, tag vocabularies, the reference's modules bound once per build),
+verify_plan, verify_builder and verify_cases (the verify section), draft_cases (the two drafts),
+document (build, canonical bytes, load, check). `ref` below is a harness.reference.Reference,
+e.g. `harness.reference.pristine()`.
+
+Usage, from the repository root:
+    python -m chapters.L10_8.oracle                 # write the fixture
+    python -m chapters.L10_8.oracle --check         # exit 1 (and say where) if it differs
+    python -m chapters.L10_8.oracle --out PATH [--seed N]
+As a module: build(ref, master_seed) -> dict, dumps(doc) -> bytes, load(path) -> dict,
+write(path, ref, master_seed) -> bytes, check(path, ref) -> str | None, tag_counts(doc).
+"""
+
+from .common import (
+    KNOBS,
+    MASTER_SEED,
+    NGRAM_TAGS,
+    PROMPT_LOOKUP_TAGS,
+    Q_DENOM,
+    VERIFY_TAGS,
+    RefLib,
+    bind,
+)
+from .document import DEFAULT_OUT, GENERATOR, build, check, dumps, load, tag_counts, write
+from .verify_cases import run_reference, run_variant
+
+__all__ = [
+    "MASTER_SEED", "build", "dumps", "load", "check", "tag_counts", "write", "DEFAULT_OUT", "GENERATOR",
+    "KNOBS", "Q_DENOM", "VERIFY_TAGS", "PROMPT_LOOKUP_TAGS", "NGRAM_TAGS", "RefLib", "bind",
+    "run_reference", "run_variant",
+]

@@ -1,0 +1,200 @@
+"""Verify cases: the reference's answer, the pitfall variants, and the tags of one case.
+
+run_variant is a local copy of verify_draft that can carry one chapter pitfall; with none it must
+answer what the reference answers (the build asserts it on every case), and a case shows pitfall
+sNN when the variant with sNN answers differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import PENALTIES, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
+from .verify_builder import Builder
+from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
+
+
+def run_reference(lib: RefLib, case: dict) -> tuple:
+    """verify_draft on a case (decoded rows), and the generator's next u32 afterwards."""
+    rng = lib.generator(case["seed"])
+    v = lib.spec.verify_draft(case["rows"], case["draft"], case["draft_probs"], lib.params(case["params"]),
+                                case["prompt"], case["output"], rng)
+    return v, rng.next_u32()
+
+
+def _seq_sum(a) -> float:
+    """A sum in index order, as the reference's residual sums (numpy's pairwise sum can round differently)."""
+    total = 0.0
+    for x in a:
+        total += float(x)
+    return total
+
+
+def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], list[float], int, int]:
+    """verify_draft with one chapter pitfall (bug = None: a local copy of the correct rule).
+
+    s04 penalties ignore this round's emitted tokens; s05 accept when u_a < p(x); s06 residual
+    normalize(|p - q|); s07 u_resample drawn only on rejection; s08 bonus token from the last
+    draft row; s09 u_resample drawn before u_accept; s12 resample from p instead of the residual.
+    """
+    sp = lib.sampling
+    p = lib.params(case["params"])
+    rows = [np.asarray(r, dtype=np.float64) for r in case["rows"]]
+    draft, prompt, output = case["draft"], case["prompt"], case["output"]
+    vocab = rows[0].size
+    rng = lib.generator(case["seed"])
+    tokens: list[int] = []
+    lps: list[float] = []
+
+    def seen() -> list[int]:
+        return list(output) if bug == "s04" else list(output) + tokens
+
+    for i, d in enumerate(draft):
+        z = sp.apply_penalties(rows[i], p, prompt, seen())
+        if p.greedy:
+            t = sp.argmax(z)
+            ok = t == d
+        else:
+            if case["draft_probs"] is not None:
+                q = np.asarray(case["draft_probs"][i], dtype=np.float64)
+            else:
+                q = np.zeros(vocab)
+                q[d] = 1.0
+            pd = sp.distribution(z, p)
+            if bug == "s09":
+                u_r = rng.next_f64()
+                u_a = rng.next_f64()
+            elif bug == "s07":
+                u_a, u_r = rng.next_f64(), None
+            else:
+                u_a = rng.next_f64()
+                u_r = rng.next_f64()
+            ratio = pd[d] if bug == "s05" else pd[d] / q[d]
+            if u_a < ratio:
+                t, ok = d, True
+            else:
+                if bug == "s07":
+                    u_r = rng.next_f64()
+                if bug == "s06":
+                    r = np.abs(pd - q)
+                    mass = _seq_sum(r)
+                    res = r / mass if mass > 0.0 else pd / _seq_sum(pd)
+                elif bug == "s12":
+                    res = pd
+                else:
+                    res = lib.spec.residual(pd, q)
+                t, ok = sp.sample(res, u_r), False
+        tokens.append(int(t))
+        lps.append(sp.logprob(z, t))
+        if not ok:
+            return tokens, lps, i, rng.next_u32()
+    last = rows[-2] if (bug == "s08" and draft) else rows[-1]
+    z = sp.apply_penalties(last, p, prompt, seen())
+    t = sp.argmax(z) if p.greedy else sp.sample(sp.distribution(z, p), rng.next_f64())
+    tokens.append(int(t))
+    lps.append(sp.logprob(z, t))
+    return tokens, lps, len(draft), rng.next_u32()
+
+
+def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
+    """Case `index` of the plan: constructed, replayed through the reference, tagged."""
+    r = lib.rand(master_seed, "verify", index)
+    params = make_params(plan, r)
+    seed = make_seed(plan, index, r)
+    for _attempt in range(60):  # a fresh history and fresh rows each time; a handful always suffice
+        prompt, output = history(plan, r)
+        b = Builder(lib, plan, r, params, prompt, output, seed)
+        try:
+            rows, draft, qs = b.build()
+        except Retry:
+            continue
+        case = {"rows": rows, "draft": draft, "draft_probs": qs, "params": params, "prompt": prompt,
+                "output": output, "seed": seed}
+        v, nxt = run_reference(lib, case)
+        if v.n_accepted != plan.j:  # the construction is wrong, not the reference: stop loudly
+            raise AssertionError(f"verify case {index}: planned {plan.j} acceptances, the reference accepted {v.n_accepted}")
+        if run_variant(lib, case, None) != (v.tokens, v.logprobs, v.n_accepted, nxt):
+            raise AssertionError(f"verify case {index}: the local copy of verify_draft disagrees with the reference")
+        shows = {bug for bug in VERIFY_BUGS if _shows(lib, case, bug, v, nxt)}
+        if "s04" in plan.flavors and "s04" not in shows:
+            continue  # the constructed flip was masked by another penalty: build it again
+        case["expect"] = {"tokens": v.tokens, "logprobs": v.logprobs, "n_accepted": v.n_accepted, "next_u32": nxt}
+        case["tags"] = order_tags(_verify_tags(lib, case, plan, shows), VERIFY_TAGS)
+        return case
+    raise RuntimeError(f"verify case {index} ({plan}) could not be constructed")
+
+
+def _shows(lib: RefLib, case: dict, bug: str, v, nxt: int) -> bool:
+    """Whether the variant with `bug` answers differently (tokens, n_accepted or the next u32)."""
+    try:
+        toks, _lps, n, u = run_variant(lib, case, bug)
+    except Exception:  # noqa: BLE001  (a variant that crashes certainly shows)
+        return True
+    return (toks, n, u) != (v.tokens, v.n_accepted, nxt)
+
+
+def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[str]:
+    """What the case exercises, read off the case and the reference's answer."""
+    sp = lib.sampling
+    p = lib.params(case["params"])
+    tags: set[str] = {"greedy" if p.greedy else "sampled"}
+    active = []
+    if not p.greedy and p.temperature != 1.0:
+        active.append("temperature")
+    for k, off in (("top_k", 0), ("top_p", 1.0), ("min_p", 0.0), ("repetition_penalty", 1.0),
+                   ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
+        if case["params"][k] != off:
+            active.append(k)
+    tags |= set(active)
+    if not p.greedy:
+        if len(active) == 1:
+            tags.add(f"alone:{active[0]}")
+        elif len(active) >= 2:
+            tags.add("combo")
+    elif set(active) & {"top_k", "top_p", "min_p"}:
+        tags.add("greedy_ignores_truncation")
+    tags.add("penalized" if set(active) & set(PENALTIES) else "unpenalized")
+    m, n = len(case["draft"]), case["expect"]["n_accepted"]
+    V = len(case["rows"][0])
+    tags.add(f"draft_len:{m}")
+    tags.add("vocab:small" if V <= 8 else "vocab:large" if V >= 256 else "vocab:medium")
+    tags.add("stochastic_draft" if case["draft_probs"] is not None else "deterministic_draft")
+    if m == 0:
+        tags.add("no_draft")
+    elif n == m:
+        tags.add("full_accept")
+    elif n == 0:
+        tags.add("reject_first")
+    else:
+        tags.add("agree_then_diverge")
+        if n >= 2:
+            tags.add("several_then_reject")
+    tags.add("output_nonempty" if case["output"] else "output_empty")
+    if not case["prompt"]:
+        tags.add("prompt_empty")
+    if "s04" in plan.flavors:
+        tags.add("penalty_sees_accepted")
+    ninf = float("-inf")
+    if any(x == ninf for row in case["rows"] for x in row):
+        tags.add("neg_inf")
+    toks = case["expect"]["tokens"]
+    for i in range(n + 1):  # the rows the verifier reached
+        row = case["rows"][i]
+        if sum(1 for x in row if x != ninf) == 1:
+            tags.add("single_finite_row")
+        z = sp.apply_penalties(row, p, case["prompt"], case["output"] + toks[:i])
+        if int(np.sum(z == np.max(z))) >= 2:
+            tags.add("argmax_tie")
+        if i < m:
+            d = case["draft"][i]
+            if row[d] == ninf:
+                tags.add("neg_inf_draft")
+            if not p.greedy and sp.distribution(z, p)[d] == 0.0:
+                tags.add("truncated_draft")
+    if case["seed"] >= 1 << 63:
+        tags.add("seed_high")
+    if case["seed"] in EDGE_SEEDS.values():
+        tags.add("seed_edge")
+    tags |= {f"shows:{b}" for b in shows}
+    return tags
+

@@ -1,0 +1,325 @@
+"""The L10.8 golden fixture: replayed through the reference, schema-valid, reproducible, well designed.
+
+The pack's fixtures/spec_golden.json is what the Rust differential tests of chapter L10.8 compare
+a port against; these tests make sure it says what the reference says (a), is what its README and
+schema say (b), is what the generator (chapters.L10_8.oracle) writes byte for byte (c), and covers
+what the chapter's pitfalls need (d).
+"""
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import jsonschema
+import numpy as np
+import pytest
+
+from chapters.L10_8 import oracle
+from chapters.L10_8.oracle import document
+from harness.reference import pristine
+
+PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
+FIXTURE = PACK / "fixtures" / "spec_golden.json"
+SCHEMA = PACK / "fixtures" / "spec_golden.schema.json"
+
+REF = pristine()  # the judge's pristine reference, loaded by path (never `import tinyllm`)
+S = REF.module("infer.spec")
+SamplingParams = REF.module("infer.sampling").SamplingParams
+Pcg32 = REF.module("rng").Pcg32
+LIB = oracle.bind(REF)  # the reference's modules as the oracle's helpers take them
+
+LOGPROB_ABS_TOL = 1e-12  # logprobs are float64 from the same code: they agree to the last bit here;
+# 1e-12 absolute is the documented contract for ports (last-ulp exp/ln differences across libms)
+
+
+RAW = FIXTURE.read_bytes()
+DOC = oracle.load(FIXTURE)  # rows decoded: "-inf" -> float("-inf")
+V_CASES, PL_CASES, NG_CASES = DOC["verify"], DOC["prompt_lookup"], DOC["ngram"]
+
+
+def _params(d: dict) -> SamplingParams:
+    return SamplingParams(**d)
+
+
+# ---- (a) every case replayed through the reference ------------------------------------------------
+
+@pytest.mark.parametrize("case", V_CASES, ids=[c["id"] for c in V_CASES])
+def test_verify_case_replays(case):
+    rng = Pcg32.from_seed(case["seed"])
+    v = S.verify_draft(case["rows"], case["draft"], case["draft_probs"], _params(case["params"]),
+                       case["prompt"], case["output"], rng)
+    exp = case["expect"]
+    assert v.tokens == exp["tokens"]
+    assert v.n_accepted == exp["n_accepted"]
+    assert rng.next_u32() == exp["next_u32"]
+    assert len(v.logprobs) == len(exp["logprobs"])
+    for got, want in zip(v.logprobs, exp["logprobs"]):
+        assert math.isfinite(want) and abs(got - want) <= LOGPROB_ABS_TOL, (got, want)
+
+
+@pytest.mark.parametrize("case", V_CASES, ids=[c["id"] for c in V_CASES])
+def test_verify_case_shapes_and_numbers(case):
+    rows, draft, qs = case["rows"], case["draft"], case["draft_probs"]
+    V = len(rows[0])
+    assert len(rows) == len(draft) + 1
+    assert all(len(r) == V for r in rows)
+    for r in rows:
+        for x in r:  # float32 exactly, or -inf; never NaN or +inf
+            assert x == float("-inf") or (math.isfinite(x) and float(np.float32(x)) == x), x
+        assert any(math.isfinite(x) for x in r)
+    assert all(0 <= t < V for t in draft + case["prompt"] + case["output"] + case["expect"]["tokens"])
+    if qs is not None:
+        assert len(qs) == len(draft)
+        for q, d in zip(qs, draft):
+            assert len(q) == V and q[d] > 0
+            assert all(x * oracle.Q_DENOM == int(x * oracle.Q_DENOM) for x in q)
+            assert sum(int(x * oracle.Q_DENOM) for x in q) == oracle.Q_DENOM
+    assert 0 <= case["seed"] < 2**64
+    assert len(case["expect"]["tokens"]) == case["expect"]["n_accepted"] + 1
+    assert list(case["params"]) == list(oracle.KNOBS)
+
+
+@pytest.mark.parametrize("case", PL_CASES, ids=[c["id"] for c in PL_CASES])
+def test_prompt_lookup_case_replays(case):
+    assert S.prompt_lookup(case["ctx"], case["k"], case["max_ngram"], case["min_ngram"]) == case["expect"]
+
+
+@pytest.mark.parametrize("case", NG_CASES, ids=[c["id"] for c in NG_CASES])
+def test_ngram_case_replays(case):
+    assert S.ngram_draft(case["ctx"], case["k"], case["n"]) == case["expect"]
+
+
+def test_the_local_copy_of_the_verifier_is_the_reference():
+    """The pitfall tags compare variants of run_variant; with no pitfall it must be the reference."""
+    for case in V_CASES:
+        v, nxt = oracle.run_reference(LIB, case)
+        assert oracle.run_variant(LIB, case, None) == (v.tokens, v.logprobs, v.n_accepted, nxt), case["id"]
+
+
+# ---- (b) the schema -------------------------------------------------------------------------------
+
+def test_fixture_validates_against_its_schema():
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.Draft202012Validator(schema).validate(json.loads(RAW))
+
+
+def test_schema_tag_enums_are_the_generators_vocabulary():
+    defs = json.loads(SCHEMA.read_text())["$defs"]
+    assert defs["verify_tag"]["enum"] == list(oracle.VERIFY_TAGS)
+    assert defs["prompt_lookup_tag"]["enum"] == list(oracle.PROMPT_LOOKUP_TAGS)
+    assert defs["ngram_tag"]["enum"] == list(oracle.NGRAM_TAGS)
+
+
+def test_schema_rejects_a_broken_case():
+    schema = json.loads(SCHEMA.read_text())
+    case_schema = {"$ref": "#/$defs/verify_case", "$defs": schema["$defs"]}
+    case = json.loads(RAW)["verify"][0]
+    jsonschema.Draft202012Validator(case_schema).validate(case)
+    for path, bad in ((("rows", 0, 0), "inf"),  # only "-inf" is allowed as a string
+                      (("seed",), 2**64), (("params", "top_k"), 1.5), (("tags", 0), "greedy!")):
+        broken = json.loads(json.dumps(case))
+        target = broken
+        for key in path[:-1]:
+            target = target[key]
+        target[path[-1]] = bad
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.Draft202012Validator(case_schema).validate(broken)
+
+
+# ---- (c) reproducible, byte for byte ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def rebuilt_doc() -> dict:
+    return oracle.build(REF, DOC["master_seed"])
+
+
+@pytest.fixture(scope="module")
+def rebuilt(rebuilt_doc) -> bytes:
+    return oracle.dumps(rebuilt_doc)
+
+
+def test_regenerating_gives_identical_bytes(rebuilt):
+    assert DOC["master_seed"] == oracle.MASTER_SEED
+    assert rebuilt == RAW
+    assert RAW.endswith(b"\n") and RAW.count(b"\n") == 3 + 3 * 2 + len(V_CASES) + len(PL_CASES) + len(NG_CASES) + 2
+
+
+def test_check_accepts_the_fixture():
+    assert oracle.check(FIXTURE, REF) is None
+
+
+def _edit(tmp_path, case_id: str, needle: bytes, replace) -> Path:
+    lines = RAW.split(b"\n")
+    n = next(i for i, l in enumerate(lines) if l.startswith(b'{"id":"' + case_id.encode() + b'"'))
+    pos = lines[n].index(needle) + len(needle)
+    line = bytearray(lines[n])
+    line[pos] = replace(line[pos])
+    lines[n] = bytes(line)
+    path = tmp_path / "edited.json"
+    path.write_bytes(b"\n".join(lines))
+    assert len(path.read_bytes()) == len(RAW)  # one byte changed, nothing else
+    return path
+
+
+def _other_digit(b: int) -> int:
+    return ord("7") if b != ord("7") else ord("3")
+
+
+def test_check_names_the_case_and_field_of_a_one_byte_edit(tmp_path, monkeypatch, rebuilt_doc):
+    # check() rebuilds (document.build, which oracle.build is): reuse one build
+    monkeypatch.setattr(document, "build", lambda ref, seed: rebuilt_doc)
+    msg = oracle.check(_edit(tmp_path, "v004", b'"next_u32":', _other_digit), REF)
+    assert msg is not None and "v004" in msg and "expect.next_u32" in msg, msg
+    msg = oracle.check(_edit(tmp_path, "v050", b'"rows":[[', lambda b: ord("9") if b != ord("9") else ord("8")), REF)
+    assert msg is not None and "v050" in msg and "rows" in msg, msg
+    msg = oracle.check(_edit(tmp_path, "pl010", b'"k":', _other_digit), REF)
+    assert msg is not None and "pl010" in msg and "k" in msg, msg
+    # an edit that breaks the JSON still names the case and field
+    msg = oracle.check(_edit(tmp_path, "ng007", b'"ctx":', lambda b: ord("{")), REF)
+    assert msg is not None and "ng007" in msg and "ctx" in msg, msg
+
+
+# ---- (d) the case design ---------------------------------------------------------------------------
+
+REQUIRED_VERIFY_TAGS = [
+    "greedy", "sampled", "penalized", "unpenalized", "combo",
+    *(f"alone:{k}" for k in oracle.KNOBS),
+    *(f"draft_len:{m}" for m in range(9)),
+    "deterministic_draft", "stochastic_draft", "no_draft", "full_accept", "reject_first",
+    "agree_then_diverge", "several_then_reject", "output_nonempty", "penalty_sees_accepted",
+    "argmax_tie", "neg_inf", "neg_inf_draft", "truncated_draft", "seed_high", "seed_edge",
+    "greedy_ignores_truncation",
+]
+REQUIRED_VERIFY_COMBOS = [  # kinds that need two tags on the same case
+    ("greedy", "penalized"), ("greedy", "unpenalized"), ("greedy", "full_accept"),
+    ("greedy", "agree_then_diverge"), ("greedy", "argmax_tie"), ("greedy", "neg_inf"),
+    ("sampled", "full_accept"), ("sampled", "agree_then_diverge"), ("sampled", "several_then_reject"),
+    ("sampled", "stochastic_draft"), ("sampled", "no_draft"), ("sampled", "neg_inf_draft"),
+    ("sampled", "argmax_tie"), ("penalized", "output_nonempty"), ("stochastic_draft", "full_accept"),
+    ("stochastic_draft", "agree_then_diverge"), ("stochastic_draft", "reject_first"),
+]
+REQUIRED_PL_TAGS = ["hand_example", "periodic", "random_repeats", "no_match", "recent_wins", "backoff",
+                    "long_ctx", "single_n", "ngram_ge_ctx", "empty_ctx", "into_suffix", "end_truncated",
+                    "full_k", "empty_draft"]
+REQUIRED_NG_TAGS = ["n_one", "tie", "backoff", "stop", "empty_draft", "counts_drafted"]
+MIN_SHOWS = {"s01": 5, "s02": 5, "s03": 5, "s04": 5, "s07": 5, "s09": 5}
+
+
+def _design_problems(doc: dict) -> list[str]:
+    problems = []
+    per = {s: Counter(t for c in doc[s] for t in c["tags"]) for s in ("verify", "prompt_lookup", "ngram")}
+    tags_of = lambda s: [set(c["tags"]) for c in doc[s]]  # noqa: E731
+    if len(doc["verify"]) != 120 or len(doc["prompt_lookup"]) != 150 or len(doc["ngram"]) < 30:
+        problems.append("case counts")
+    for t in REQUIRED_VERIFY_TAGS:
+        if per["verify"][t] == 0:
+            problems.append(f"verify: no case tagged {t}")
+    for combo in REQUIRED_VERIFY_COMBOS:
+        if not any(set(combo) <= ts for ts in tags_of("verify")):
+            problems.append(f"verify: no case tagged {' + '.join(combo)}")
+    for t in REQUIRED_PL_TAGS:
+        if per["prompt_lookup"][t] == 0:
+            problems.append(f"prompt_lookup: no case tagged {t}")
+    for t in REQUIRED_NG_TAGS:
+        if per["ngram"][t] == 0:
+            problems.append(f"ngram: no case tagged {t}")
+    all_tags = per["verify"] + per["prompt_lookup"] + per["ngram"]
+    for bug, least in MIN_SHOWS.items():
+        if all_tags[f"shows:{bug}"] < least:
+            problems.append(f"shows:{bug} on {all_tags[f'shows:{bug}']} cases, need >= {least}")
+    for ts in tags_of("verify"):
+        if "penalty_sees_accepted" in ts and "shows:s04" not in ts:
+            problems.append("a penalty_sees_accepted case does not show s04")
+    # read off the data, not the tags
+    lens = {len(c["draft"]) for c in doc["verify"]}
+    if lens != set(range(9)):
+        problems.append(f"draft lengths {sorted(lens)}, need exactly 0..8")
+    vocabs = {len(c["rows"][0]) for c in doc["verify"]}
+    if min(vocabs) != 3 or max(vocabs) != 512:
+        problems.append(f"vocabularies {min(vocabs)}..{max(vocabs)}, need 3 and 512")
+    if not any(c["seed"] >= 2**63 for c in doc["verify"]) or not any(c["seed"] < 2**63 for c in doc["verify"]):
+        problems.append("seeds on both sides of 2^63")
+    ks = {c["k"] for c in doc["prompt_lookup"]}
+    if not set(range(1, 17)) <= ks:
+        problems.append(f"prompt_lookup k values {sorted(ks)}, need 1..16")
+    if not any(c["min_ngram"] == c["max_ngram"] for c in doc["prompt_lookup"]):
+        problems.append("no prompt lookup with min_ngram == max_ngram")
+    if not any(c["max_ngram"] >= len(c["ctx"]) for c in doc["prompt_lookup"]):
+        problems.append("no prompt lookup with n >= len(ctx)")
+    if not any(len(c["ctx"]) >= 1000 for c in doc["prompt_lookup"]):
+        problems.append("no long prompt-lookup context")
+    if not any(c["expect"] == [] for c in doc["prompt_lookup"]):
+        problems.append("no empty prompt-lookup draft")
+    ids = [c["id"] for c in doc["verify"]] + [c["id"] for c in doc["prompt_lookup"]] + [c["id"] for c in doc["ngram"]]
+    want = ([f"v{i:03d}" for i in range(120)] + [f"pl{i:03d}" for i in range(150)]
+            + [f"ng{i:03d}" for i in range(len(doc["ngram"]))])
+    if ids != want:
+        problems.append("ids are not v000.., pl000.., ng000.. in order")
+    return problems
+
+
+def test_case_design_of_the_fixture():
+    problems = _design_problems(json.loads(RAW))
+    assert not problems, problems
+
+
+@pytest.mark.parametrize("seed", [1, 2**64 - 1])
+def test_case_design_holds_for_a_fresh_seed(seed):
+    """Fresh grading cases come from build(other_seed): same ids and kinds, same guarantees."""
+    doc = oracle.build(REF, seed)
+    assert doc["master_seed"] == seed
+    problems = _design_problems(doc)
+    assert not problems, problems
+    base = json.loads(RAW)
+    for s in ("verify", "prompt_lookup", "ngram"):
+        assert [c["id"] for c in doc[s]] == [c["id"] for c in base[s]]
+    # the planned structure is per position: draft length and k do not depend on the seed
+    assert [len(c["draft"]) for c in doc["verify"]] == [len(c["draft"]) for c in base["verify"]]
+    assert [c["expect"]["n_accepted"] for c in doc["verify"]] == [c["expect"]["n_accepted"] for c in base["verify"]]
+    assert [c["k"] for c in doc["prompt_lookup"]] == [c["k"] for c in base["prompt_lookup"]]
+
+
+def test_pitfall_tags_of_the_drafts_are_true():
+    """Independent little re-implementations of s01, s02, s03 confirm the draft tags both ways."""
+    def lookup(ctx, k, mx, mn, first=False, stop_at_suffix=False):
+        t = len(ctx)
+        for n in range(mx, mn - 1, -1):
+            starts = list(range(t - n - 1, -1, -1))
+            for i in (reversed(starts) if first else starts):
+                if ctx[i:i + n] == ctx[t - n:]:
+                    return ctx[i + n:min(i + n + k, t - n if stop_at_suffix else t)]
+        return []
+
+    for c in PL_CASES:
+        args = (c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
+        assert (lookup(*args, first=True) != c["expect"]) == ("shows:s01" in c["tags"]), c["id"]
+        assert (lookup(*args, stop_at_suffix=True) != c["expect"]) == ("shows:s02" in c["tags"]), c["id"]
+
+    def ngram_highest(ctx, k, n):
+        ext, out = list(ctx), []
+        while len(out) < k:
+            nxt = None
+            for m in range(min(n - 1, len(ext) - 1), 0, -1):
+                cnt = Counter(ext[i + m] for i in range(len(ext) - m) if ext[i:i + m] == ext[len(ext) - m:])
+                if cnt:
+                    nxt = max(cnt, key=lambda tok: (cnt[tok], tok))
+                    break
+            if nxt is None:
+                break
+            out.append(nxt)
+            ext.append(nxt)
+        return out
+
+    for c in NG_CASES:
+        assert (ngram_highest(c["ctx"], c["k"], c["n"]) != c["expect"]) == ("shows:s03" in c["tags"]), c["id"]
+
+
+def test_s07_shows_exactly_when_a_sampled_draft_token_was_accepted():
+    """Drawing u_resample only on rejection leaves one uniform undrawn per acceptance, so the next
+    u32 moves whenever a sampled round accepted anything (and never in greedy rounds)."""
+    for c in V_CASES:
+        sampled = c["params"]["temperature"] > 0
+        accepted = c["expect"]["n_accepted"] > 0
+        assert ("shows:s07" in c["tags"]) == (sampled and accepted), c["id"]

@@ -1,0 +1,74 @@
+"""The implementation under test as the chapter's tests see it: one Impl over one of two transports.
+
+    InProcess        the reference and mutants: trusted code, called directly in the judge process.
+    WorkerTransport  a submission: a worker process speaking spec/protocol.md over a pipe pair.
+
+Both run the chapter's ops, so a test sees the same plain data whichever transport serves it. Every
+call becomes data first (a value or an error, and its duration, like pytest's CallInfo); then
+`Impl.call` returns the value or raises the SubmissionFailure the test reports. A chapter's pack
+subclasses Impl with its interface as methods (its `client` module); the engine knows none of them.
+"""
+
+from dataclasses import dataclass
+import shutil
+import time
+from pathlib import Path
+
+from .errors import SubmissionFailure, Timeout
+from .wire import floats
+
+DEFAULT_DEADLINE_S = 5.0  # a pure call answers in milliseconds; the margin is for a loaded grading machine
+
+
+@dataclass
+class CallInfo:
+    op: str
+    value: object = None
+    error: SubmissionFailure | None = None
+    duration_s: float = 0.0
+
+
+def no_callbacks(method: str, args: dict):
+    raise ValueError(f"this call has no judge objects to call back into (asked for {method!r})")
+
+
+class Impl:
+    """Calls into one implementation, each under a deadline and the current test's budget."""
+
+    DEADLINES_S: dict[str, float] = {}  # per-op deadlines a chapter's client may set
+
+    def __init__(self, transport, label: str, scratch: Path | None = None) -> None:
+        self.transport = transport
+        self.scratch: list[Path] = [scratch] if scratch else []  # scratch copies it serves from: removed at close
+        self.label = label
+        self.calls: list[CallInfo] = []
+        self.budget_end: float | None = None  # monotonic time the current test's budget runs out
+        self.budget_s = 0.0
+
+    def start_budget(self, seconds: float) -> None:
+        """Every call of the current test must end within `seconds` of now, all calls together."""
+        self.budget_s, self.budget_end = seconds, time.monotonic() + seconds
+        self.calls = []
+
+    def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
+        deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
+        if self.budget_end is not None:
+            left = self.budget_end - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"{op}: the test's budget of {self.budget_s:.0f} s ran out (your code is too slow or stuck)")
+            deadline_s = min(deadline_s, left)
+        info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
+        self.calls.append(info)
+        if info.error is not None:
+            raise info.error
+        return floats(info.value)
+
+    def adopt(self, path: Path) -> None:
+        """Remove `path` (a scratch folder this Impl depends on) when the Impl closes."""
+        self.scratch.append(path)
+
+    def close(self) -> None:
+        self.transport.close()
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
+        self.scratch = []

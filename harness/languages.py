@@ -1,0 +1,38 @@
+"""The languages ol grades, as the engine sees them: how a submission's worker is started.
+
+A language is a worker command (argv given the pipe pair) and, for compiled languages, a build step
+that turns a submission into something that command runs. What a student writes in a language for a
+chapter (the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its
+chapter.toml); adding a language adds an entry here and a table in each pack that grades it.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+import sys
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    worker: Callable[["object", Path], Callable[[int, int], list[str]]]  # (chapter, package dir) -> argv of fds
+
+
+def _python_worker(chapter, package_dir: Path) -> Callable[[int, int], list[str]]:
+    lang = chapter.language("python")
+
+    def argv(fd_in: int, fd_out: int) -> list[str]:
+        return [sys.executable, "-m", "harness.worker", "--ops", str(chapter.ops_file), "--package", lang.package,
+                "--package-dir", str(Path(package_dir).resolve()), "--in", str(fd_in), "--out", str(fd_out)]
+    return argv
+
+
+LANGUAGES = {"python": Language("python", _python_worker)}
+
+
+def language(name: str) -> Language:
+    from .errors import UsageError
+
+    if name not in LANGUAGES:
+        raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
+    return LANGUAGES[name]

@@ -1,0 +1,142 @@
+"""Which language a submission is in and where its files are: the one layout function.
+
+`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
+package is `tinyllm` and whose chapter file is `tinyllm/infer/spec.py`, it accepts:
+
+    DIR/tinyllm/...              a course workspace (`./py`), or an upload of the package folder
+    DIR (DIR named tinyllm)      the package folder itself
+    DIR/spec.py, or spec.py      the chapter's file alone (a bare upload): the rest comes from the
+                                 reference, as with --ref-deps
+    DIR/.../tinyllm/infer/spec.py  the package one or more folders down (an archive's top folder)
+    a .zip of any of these       extracted into a scratch folder first (names are checked: no
+                                 absolute paths, no `..`, bounded size)
+
+Anything else is a BadSubmission that says what to hand in.
+"""
+
+from dataclasses import dataclass, field
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+from .errors import BadSubmission
+from .registry import Chapter, LanguageSpec
+
+ZIP_CAP = 64 * 1024**2  # uncompressed bytes a submission archive may hold: source code is kilobytes
+
+
+@dataclass
+class Submission:
+    language: str
+    origin: Path  # what was named
+    root: Path  # the folder holding the package
+    layout: str  # workspace | package | bare | nested (with " (zip)" when it came as an archive)
+    bare: bool = False  # only the chapter's own file: everything else must come from the reference
+    missing_deps: list[str] = field(default_factory=list)
+    scratch: Path | None = None  # made for a bare file or an archive; close() removes it
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+
+def _what_to_hand_in(chapter: Chapter) -> str:
+    ways = []
+    for lang in chapter.languages.values():
+        ways.append(f"a folder holding {lang.package}/ (with {lang.student_file})")
+        ways += [f"the file {name} alone" for name in lang.uploads]
+    return "; ".join(ways) + ", or a .zip of one of these"
+
+
+def _extract(archive: Path, into: Path) -> Path:
+    try:
+        with zipfile.ZipFile(archive) as z:
+            total = 0
+            for info in z.infolist():
+                name = Path(info.filename)
+                if name.is_absolute() or ".." in name.parts:
+                    raise BadSubmission(f"{archive}: the archive holds the unsafe name {info.filename!r}")
+                total += info.file_size
+                if total > ZIP_CAP:
+                    raise BadSubmission(f"{archive}: the archive unpacks to more than {ZIP_CAP >> 20} MiB; upload only your source")
+            z.extractall(into)
+    except zipfile.BadZipFile as e:
+        raise BadSubmission(f"{archive} is not a readable zip archive ({e})") from None
+    return into
+
+
+def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
+    place = scratch / lang.uploads[file.name]
+    place.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, place)
+    return scratch
+
+
+def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
+    """(root, layout) of a folder in this language's package layout, or None."""
+    if (path / lang.package).is_dir():
+        return path, "workspace"
+    if path.name == lang.package and (path.parent / lang.student_file).is_file():
+        return path.parent, "package"
+    found = sorted(path.rglob(lang.student_file), key=lambda p: len(p.parts))
+    if found:
+        return Path(*found[0].parts[:len(found[0].parts) - len(Path(lang.student_file).parts)]), "nested"
+    return None
+
+
+def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
+    def scratch() -> Path:
+        if not scratch_box:
+            scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
+        return scratch_box[0]
+
+    if path.is_file() and path.name in lang.uploads:
+        return Submission(lang.name, path, _bare(lang, path, scratch()), "bare", bare=True)
+    if path.is_dir():
+        bare = [path / name for name in lang.uploads if (path / name).is_file()]
+        located = _locate(lang, path)
+        if located is not None:
+            root, layout = located
+            return Submission(lang.name, path, root, layout)
+        if bare:
+            return Submission(lang.name, path, _bare(lang, bare[0], scratch()), "bare", bare=True)
+    return None
+
+
+def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> Submission:
+    """The submission at `path` (resolved against the caller's working directory)."""
+    origin = Path(path).expanduser().resolve()
+    if not origin.exists():
+        raise BadSubmission(f"no submission at {path}: expected {_what_to_hand_in(chapter)}")
+    langs = [chapter.language(language)] if language else list(chapter.languages.values())
+    scratch_box: list[Path] = []
+    look_at = origin
+    zipped = origin.is_file() and origin.suffix == ".zip"
+    if not zipped and origin.is_dir():
+        archives = sorted(origin.glob("*.zip"))
+        zipped = len(archives) == 1 and not any(p for p in origin.iterdir() if p.suffix != ".zip" and not p.name.startswith("."))
+        look_at = archives[0] if zipped else origin
+    if zipped:
+        scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
+        look_at = _extract(look_at, scratch_box[0] / "unzipped")
+    try:
+        for lang in langs:
+            sub = _detect_language(chapter, lang, look_at, scratch_box)
+            if sub is None:
+                continue
+            sub.origin, sub.scratch = origin, scratch_box[0] if scratch_box else None
+            sub.layout += " (zip)" if zipped else ""
+            own = sub.root / lang.student_file
+            if not own.is_file():
+                raise BadSubmission(f"{path} holds {lang.package}/ but not {lang.student_file}, the chapter's file")
+            sub.missing_deps = [d for d in lang.deps if not (sub.root / d).is_file()]
+            return sub
+    except BaseException:
+        for s in scratch_box:
+            shutil.rmtree(s, ignore_errors=True)
+        raise
+    for s in scratch_box:
+        shutil.rmtree(s, ignore_errors=True)
+    raise BadSubmission(f"{path} is not a submission of {chapter.chapter}: expected {_what_to_hand_in(chapter)}")

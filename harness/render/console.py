@@ -1,0 +1,104 @@
+"""Results as rich console text: a check's report, the kill matrix, a diff, a class's grades.
+
+Each function draws on the Console it is given (the CLI's); none decides an exit code.
+"""
+
+from rich.table import Table
+
+from ..outcomes import Outcome
+from ..report import Report
+from .gradescope import hint_lines
+
+STYLE = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.ERROR: "magenta", Outcome.TIMEOUT: "yellow", Outcome.CRASHED: "red"}
+
+
+def report(out, rep: Report) -> None:
+    t = Table(title=f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}")
+    for col in ("test", "kind", "outcome", "time"):
+        t.add_column(col)
+    for r in rep.tests:
+        t.add_row(r.name, r.kind, f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", f"{r.duration_s:.2f}s")
+    out.print(t)
+    for r in rep.tests:
+        if r.outcome.passed:
+            continue
+        out.print(f"\n[bold {STYLE[r.outcome]}]{r.outcome.value.upper()}[/] [bold]{r.name}[/] ({r.outcome.description})")
+        out.print(r.message, markup=False)
+        if r.pitfalls:
+            out.print("  known pitfalls that fail this test:")
+            for p in r.pitfalls:
+                out.print(f"    - {p}", markup=False)
+    colour = "green" if rep.ok else "red"
+    out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
+              f"{rep.duration_s:.1f}s")
+
+
+def hints(out, rep: Report) -> None:
+    for line in hint_lines(rep):
+        out.print(f"[bold]hint:[/] {line}")
+
+
+def kill_matrix(out, result: dict) -> None:
+    t = Table(title=f"{result['chapter']}: kill matrix (x = test fails; [bold]X[/] = the named test)")
+    t.add_column("subject")
+    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
+    for name in result["tests"]:
+        t.add_column(short[name], justify="center")
+    t.add_column("verdict")
+    t.add_row("reference", *["x" if n in result["reference_failed_tests"] else "." for n in result["tests"]],
+              "[green]passes all[/]" if result["reference_passes"] else "[red]FAILS[/]")
+    for m in result["mutants"]:
+        cells = [("[bold]X[/]" if n == m["must_fail"] else "x") if n in m["failed_tests"] else
+                 ("[red]![/]" if n == m["must_fail"] else ".") for n in result["tests"]]
+        colour = "green" if m["killed_by_named"] else "red"
+        t.add_row(m["id"], *cells, f"[{colour}]{m['verdict']}[/]" + ("" if m["killed_by_named"] else f" ({m['must_fail']})"))
+    out.print(t)
+    out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
+    for m in result["mutants"]:
+        if m["problem"]:
+            out.print(f"[red]{m['id']} unviable:[/] {m['problem']}", markup=True)
+    killed = sum(m["killed_by_named"] for m in result["mutants"])
+    out.print(f"{killed} of {len(result['mutants'])} mutants caught by their named test; "
+              f"reference {'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s")
+
+
+def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
+    for name, sec in result["sections"].items():
+        n = len(sec["divergent"])
+        out.print(f"[bold]{name}[/]: {n} of {sec['total']} cases diverge")
+        if not n:
+            continue
+        t = Table(show_lines=True)
+        for col in ("case", "tags", "inputs", "expected", "got", "first diff", "notes"):
+            t.add_column(col, overflow="fold")
+        for r in sec["divergent"][: None if show_all else limit]:
+            t.add_row(r["id"], ", ".join(r["tags"]), r["inputs"], r["expected"], r["got"], str(r["first_differing_token"]), r["notes"])
+        out.print(t)
+        if not show_all and n > limit:
+            out.print(f"... and {n - limit} more (--all shows them)")
+    if result["by_tag"]:
+        out.print("[bold]divergences by tag:[/] " + ", ".join(f"{k} {v}" for k, v in result["by_tag"].items()))
+    out.print(f"[bold]{result['divergent']} divergent cases[/] for {result['submission']}")
+
+
+def grades(out, chapter: str, result: dict) -> None:
+    seed = result["seed"]
+    t = Table(title=f"{chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed}" if seed is not None else ""))
+    for col in ("submission", "passed", "score", "time"):
+        t.add_column(col)
+    for r, wall in zip(result["reports"], result["wall_s"]):
+        t.add_row(r.submission, f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
+    out.print(t)
+    summ = result["summary"]
+    out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
+    if summ["pitfalls_most_matched"]:
+        out.print("pitfalls most often matched: " + "; ".join(f"{k} ({v})" for k, v in summ["pitfalls_most_matched"].items()))
+
+
+def tests_table(out, ch) -> None:
+    t = Table(title=f"{ch.chapter} {ch.title}: {len(ch.tests)} tests")
+    for col in ("test", "kind", "checks", "why it matters downstream", "pts"):
+        t.add_column(col, overflow="fold")
+    for s in ch.tests:
+        t.add_row(s.name, s.kind, s.checks, s.why, f"{s.points:g}")
+    out.print(t)

@@ -1,0 +1,97 @@
+"""The verdict of one check as data: one TestResult per registry test, and the Report that holds them.
+
+`Report.to_json` is the only writer of the report schema (harness/schemas/check_report.schema.json)
+and validates what it writes; `Report.from_json` reads one back (ol grade reads its judges' reports).
+Renderers (harness.render) turn a Report into console text, JUnit XML, CSV rows and Gradescope's
+results.json; none of them spells a field the Report does not give.
+"""
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+import json
+from pathlib import Path
+
+import jsonschema
+
+from .errors import OlError
+from .outcomes import Outcome
+
+SCHEMA = Path(__file__).resolve().parent / "schemas" / "check_report.schema.json"
+
+
+@dataclass
+class TestResult:
+    name: str
+    kind: str
+    outcome: Outcome
+    duration_s: float
+    message: str = ""
+    points: float = 0.0
+    max_points: float = 1.0
+    pitfalls: list[str] = field(default_factory=list)  # the chapter's known pitfalls for this test
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "outcome": self.outcome.value, "duration_s": self.duration_s,
+                "message": self.message, "points": self.points, "max_points": self.max_points, "pitfalls": list(self.pitfalls)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TestResult":
+        return cls(d["name"], d["kind"], Outcome(d["outcome"]), d["duration_s"], d["message"], d.get("points", 0.0),
+                   d.get("max_points", 1.0), list(d.get("pitfalls", [])))
+
+
+@dataclass
+class Report:
+    chapter: str
+    submission: str
+    ref_deps: bool
+    tests: list[TestResult]
+    duration_s: float = 0.0
+    golden: str = ""
+    fresh_seed: int | None = None  # the seed of fresh cases, when the check graded on them
+    pitfall_matches: list[dict] = field(default_factory=list)  # mutants whose answers the submission's match
+
+    @property
+    def passed(self) -> int:
+        return sum(t.outcome.passed for t in self.tests)
+
+    @property
+    def score(self) -> float:
+        return sum(t.points for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_points for t in self.tests)
+
+    @property
+    def ok(self) -> bool:
+        return self.passed == len(self.tests)
+
+    def to_json(self) -> dict:
+        data = {"chapter": self.chapter, "submission": self.submission, "ref_deps": self.ref_deps, "golden": self.golden,
+                "fresh_seed": self.fresh_seed, "tests": [t.to_json() for t in self.tests],
+                "summary": {"passed": self.passed, "failed": len(self.tests) - self.passed, "total": len(self.tests),
+                            "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
+                "pitfall_matches": list(self.pitfall_matches)}
+        validate(data)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Report":
+        validate(data)
+        return cls(data["chapter"], data["submission"], data["ref_deps"], [TestResult.from_json(t) for t in data["tests"]],
+                   data["summary"].get("duration_s", 0.0), data.get("golden", ""), data.get("fresh_seed"),
+                   list(data.get("pitfall_matches", [])))
+
+
+@lru_cache(maxsize=1)
+def _validator():
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+
+
+def validate(data: dict) -> None:
+    """Raise an OlError (a harness bug, exit 3) when `data` is not a valid report."""
+    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        raise OlError(f"the check report breaks its schema at {'/'.join(map(str, e.path)) or '(top)'}: {e.message}")

@@ -1,0 +1,133 @@
+"""Open the implementation under test: `reference`, `mutant:ID`, or a submission (any layout).
+
+The reference and mutants are trusted and run in-process (a mutant is the reference copied and
+patched, loaded under a name of its own, once per process); `transport="worker"` sends them through
+the worker as a submission would go. A submission always runs in a worker of its language. Every
+scratch copy is removed: a worker's when its Impl closes, an in-process mutant's as soon as all its
+modules are imported.
+"""
+
+import importlib
+import pkgutil
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import RegistryError
+from .impl import Impl
+from .languages import language
+from .layout import Submission, detect
+from .reference import load_package, use_reference
+from .registry import Chapter
+from .transport.inprocess import InProcess
+from .transport.worker_client import WorkerTransport
+
+
+def _scratch() -> Path:
+    return Path(tempfile.mkdtemp(prefix="ol-impl-"))
+
+
+def copy_reference(chapter: Chapter, into: Path, lang: str = "python") -> Path:
+    """The reference package copied to `into/<package>`; returns `into`."""
+    spec = chapter.language(lang)
+    shutil.copytree(spec.reference / spec.package, into / spec.package, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
+
+
+def materialize_mutant(chapter: Chapter, mid: str, into: Path) -> Path:
+    """Copy the reference to `into/` and apply the mutant's patch; returns `into`."""
+    m = chapter.mutant(mid)
+    if not m.patch.is_file():
+        raise RegistryError(f"mutant {mid}: its patch {m.patch} is missing")
+    copy_reference(chapter, into)
+    r = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-s", "-d", str(into), "-i", str(m.patch)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RegistryError(f"mutant {mid}: {m.patch.name} does not apply to the reference:\n{r.stdout}{r.stderr}")
+    return into
+
+
+def with_reference_deps(chapter: Chapter, sub: Submission, into: Path) -> Path:
+    """The reference package with the submission's own chapter files in place of the reference's."""
+    spec = chapter.language(sub.language)
+    copy_reference(chapter, into, sub.language)
+    for rel in spec.student_files:
+        if (sub.root / rel).is_file():
+            shutil.copyfile(sub.root / rel, into / rel)
+    return into
+
+
+def _client(chapter: Chapter):
+    return getattr(chapter.module("client"), chapter.client_class)
+
+
+def _in_process_mutant(chapter: Chapter, mid: str) -> str:
+    alias = f"ol_mutant_{chapter.pack_dir.name}_{mid}"
+    if alias not in sys.modules:  # one patched copy per mutant per process, all imported, then removed
+        into = materialize_mutant(chapter, mid, _scratch())
+        try:
+            package = load_package(into / chapter.language("python").package, alias)
+            for m in pkgutil.walk_packages(package.__path__, f"{alias}."):
+                importlib.import_module(m.name)
+        finally:
+            shutil.rmtree(into, ignore_errors=True)
+    return alias
+
+
+def _worker(chapter: Chapter, lang: str, package_dir: Path):
+    return WorkerTransport(language(lang).worker(chapter, package_dir))
+
+
+def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False) -> Impl:
+    """An Impl over a detected submission, in a worker of its language. A bare chapter file always
+    takes the rest from the reference (there is nothing else it could mean)."""
+    Client = _client(chapter)
+    if ref_deps or sub.bare:
+        how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
+        into = with_reference_deps(chapter, sub, _scratch())
+        return Client(_worker(chapter, sub.language, into), f"{sub.origin} ({how})", scratch=into)
+    return Client(_worker(chapter, sub.language, sub.root), str(sub.origin))
+
+
+def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
+    """Refuse a subject that cannot be opened (an unknown mutant, a path that is no submission) with one
+    UsageError, before any test runs."""
+    if subject == "reference":
+        return
+    if subject.startswith("mutant:"):
+        chapter.mutant(subject.split(":", 1)[1])
+        return
+    detect(chapter, subject, language_name).close()
+
+
+def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport: str = "auto",
+              language_name: str | None = None) -> Impl:
+    """An Impl for `subject`: "reference", "mutant:ID", or a submission's path."""
+    Client = _client(chapter)
+    ops = chapter.module("ops")
+    if subject == "reference":
+        if transport == "worker":
+            into = copy_reference(chapter, _scratch())
+            return Client(_worker(chapter, "python", into), "reference (worker)", scratch=into)
+        spec = chapter.language("python")
+        use_reference(spec.reference)
+        importlib.import_module(spec.package)
+        return Client(InProcess(spec.package, ops), "reference")
+    if subject.startswith("mutant:"):
+        mid = subject.split(":", 1)[1]
+        chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
+        if transport == "worker":
+            into = materialize_mutant(chapter, mid, _scratch())
+            return Client(_worker(chapter, "python", into), f"mutant {mid} (worker)", scratch=into)
+        return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
+    sub = detect(chapter, subject, language_name)
+    try:
+        impl = open_submission(chapter, sub, ref_deps)
+    except BaseException:
+        sub.close()
+        raise
+    if sub.scratch is not None:  # a bare file's or an archive's scratch goes when the Impl closes
+        impl.adopt(sub.scratch)
+    return impl

@@ -1,0 +1,28 @@
+"""The in-process transport: trusted code (the reference, a mutant) called directly in the judge."""
+
+import time
+
+from ..errors import Raised
+from ..impl import CallInfo
+from ..wire import to_wire
+from .session import Session
+
+
+class InProcess:
+    kind = "in-process"
+
+    def __init__(self, package: str, ops) -> None:
+        self.callbacks = None
+        self.session = Session(package, lambda method, args: self.callbacks(method, args), ops)
+
+    def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:
+        self.callbacks = callbacks
+        start = time.perf_counter()
+        try:
+            value = to_wire(self.session.dispatch(op, to_wire(args)))
+            return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
+        except Exception as e:  # noqa: BLE001 -- every exception of the implementation becomes data
+            return CallInfo(op, error=Raised(op, self.session.error_data(e)), duration_s=time.perf_counter() - start)
+
+    def close(self) -> None:
+        pass

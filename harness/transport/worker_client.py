@@ -1,0 +1,198 @@
+"""The worker transport: a submission in a worker process, every call under a deadline.
+
+The judge starts the worker command of the submission's language (harness.languages; Python's is
+`python -m harness.worker`) in a fresh temporary directory with a pipe pair passed as inherited
+descriptors (the submission's own stdout and stderr are drained apart and
+kept up to a cap). A call that passes its deadline kills the worker's whole process group and
+is a Timeout; a worker that dies or breaks the protocol is Crashed; either way the next call
+starts a fresh worker. Student code can hang, crash or print; it cannot hang the judge.
+"""
+
+import os
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from typing import Callable
+
+from ..errors import Crashed, Raised, Timeout
+from ..impl import CallInfo
+from ..paths import REPO
+from ..wire import dumps, loads
+
+OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kept for the report
+MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
+STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
+MEMORY_LIMIT = 4 * 1024**3  # address space of the worker: the tiny llama needs well under 1 GiB
+FILE_LIMIT = 256 * 1024**2  # the largest file a worker may write: it needs none
+CPU_LIMIT_S = 900  # CPU seconds over a worker's life: far above a whole check (about 10 s)
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what a worker inherits
+
+
+class _Capped:
+    """Drains a pipe in a thread, keeping the first OUTPUT_CAP bytes and counting the rest."""
+
+    def __init__(self, stream) -> None:
+        self.kept = bytearray()
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream) -> None:
+        for chunk in iter(lambda: stream.read(65536), b""):
+            room = OUTPUT_CAP - len(self.kept)
+            self.kept += chunk[:max(room, 0)]
+            self.dropped += max(len(chunk) - max(room, 0), 0)
+
+    def text(self) -> str:
+        s = self.kept.decode(errors="replace")
+        return s + (f"\n... [{self.dropped} more bytes not shown]" if self.dropped else "")
+
+
+def _limits() -> None:  # runs in the child before exec
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
+
+
+class WorkerTransport:
+    kind = "worker"
+
+    def __init__(self, command: Callable[[int, int], list[str]]) -> None:
+        self.command = command  # (fd_in, fd_out) -> the worker's argv, from the submission's language
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self.last_output = ""
+
+    # ---- process lifecycle ----------------------------------------------------------------------
+    def _start(self) -> None:
+        self.workdir = tempfile.mkdtemp(prefix="ol-worker-")
+        to_worker_r, self._to_worker = os.pipe()
+        self._from_worker, from_worker_w = os.pipe()
+        env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}  # an allow-list: no secrets pass
+        env["HOME"] = self.workdir
+        env["PYTHONPATH"] = str(REPO)  # the harness itself; the submission goes first on sys.path inside
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        self.proc = subprocess.Popen(
+            self.command(to_worker_r, from_worker_w),
+            pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, cwd=self.workdir, env=env, start_new_session=True, preexec_fn=_limits)
+        os.close(to_worker_r)
+        os.close(from_worker_w)
+        self._buf = b""
+        self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
+        hello = self._read(time.monotonic() + STARTUP_S, "startup")
+        if "hello" not in hello:
+            self._fail(Crashed(f"the worker did not start: expected a hello, got {str(hello)[:200]}"))
+
+    def _kill(self) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        for fd in (self._to_worker, self._from_worker):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._out.thread.join(timeout=1)
+        self._err.thread.join(timeout=1)
+        self.last_output = self._output()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.proc = None
+        self.restarts += 1
+
+    def close(self) -> None:
+        self._kill()
+
+    def _output(self) -> str:
+        parts = []
+        if self._out.kept or self._out.dropped:
+            parts.append("--- your code's stdout ---\n" + self._out.text())
+        if self._err.kept or self._err.dropped:
+            parts.append("--- your code's stderr ---\n" + self._err.text())
+        return "\n".join(parts)
+
+    def _fail(self, error):
+        """Kill the worker (the next call gets a fresh one) and raise `error` with its output attached."""
+        self._kill()
+        if self.last_output:
+            error.args = (f"{error.args[0]}\n{self.last_output}",)
+        raise error
+
+    # ---- messages ---------------------------------------------------------------------------------
+    def _read(self, deadline: float, op: str) -> dict:
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(Timeout(f"{op}: no answer within the deadline; the worker was stopped"))
+            ready, _, _ = select.select([self._from_worker], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(self._from_worker, 1 << 20)
+            if not chunk:
+                code = self.proc.wait()
+                how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+                if code == -signal.SIGKILL or code == -signal.SIGSEGV:
+                    how += " (out of memory?)" if code == -signal.SIGKILL else " (segmentation fault)"
+                self._fail(Crashed(f"{op}: the worker process {how} before answering"))
+            self._buf += chunk
+            if len(self._buf) > MESSAGE_CAP:
+                self._fail(Crashed(f"{op}: a protocol message exceeded {MESSAGE_CAP} bytes"))
+        line, self._buf = self._buf.split(b"\n", 1)
+        try:
+            msg = loads(line)
+            if not isinstance(msg, dict):
+                raise ValueError("not an object")
+            return msg
+        except ValueError as e:
+            self._fail(Crashed(f"{op}: the worker broke the protocol ({e}): {line[:200]!r}"))
+
+    def _send(self, msg, op: str) -> None:
+        try:
+            os.write(self._to_worker, dumps(msg))  # small messages; a full pipe blocks only briefly
+        except (BrokenPipeError, OSError):
+            self._fail(Crashed(f"{op}: the worker process is gone"))
+
+    def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:
+        start = time.perf_counter()
+        try:
+            if self.proc is None:
+                self._start()
+            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s)
+            return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
+        except (Raised, Timeout, Crashed) as e:
+            return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
+
+    def _exchange(self, op: str, args: dict, callbacks, deadline: float):
+        self._send({"id": 0, "op": op, "args": args}, op)
+        while True:
+            msg = self._read(deadline, op)
+            if "call" in msg:  # a callback: the judge answers it, then keeps waiting
+                try:
+                    reply = {"id": msg.get("id"), "ok": callbacks(msg["call"], msg.get("args") or {})}
+                except Exception as e:  # noqa: BLE001 -- a refused callback goes back to the submission
+                    reply = {"id": msg.get("id"), "error": {"type": type(e).__name__, "message": str(e)}}
+                self._send(reply, op)
+                continue
+            if msg.get("id") != 0:
+                self._fail(Crashed(f"{op}: the worker answered an unknown request id {msg.get('id')!r}"))
+            if "error" in msg:
+                return self._raise(op, msg["error"])
+            if "ok" not in msg:
+                self._fail(Crashed(f"{op}: the worker's answer has neither 'ok' nor 'error'"))
+            return msg["ok"]
+
+    def _raise(self, op: str, data):
+        if not isinstance(data, dict):
+            self._fail(Crashed(f"{op}: the worker's error is not an object"))
+        raise Raised(op, data)
