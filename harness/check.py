@@ -23,12 +23,16 @@ MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 class _Collector:
     def __init__(self) -> None:
         self.results: dict[str, tuple[Outcome, float, str]] = {}
+        self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
         outcome = yield
         rep = outcome.get_result()
         name = item.originalname.removeprefix("test_")
+        if rep.failed and rep.when == "setup" and not isinstance(call.excinfo.value, SubmissionFailure):
+            self.setup_error = self.setup_error or call.excinfo.value
+            return
         if rep.when == "call" or (rep.failed and rep.when == "setup"):
             kind = classify(call.excinfo)
             if kind is Outcome.PASS:
@@ -74,6 +78,11 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     sink = io.StringIO()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
         code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
+    if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
+        e = collector.setup_error
+        if isinstance(e, OlError):
+            raise e
+        raise OlError(f"the judge could not set up the chapter's tests: {type(e).__name__}: {e}")
     if code not in (0, 1) and not collector.results:
         raise OlError(f"pytest could not run {chapter.tests_file} (exit {code}):\n{sink.getvalue()[-3000:]}")
     tests = []

@@ -107,6 +107,8 @@ class Chapter:
 
     def module(self, role: str):
         """The pack's module playing `role` (ops, client, cases, oracle), imported on first use."""
+        if not self.modules.get(role):
+            raise RegistryError(f"chapter {self.chapter} names no `{role}` module in {self.pack_dir / 'chapter.toml'}")
         return importlib.import_module(f"{PACKAGE}.{self.pack_dir.name}.{self.modules[role]}")
 
     @property

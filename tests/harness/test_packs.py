@@ -1,0 +1,181 @@
+"""A chapter is a folder: a toy pack made in a temporary directory, outside the project, with two
+tests, one op, one golden file and one mutant, works with `ol tests`, `ol check` (reference, mutant,
+a submission through the worker) and `ol mutants`, and a pack whose table and tests disagree is
+refused before any test runs, naming both sides."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+TOY = {
+    "__init__.py": '"""A toy chapter: doubling numbers."""\n',
+    "chapter.toml": """
+        chapter = "T0.1"
+        title = "Doubling"
+        tests = "tests/test_toy.py"
+        golden = "fixtures/golden.json"
+        mutants = "mutants/manifest.toml"
+        ops = "ops"
+        client = "client:Client"
+
+        [language.python]
+        reference = "reference"
+        package = "toypkg"
+        student_files = ["toypkg/core.py"]
+        contract = "reference/toypkg/core.pyi"
+        default_workspace = "py"
+        [language.python.uploads]
+        "core.py" = "toypkg/core.py"
+
+        [[test]]
+        name = "doubles_by_hand"
+        kind = "unit"
+        checks = "2 doubles to 4"
+        why = "the worked example"
+
+        [[test]]
+        name = "doubles_match_the_golden_cases"
+        kind = "differential"
+        checks = "every golden case"
+        why = "the port answers what the reference answers"
+    """,
+    "ops.py": """
+        CONTRACT_ERROR = ("core", "ToyError")
+
+        def op_double(s, a):
+            return int(s.module("core").double(a["x"]))
+
+        OPS = {"double": op_double}
+    """,
+    "client.py": """
+        from harness.impl import Impl
+
+        class Client(Impl):
+            def double(self, x):
+                return self.call("double", {"x": x})
+    """,
+    "tests/test_toy.py": """
+        def test_doubles_by_hand(impl):
+            assert impl.double(2) == 4, "2 doubles to 4"
+
+        def test_doubles_match_the_golden_cases(impl, golden):
+            wrong = [c for c in golden["cases"] if impl.double(c["x"]) != c["expect"]]
+            assert not wrong, f"{len(wrong)} golden cases differ, first {wrong[0]}"
+    """,
+    "fixtures/golden.json": json.dumps({"cases": [{"x": 3, "expect": 6}, {"x": -5, "expect": -10}, {"x": 0, "expect": 0}]}),
+    "mutants/manifest.toml": """
+        [[mutant]]
+        id = "m01"
+        pitfall = "Adding one instead of doubling"
+        symptom = "every answer is off"
+        must_fail = "doubles_match_the_golden_cases"
+    """,
+    "mutants/m01.patch": """
+        --- a/toypkg/core.py
+        +++ b/toypkg/core.py
+        @@ -6,2 +6,2 @@
+         def double(x):
+        -    return 2 * x
+        +    return x + 2
+    """,
+    "reference/toypkg/__init__.py": "",
+    "reference/toypkg/core.pyi": '''
+        class ToyError(ValueError): ...
+
+        def double(x: int) -> int:
+            """Twice x."""
+    ''',
+    "reference/toypkg/core.py": """
+        class ToyError(ValueError):
+            pass
+
+
+        def double(x):
+            return 2 * x
+    """,
+}
+
+
+def make_pack(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / "toy" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+    return root
+
+
+def ol(packs: Path, cwd: Path, *args) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OL_CHAPTERS_PATH": str(packs)}
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture
+def packs(tmp_path) -> Path:
+    return make_pack(tmp_path / "packs", TOY)
+
+
+def test_a_toy_pack_outside_the_project_is_a_chapter(packs, tmp_path):
+    r = ol(packs, tmp_path, "tests", "T0.1")
+    assert r.returncode == 0 and "doubles_by_hand" in r.stdout and "2 tests" in r.stdout, r.stdout + r.stderr
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "reference", "--json", "ref.json")
+    assert r.returncode == 0 and "2 of 2 passed" in r.stdout, r.stdout + r.stderr
+    assert json.loads((tmp_path / "ref.json").read_text())["summary"]["passed"] == 2
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "mutant:m01")
+    assert r.returncode == 1 and "1 of 2 passed" in r.stdout, r.stdout + r.stderr
+    r = ol(packs, tmp_path, "mutants", "T0.1")
+    assert r.returncode == 0 and "1 of 1 mutants caught" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_toy_submission_goes_through_the_worker(packs, tmp_path):
+    student = tmp_path / "student"
+    (student / "toypkg").mkdir(parents=True)
+    (student / "toypkg" / "__init__.py").write_text("")
+    (student / "toypkg" / "core.py").write_text("class ToyError(ValueError):\n    pass\n\ndef double(x):\n    return x * x\n")
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "student")  # relative, as a student types it
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "1 of 2 passed" in r.stdout and "golden cases differ" in r.stdout, r.stdout  # 2*2 == 2+2, 3*3 != 6
+    (tmp_path / "core.py").write_text("def double(x):\n    return 2 * x\n")
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "core.py")  # a bare upload: the rest from the reference
+    assert r.returncode == 0 and "2 of 2 passed" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_test_without_a_row_is_refused_naming_both(tmp_path):
+    files = dict(TOY)
+    files["tests/test_toy.py"] = TOY["tests/test_toy.py"] + "\n        def test_triples(impl):\n            assert True\n"
+    packs = make_pack(tmp_path / "packs", files)
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "reference")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "test_triples" in r.stderr and "chapter.toml" in r.stderr and "[[test]]" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert "passed" not in r.stdout, "no test may run"
+
+
+def test_a_row_without_a_test_is_refused_naming_both(tmp_path):
+    files = dict(TOY)
+    files["chapter.toml"] = TOY["chapter.toml"] + '\n        [[test]]\n        name = "triples"\n        kind = "unit"\n        checks = "x"\n        why = "y"\n'
+    packs = make_pack(tmp_path / "packs", files)
+    r = ol(packs, tmp_path, "tests", "T0.1")
+    assert r.returncode == 3 and "'triples'" in r.stderr and "test_toy.py" in r.stderr, r.stderr
+
+
+def test_an_unexpected_exception_is_exit_3_in_one_line_and_traced_only_with_debug(tmp_path):
+    files = dict(TOY)
+    files["ops.py"] = "def op_double(s, a:\n"  # a pack whose ops do not even parse: a bug on the staff side
+    packs = make_pack(tmp_path / "packs", files)
+    r = ol(packs, tmp_path, "check", "T0.1", "--submission", "reference")
+    assert r.returncode == 3 and "could not set up" in r.stderr and "SyntaxError" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2 and "passed" not in r.stdout, r.stderr
+    files["client.py"] = "raise RuntimeError('boom')\n"  # fails outside any test: an internal error of ol's own
+    packs = make_pack(tmp_path / "packs2", files)
+    r = ol(packs, tmp_path, "diff", "T0.1", "--submission", "reference")
+    assert r.returncode == 3 and "internal error: RuntimeError: boom" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    r = ol(packs, tmp_path, "--debug", "diff", "T0.1", "--submission", "reference")
+    assert r.returncode == 3 and "Traceback" in r.stderr, r.stderr
