@@ -18,7 +18,7 @@ class Builder:
         self.sampling = lib.sampling
         self.plan, self.r, self.V = plan, r, plan.vocab
         self.pd = params
-        self.p = lib.params(params)
+        self.sampling_params = lib.params(params)
         self.prompt, self.output = prompt, output
         gen = lib.generator(seed)
         self.us = [gen.next_f64() for _ in range(2 * plan.m + 1)]
@@ -51,10 +51,10 @@ class Builder:
         return row
 
     def z(self, row: list[float], seen: list[int]) -> np.ndarray:
-        return self.sampling.apply_penalties(row, self.p, self.prompt, seen)
+        return self.sampling.apply_penalties(row, self.sampling_params, self.prompt, seen)
 
     def dist(self, row: list[float], seen: list[int]) -> np.ndarray:
-        return self.sampling.distribution(self.z(row, seen), self.p)
+        return self.sampling.distribution(self.z(row, seen), self.sampling_params)
 
     def unpenalized(self, seen: list[int]) -> list[int]:
         if not any(self.pd[k] != d for k, d in
@@ -101,7 +101,7 @@ class Builder:
             if i == m:
                 rows.append(row)
                 break
-            if self.p.greedy:
+            if self.sampling_params.greedy:
                 d = self.greedy_token(row, seen, i, a_tok if i == r_div else None,
                                       tie if i == tie_row else None)
             else:

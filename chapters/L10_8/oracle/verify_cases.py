@@ -38,7 +38,7 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
     draft row; s09 u_resample drawn before u_accept; s12 resample from p instead of the residual.
     """
     sp = lib.sampling
-    p = lib.params(case["params"])
+    params = lib.params(case["params"])
     rows = [np.asarray(r, dtype=np.float64) for r in case["rows"]]
     draft, prompt, output = case["draft"], case["prompt"], case["output"]
     vocab = rows[0].size
@@ -50,8 +50,8 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
         return list(output) if bug == "s04" else list(output) + tokens
 
     for i, d in enumerate(draft):
-        z = sp.apply_penalties(rows[i], p, prompt, seen())
-        if p.greedy:
+        z = sp.apply_penalties(rows[i], params, prompt, seen())
+        if params.greedy:
             t = sp.argmax(z)
             ok = t == d
         else:
@@ -60,7 +60,7 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
             else:
                 q = np.zeros(vocab)
                 q[d] = 1.0
-            pd = sp.distribution(z, p)
+            pd = sp.distribution(z, params)
             if bug == "s09":
                 u_r = rng.next_f64()
                 u_a = rng.next_f64()
@@ -89,8 +89,8 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
         if not ok:
             return tokens, lps, i, rng.next_u32()
     last = rows[-2] if (bug == "s08" and draft) else rows[-1]
-    z = sp.apply_penalties(last, p, prompt, seen())
-    t = sp.argmax(z) if p.greedy else sp.sample(sp.distribution(z, p), rng.next_f64())
+    z = sp.apply_penalties(last, params, prompt, seen())
+    t = sp.argmax(z) if params.greedy else sp.sample(sp.distribution(z, params), rng.next_f64())
     tokens.append(int(t))
     lps.append(sp.logprob(z, t))
     return tokens, lps, len(draft), rng.next_u32()
@@ -136,17 +136,17 @@ def _shows(lib: RefLib, case: dict, bug: str, v, nxt: int) -> bool:
 def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[str]:
     """What the case exercises, read off the case and the reference's answer."""
     sp = lib.sampling
-    p = lib.params(case["params"])
-    tags: set[str] = {"greedy" if p.greedy else "sampled"}
+    params = lib.params(case["params"])
+    tags: set[str] = {"greedy" if params.greedy else "sampled"}
     active = []
-    if not p.greedy and p.temperature != 1.0:
+    if not params.greedy and params.temperature != 1.0:
         active.append("temperature")
     for k, off in (("top_k", 0), ("top_p", 1.0), ("min_p", 0.0), ("repetition_penalty", 1.0),
                    ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
         if case["params"][k] != off:
             active.append(k)
     tags |= set(active)
-    if not p.greedy:
+    if not params.greedy:
         if len(active) == 1:
             tags.add(f"alone:{active[0]}")
         elif len(active) >= 2:
@@ -182,14 +182,14 @@ def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[s
         row = case["rows"][i]
         if sum(1 for x in row if x != ninf) == 1:
             tags.add("single_finite_row")
-        z = sp.apply_penalties(row, p, case["prompt"], case["output"] + toks[:i])
+        z = sp.apply_penalties(row, params, case["prompt"], case["output"] + toks[:i])
         if int(np.sum(z == np.max(z))) >= 2:
             tags.add("argmax_tie")
         if i < m:
             d = case["draft"][i]
             if row[d] == ninf:
                 tags.add("neg_inf_draft")
-            if not p.greedy and sp.distribution(z, p)[d] == 0.0:
+            if not params.greedy and sp.distribution(z, params)[d] == 0.0:
                 tags.add("truncated_draft")
     if case["seed"] >= 1 << 63:
         tags.add("seed_high")

@@ -180,9 +180,9 @@ def speculative_step(p, q, x: int, u_accept: float, u_resample: float) -> tuple[
     return sample_dense(residual(p, q), u_resample), False
 
 
-def dense_distribution(logits, p: SamplingParams, prompt: Sequence[int], output: Sequence[int]) -> np.ndarray:
+def dense_distribution(logits, params: SamplingParams, prompt: Sequence[int], output: Sequence[int]) -> np.ndarray:
     try:
-        return distribution(apply_penalties(logits, p, prompt, output), p)
+        return distribution(apply_penalties(logits, params, prompt, output), params)
     except SamplingError as e:
         raise SpecError(str(e)) from e
 
@@ -224,7 +224,7 @@ def _one_hot(x: int, vocab: int) -> np.ndarray:
     return q
 
 
-def verify_draft(rows, draft, draft_probs, p: SamplingParams, prompt, output, rng: Pcg32) -> Verified:
+def verify_draft(rows, draft, draft_probs, params: SamplingParams, prompt, output, rng: Pcg32) -> Verified:
     rows, draft, draft_probs = _check_rows(rows, draft, draft_probs)
     vocab = rows[0].size
     prompt, output = _ids(prompt, "prompt", vocab), _ids(output, "output", vocab)
@@ -236,25 +236,25 @@ def verify_draft(rows, draft, draft_probs, p: SamplingParams, prompt, output, rn
         logprobs.append(logprob(z, t))
 
     for i, d in enumerate(draft):
-        z = _penalized(rows[i], p, prompt, output + tokens)  # penalties see this round's accepted tokens
-        if p.greedy:
+        z = _penalized(rows[i], params, prompt, output + tokens)  # penalties see this round's accepted tokens
+        if params.greedy:
             t, ok = argmax(z), argmax(z) == d
         else:
             q = draft_probs[i] if draft_probs is not None else _one_hot(d, vocab)
             u_accept = rng.next_f64()
             u_resample = rng.next_f64()  # drawn always, so the draw count never depends on the outcome
-            t, ok = speculative_step(distribution(z, p), q, d, u_accept, u_resample)
+            t, ok = speculative_step(distribution(z, params), q, d, u_accept, u_resample)
         emit(z, t)
         if not ok:
             return Verified(tokens, logprobs, i)
-    z = _penalized(rows[-1], p, prompt, output + tokens)  # the bonus token: the row after the whole draft
-    emit(z, argmax(z) if p.greedy else sample(distribution(z, p), rng.next_f64()))
+    z = _penalized(rows[-1], params, prompt, output + tokens)  # the bonus token: the row after the whole draft
+    emit(z, argmax(z) if params.greedy else sample(distribution(z, params), rng.next_f64()))
     return Verified(tokens, logprobs, len(draft))
 
 
-def _penalized(row, p: SamplingParams, prompt: list[int], seen: list[int]) -> np.ndarray:
+def _penalized(row, params: SamplingParams, prompt: list[int], seen: list[int]) -> np.ndarray:
     try:
-        z = apply_penalties(row, p, prompt, seen)
+        z = apply_penalties(row, params, prompt, seen)
     except SamplingError as e:
         raise SpecError(str(e)) from e
     if np.isneginf(z).all():
@@ -315,7 +315,7 @@ class Generated:
     finish_reason: str = "length"  # "length" | "eos" | "stopped"
 
 
-def _one_round(target: Target, cfg: SpecConfig, prompt: list[int], out: Generated, p: SamplingParams,
+def _one_round(target: Target, cfg: SpecConfig, prompt: list[int], out: Generated, params: SamplingParams,
                rng: Pcg32, max_new: int) -> Verified:
     ctx = prompt + out.tokens
     budget = min(cfg.k, max_new - len(out.tokens) - 1)  # never write KV past the request's budget
@@ -325,14 +325,14 @@ def _one_round(target: Target, cfg: SpecConfig, prompt: list[int], out: Generate
     out.stats.target_calls += 1
     if len(rows) != len(pending) + len(draft):
         raise SpecError(f"target.extend returned {len(rows)} rows for {len(pending) + len(draft)} ids")
-    v = verify_draft(rows[len(rows) - len(draft) - 1:], draft, None, p, prompt, out.tokens, rng)
+    v = verify_draft(rows[len(rows) - len(draft) - 1:], draft, None, params, prompt, out.tokens, rng)
     out.stats.drafted += len(draft)
     out.stats.accepted += v.n_accepted
     target.truncate(target.cached() - len(draft) + v.n_accepted)  # rejected drafts' KV goes back
     return v
 
 
-def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams, seed: int,
+def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], params: SamplingParams, seed: int,
                     max_new: int, eos: Sequence[int], on_token: Callable[[int, float], bool]) -> Generated:
     prompt, eos, max_new = _ids(prompt, "prompt"), set(_ids(eos, "eos")), _count(max_new, "max_new")
     if not prompt:
@@ -344,7 +344,7 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: S
     rng = Pcg32.from_seed(int(seed))
     out = Generated()
     while len(out.tokens) < max_new:
-        v = _one_round(target, cfg, prompt, out, p, rng, max_new)
+        v = _one_round(target, cfg, prompt, out, params, rng, max_new)
         for t, lp in zip(v.tokens, v.logprobs):
             out.tokens.append(t)
             out.logprobs.append(lp)
@@ -357,6 +357,6 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: S
     return out
 
 
-def generate(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams, seed: int,
+def generate(target: Target, cfg: SpecConfig, prompt: Sequence[int], params: SamplingParams, seed: int,
              max_new: int, eos: Sequence[int]) -> Generated:
-    return generate_stream(target, cfg, prompt, p, seed, max_new, eos, lambda _t, _lp: True)
+    return generate_stream(target, cfg, prompt, params, seed, max_new, eos, lambda _t, _lp: True)

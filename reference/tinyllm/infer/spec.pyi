@@ -1,7 +1,9 @@
 """The contract of `tinyllm.infer.spec`: speculative decoding (chapter L10.8).
 
 This file is the specification: every function's docstring states its rule. `ol start L10.8`
-turns it into your stub. Letters: `p` is the target's distribution, `q` the draft's.
+turns it into your stub. Letters: `p` is only ever the target's distribution, `q` the draft's.
+Names: the chapter's section 4 calls the sampling parameters `p: &SamplingParams`; here they are
+`params: SamplingParams` (the same argument, in the same position), so that `p` keeps its one meaning.
 
 Errors: every bad argument (wrong shapes, out-of-vocabulary ids, k out of range, a draft
 distribution that could not have proposed its token) raises `SpecError` with a message naming
@@ -109,9 +111,9 @@ def speculative_step(p: Sequence[float], q: Sequence[float], x: int, u_accept: f
     """
 
 
-def dense_distribution(logits: Sequence[float], p: SamplingParams, prompt: Sequence[int],
+def dense_distribution(logits: Sequence[float], params: SamplingParams, prompt: Sequence[int],
                        output: Sequence[int]) -> np.ndarray:
-    """distribution(apply_penalties(logits, p, prompt, output), p): the target's p for one row."""
+    """distribution(apply_penalties(logits, params, prompt, output), params): the target's p for one row."""
 
 
 @dataclass
@@ -122,7 +124,7 @@ class Verified:
 
 
 def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
-                 draft_probs: Sequence[Sequence[float]] | None, p: SamplingParams,
+                 draft_probs: Sequence[Sequence[float]] | None, params: SamplingParams,
                  prompt: Sequence[int], output: Sequence[int], rng: Pcg32) -> Verified:
     """Walk the draft against the target's rows (chapter section 2.2).
 
@@ -130,9 +132,9 @@ def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
     draft_probs None (a deterministic draft: q_i is one-hot at d_i) or one length-V
     distribution per draft token with q_i[d_i] > 0. Anything else is a SpecError.
 
-    For row i the penalized logits are apply_penalties(rows[i], p, prompt, output + emitted),
+    For row i the penalized logits are apply_penalties(rows[i], params, prompt, output + emitted),
     emitted being the tokens this round emitted before row i.
-    Greedy (p.temperature == 0): accept d_i while it equals argmax of row i; the first
+    Greedy (params.temperature == 0): accept d_i while it equals argmax of row i; the first
     mismatch emits that argmax and stops. No draws.
     Sampled: for each d_i draw u_accept = rng.next_f64() THEN u_resample = rng.next_f64(),
     both always; (t, ok) = speculative_step(distribution(row i), q_i, d_i, u_accept,
@@ -190,7 +192,7 @@ class Generated:
     finish_reason: str = "length"  # "length" | "eos" | "stopped"
 
 
-def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams,
+def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], params: SamplingParams,
                     seed: int, max_new: int, eos: Sequence[int],
                     on_token: Callable[[int, float], bool]) -> Generated:
     """Speculative generation, handing each emitted token to on_token as its round is verified.
@@ -203,7 +205,7 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: S
       2. pending = [last emitted token], or the whole prompt in the first round;
          rows = target.extend(pending + draft) (one call, counted in stats.target_calls);
          the last len(draft) + 1 rows are the verifier's.
-      3. v = verify_draft(those rows, draft, None, p, prompt, emitted, rng);
+      3. v = verify_draft(those rows, draft, None, params, prompt, emitted, rng);
          stats.drafted += len(draft); stats.accepted += v.n_accepted.
       4. target.truncate(target.cached() - len(draft) + v.n_accepted): the rejected drafts'
          KV goes back; the last emitted token is not cached yet (it is the next pending).
@@ -214,6 +216,6 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: S
     """
 
 
-def generate(target: Target, cfg: SpecConfig, prompt: Sequence[int], p: SamplingParams,
+def generate(target: Target, cfg: SpecConfig, prompt: Sequence[int], params: SamplingParams,
              seed: int, max_new: int, eos: Sequence[int]) -> Generated:
     """generate_stream with a listener that never stops it."""
