@@ -14,6 +14,8 @@ import pytest
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, uniforms_drawn
 from chapters.L10_8.judge import stats, tiny_llama
+from chapters.L10_8.judge.bad_inputs import bad_inputs
+from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, filled_table, misuse
 
 GREEDY = dict(temperature=0.0)
 LOGPROB_TOL = 1e-9  # absolute; logprobs are float64 log-softmax values, a port may sum in another order
@@ -195,37 +197,7 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
 
 def test_verify_rejects_bad_shapes(impl):
     sampled = dict(temperature=1.0)
-    rows = HAND_ROWS
-    q = [0.25, 0.25, 0.25, 0.25]
-    bad = [
-        ("2 rows for a draft of 2 (need 3)", lambda: impl.verify_draft(rows[:2], [2, 1], None, GREEDY, [], [], 1)),
-        ("4 rows for a draft of 2 (need 3)", lambda: impl.verify_draft(rows + [rows[0]], [2, 1], None, GREEDY, [], [], 1)),
-        ("rows of different vocabulary sizes", lambda: impl.verify_draft([rows[0], rows[1][:3], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
-        ("draft id 4 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 4], None, GREEDY, [], [], 1)),
-        ("draft id -1", lambda: impl.verify_draft(rows, [-1, 2], None, sampled, [], [], 1)),
-        ("one draft distribution for a draft of 2", lambda: impl.verify_draft(rows, [2, 1], [q], sampled, [], [], 1)),
-        ("a draft distribution of length 3 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], [q, q[:3]], sampled, [], [], 1)),
-        ("a draft distribution with q[d] = 0", lambda: impl.verify_draft(rows, [2, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
-        ("q[d] = 0 at position 1 while position 0 is surely rejected (check before walking)",
-         lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
-        ("a row that is a matrix", lambda: impl.verify_draft([[rows[0], rows[0]], rows[1], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
-        ("a later row that is a 2x2 matrix (4 numbers, like the vocabulary)",
-         lambda: impl.verify_draft([rows[0], [[0.0, 1.0], [0.5, 2.0]], rows[2]], [2, 1], None, GREEDY, [], [], 1)),
-        ("a draft distribution of length 3 at position 1 while position 0 is surely rejected",
-         lambda: impl.verify_draft([[30.0, -30.0, 0.0, 0.0]] + rows[1:], [1, 1], [q, q[:3]], sampled, [], [], 1)),
-        ("a prompt holding token 4 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], None, GREEDY, [4], [], 1)),
-        ("dense_distribution with a prompt holding token 2 in a vocabulary of 2", lambda: impl.dense_distribution([0.0, 1.0], GREEDY, [2], [])),
-        ("dense_distribution of a 2x2 matrix", lambda: impl.dense_distribution([[0.0, 1.0], [1.0, 0.0]], GREEDY, [], [])),
-        ("dense_distribution of logits holding NaN", lambda: impl.dense_distribution([float("nan"), 0.0], GREEDY, [], [])),
-        ("residual of 2-D p and q", lambda: impl.residual([[0.5, 0.5]], [[0.5, 0.5]])),
-        ("speculative_step with a negative probability in p", lambda: impl.speculative_step([-0.1, 0.6, 0.5], [0.2, 0.4, 0.4], 1, 0.3, 0.8)),
-        ("speculative_step with q of length 2 for p of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.5, 0.5], 0, 0.3, 0.8)),
-        ("speculative_step proposing x = 3 in a vocabulary of 3", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.2, 0.5, 0.3], 3, 0.3, 0.8)),
-        ("speculative_step with u_accept = 1.0 (uniforms are in [0, 1))", lambda: impl.speculative_step([0.2, 0.5, 0.3], [0.6, 0.2, 0.2], 0, 1.0, 0.8)),
-        ("residual of p and q of different lengths", lambda: impl.residual([0.2, 0.5, 0.3], [0.5, 0.5])),
-        ("sample_dense with u = -0.1", lambda: impl.sample_dense([0.5, 0.5], -0.1)),
-        ("sample_dense over a distribution with no mass", lambda: impl.sample_dense([0.0, 0.0, 0.0], 0.5)),
-    ]
+    bad = bad_inputs(impl, HAND_ROWS, GREEDY, sampled)
     problems = [p for p in (must_refuse(fn, what) for what, fn in bad) if p]
     got = impl.verify_draft([[0.3], [0.7]], [0], None, GREEDY, [], [], 1)
     assert got["tokens"] == [0, 0], f"a vocabulary of one token is a valid shape: draft [0] is accepted, bonus 0; got {got['tokens']}"
@@ -234,44 +206,12 @@ def test_verify_rejects_bad_shapes(impl):
 
 # ---- generation ---------------------------------------------------------------------------------------
 
-def _misuse(target: FakeTarget) -> str:
-    return f"; the target was misused: {target.misuse[0]}" if target.misuse else ""
-
-
-class _LoggedTarget(FakeTarget):
-    """Logs every call, so the judge can count what was drafted and accepted on its own."""
-
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.log: list[tuple[str, int, int]] = []  # (call, cached before, ids fed or length kept)
-
-    def extend(self, ids):
-        self.log.append(("extend", self.cached(), len(ids)))
-        return super().extend(ids)
-
-    def truncate(self, length):
-        self.log.append(("truncate", self.cached(), int(length)))
-        return super().truncate(length)
-
-    def observed_stats(self, prompt_len: int) -> dict:
-        """drafted = ids fed beyond the pending token(s); accepted = drafted positions kept by the truncate after."""
-        drafted = accepted = 0
-        for (call, before, n), nxt in zip(self.log, self.log[1:] + [("end", 0, 0)]):
-            if call != "extend":
-                continue
-            pending = prompt_len if before == 0 else 1
-            drafted += n - pending
-            kept = nxt[2] if nxt[0] == "truncate" else before + n
-            accepted += kept - before - pending
-        return {"drafted": drafted, "accepted": accepted, "target_calls": sum(c == "extend" for c, _, _ in self.log)}
-
-
 def test_greedy_spec_equals_greedy_without_spec(impl, ref):
     for prompt in PROMPTS:
         want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
         for draft in ("none", "ngram", "prompt_lookup"):
             where = f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}"
-            target = _LoggedTarget(ref, VOCAB)  # first without a budget, so a KV leak shows as what it is
+            target = LoggedTarget(ref, VOCAB)  # first without a budget, so a KV leak shows as what it is
             with case(where):
                 g = impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             assert not target.misuse, f"{where}: {target.misuse[0]}"
@@ -296,30 +236,16 @@ def test_greedy_spec_equals_greedy_without_spec(impl, ref):
             assert not target.misuse, f"{where}: {target.misuse[0]}"
 
 
-def _eos_inside_accepted_run(ref, prompt) -> tuple[int, int]:
-    """(index, token) of an emitted token that is not the last of its round and new in the output (it may
-    be in the prompt, which prompt lookup copies from), found by running the reference (judge side)."""
-    spec, SamplingParams = ref.module("infer.spec"), ref.module("infer.sampling").SamplingParams
-    target, rounds = FakeTarget(ref, VOCAB), []
-    spec.generate_stream(target, spec.SpecConfig.parse("prompt_lookup", 4), prompt, SamplingParams(), 7, MAX_NEW, [],
-                        lambda t, lp: rounds.append((t, target.calls)) or True)
-    for j in range(len(rounds) - 1):
-        t, r = rounds[j]
-        if rounds[j + 1][1] == r and t not in [x for x, _ in rounds[:j]]:
-            return j, t
-    raise AssertionError("the fake target gave no accepted run to place EOS in (harness bug)")
-
-
 def test_eos_and_max_tokens_end_generation(impl, ref):
     prompt = PROMPTS[0]
     for max_new in (1, 2, 5, 17):
         target = budget_target(ref, prompt, max_new)
         with case(f"max_new {max_new}"):
             g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, max_new, [])
-        assert len(g["tokens"]) == max_new, f"max_new {max_new}: got {len(g['tokens'])} tokens{_misuse(target)}"
+        assert len(g["tokens"]) == max_new, f"max_new {max_new}: got {len(g['tokens'])} tokens{misuse(target)}"
         assert g["finish_reason"] == "length", f"max_new {max_new}: finish_reason should be 'length', got {g['finish_reason']!r}"
     periodic = [1, 2, 1, 2, 1, 2]  # prompt lookup surely drafts here
-    target = _LoggedTarget(ref, VOCAB)
+    target = LoggedTarget(ref, VOCAB)
     with case("max_new 2 on a periodic prompt"):
         impl.generate(target, cfg("prompt_lookup"), periodic, GREEDY, 7, 2, [])
     assert target.log and target.log[0][2] == len(periodic) + 1, (
@@ -333,7 +259,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
                 for s in (-1, 2**64)]
     assert problems == [None, None], "\n".join(p for p in problems if p)
     prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
-    j, eos = _eos_inside_accepted_run(ref, prompt)
+    j, eos = eos_inside_accepted_run(ref, prompt, VOCAB, MAX_NEW)
     want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)[:j + 1]
     target = budget_target(ref, prompt, MAX_NEW)
     with case(f"eos {eos}"):
@@ -348,22 +274,10 @@ def test_sampled_spec_keeps_the_target_distribution(impl, ref):
     assert result.p_value > stats.ALPHA, result.explain()
 
 
-class _WatchedTarget(FakeTarget):
-    """Records, at every forward pass, how many tokens the listener had heard, the cached positions, the ids fed."""
-
-    def __init__(self, heard: list, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.heard, self.passes = heard, []
-
-    def extend(self, ids):
-        self.passes.append((len(self.heard), self.cached(), [int(i) for i in ids]))
-        return super().extend(ids)
-
-
 def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     prompt = PROMPTS[2]
     heard: list = []
-    target = _WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
+    target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
     listener = lambda t, lp: heard.append((t, lp)) or True
     with case("a listener that never stops"):
         g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=listener)
@@ -392,7 +306,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
         f"Pcg32.from_seed(seed), drawn as verify_draft draws):\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
     stop_after = 5
     heard = []
-    target = _WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
+    target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
     stopper = lambda t, lp: heard.append((t, lp)) or len(heard) < stop_after
     with case("a listener that says stop"):
         g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=stopper)
@@ -406,18 +320,9 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
 
 # ---- rollback ---------------------------------------------------------------------------------------------
 
-def _filled_table(impl, pool, fills) -> list[int]:
-    table = []
-    for f in fills:
-        b = pool.alloc()
-        pool.set_fill(b, f)
-        table.append(b)
-    return table
-
-
 def test_rollback_hand_example(impl):
     pool = impl.new_pool(8, 4)
-    table = _filled_table(impl, pool, [4, 4, 2])  # 10 cached positions
+    table = filled_table(pool, [4, 4, 2])  # 10 cached positions
     r = impl.rollback(pool, table, 5)
     assert r["released"] == 1 and r["table"] == table[:2], f"keep 5 of 10 with B 4 needs ceil(5/4) = 2 blocks: release block 3 only; got {r}"
     assert pool.fill(table[1]) == 1, f"the second block still holds 1 kept position; its fill is {pool.fill(table[1])}"
@@ -431,7 +336,7 @@ def test_rollback_hand_example(impl):
         assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
     problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position")
     assert problem is None, problem
-    table = _filled_table(impl, pool, [4, 1])
+    table = filled_table(pool, [4, 1])
     problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)"),
                 must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions")]
     assert problems == [None, None], "\n".join(p for p in problems if p)
@@ -439,7 +344,7 @@ def test_rollback_hand_example(impl):
 
 def test_rollback_drops_one_reference_only(impl):
     pool = impl.new_pool(6, 4)
-    a = _filled_table(impl, pool, [4, 4, 3])
+    a = filled_table(pool, [4, 4, 3])
     pool.retain(a[2])  # another sequence shares the last block (forked from this one)
     r = impl.rollback(pool, a, 4)
     assert r["released"] == 2 and r["table"] == a[:1], f"keep 4 releases blocks 2 and 3 of the table; got {r}"
