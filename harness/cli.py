@@ -364,4 +364,4 @@ def selftest(ctx) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(prog_name="ol")  # `python -m harness.cli` is how ./ol runs it; help and errors say `ol`

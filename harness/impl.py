@@ -1,7 +1,8 @@
-"""The implementation under test as the chapter's tests see it: one Impl over one of two transports.
+"""The implementation under test as the chapter's tests see it: one Impl over one of the two
+transports of harness.transport:
 
-    InProcess        the reference and mutants: trusted code, called directly in the judge process.
-    WorkerTransport  a submission: a worker process speaking spec/protocol.md over a pipe pair.
+    inprocess.InProcess          the reference and mutants: trusted code, called in the judge process.
+    worker_client.WorkerTransport  a submission: a worker process speaking spec/protocol.md.
 
 Both run the chapter's ops, so a test sees the same plain data whichever transport serves it. Every
 call becomes data first (a value or an error, and its duration, like pytest's CallInfo); then

@@ -16,6 +16,12 @@ from typing import Callable
 class Language:
     name: str
     worker: Callable[["object", Path], Callable[[int, int], list[str]]]  # (chapter, package dir) -> argv of fds
+    # (chapter, submission's folder, an empty scratch folder) -> the folder the worker command is given
+    # (what the build made there); None: the source runs as it is, as Python's does
+    build: Callable[["object", Path, Path], Path] | None = None
+
+    def prepare(self, chapter, package_dir: Path, scratch: Path) -> Path:
+        return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch)
 
 
 def _python_worker(chapter, package_dir: Path) -> Callable[[int, int], list[str]]:
@@ -27,7 +33,7 @@ def _python_worker(chapter, package_dir: Path) -> Callable[[int, int], list[str]
     return argv
 
 
-LANGUAGES = {"python": Language("python", _python_worker)}
+LANGUAGES = {"python": Language("python", _python_worker)}  # Python runs from source: no build step
 
 
 def language(name: str) -> Language:

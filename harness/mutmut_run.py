@@ -90,7 +90,7 @@ def _tracked_files() -> list[str]:
 
 def _make_scratch(scratch: Path) -> None:
     """The tree without our mutants/, with reference/ copied to src/ (what mutmut mutates); reference/
-    itself stays, pristine, for the judge (harness.paths.judge_module)."""
+    itself stays, pristine, for the judge (harness.reference.pristine)."""
     for f in _tracked_files():
         top = f.split("/", 1)[0]
         if top in ("mutants", ".venv", "py", "out") or "__pycache__" in f:

@@ -76,19 +76,27 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
     return alias
 
 
-def _worker(chapter: Chapter, lang: str, package_dir: Path):
-    return WorkerTransport(language(lang).worker(chapter, package_dir))
+def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None) -> Impl:
+    """The chapter's client over a worker of `lang` serving package_dir, built first when the language has
+    a build step (into a scratch folder of its own); every scratch folder goes when the Impl closes."""
+    spec = language(lang)
+    impl = _client(chapter)(None, label, scratch=scratch)
+    if spec.build is not None:
+        build_dir = _scratch()
+        impl.adopt(build_dir)
+        package_dir = spec.prepare(chapter, package_dir, build_dir)
+    impl.transport = WorkerTransport(spec.worker(chapter, package_dir))
+    return impl
 
 
 def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False) -> Impl:
     """An Impl over a detected submission, in a worker of its language. A bare chapter file always
     takes the rest from the reference (there is nothing else it could mean)."""
-    Client = _client(chapter)
     if ref_deps or sub.bare:
         how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
         into = with_reference_deps(chapter, sub, _scratch())
-        return Client(_worker(chapter, sub.language, into), f"{sub.origin} ({how})", scratch=into)
-    return Client(_worker(chapter, sub.language, sub.root), str(sub.origin))
+        return _over_worker(chapter, sub.language, into, f"{sub.origin} ({how})", scratch=into)
+    return _over_worker(chapter, sub.language, sub.root, str(sub.origin))
 
 
 def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
@@ -110,7 +118,7 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     if subject == "reference":
         if transport == "worker":
             into = copy_reference(chapter, _scratch())
-            return Client(_worker(chapter, "python", into), "reference (worker)", scratch=into)
+            return _over_worker(chapter, "python", into, "reference (worker)", scratch=into)
         spec = chapter.language("python")
         use_reference(spec.reference)
         importlib.import_module(spec.package)
@@ -120,7 +128,7 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
         chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
         if transport == "worker":
             into = materialize_mutant(chapter, mid, _scratch())
-            return Client(_worker(chapter, "python", into), f"mutant {mid} (worker)", scratch=into)
+            return _over_worker(chapter, "python", into, f"mutant {mid} (worker)", scratch=into)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
     sub = detect(chapter, subject, language_name)
     try:

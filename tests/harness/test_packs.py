@@ -179,3 +179,54 @@ def test_an_unexpected_exception_is_exit_3_in_one_line_and_traced_only_with_debu
     assert r.returncode == 3 and "internal error: RuntimeError: boom" in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = ol(packs, tmp_path, "--debug", "diff", "T0.1", "--submission", "reference")
     assert r.returncode == 3 and "Traceback" in r.stderr, r.stderr
+
+
+def test_a_language_is_a_worker_command_and_a_build_step(packs, tmp_path, monkeypatch):
+    """A second language plugs in as one entry of harness.languages and a [language.*] table in the pack:
+    here "pyc", whose build step byte-compiles the submission into a scratch folder and whose worker is
+    Python's, run on what the build made. The layout function finds it; the build runs; the worker serves."""
+    import compileall
+    import shutil
+
+    from harness import languages
+    from harness.layout import detect
+    from harness.registry import load_chapter
+    from harness.subjects import open_impl
+
+    built = []
+
+    def build(chapter, package_dir, scratch):
+        shutil.copytree(package_dir / "toypkg", scratch / "toypkg")
+        assert compileall.compile_dir(scratch / "toypkg", quiet=1, legacy=True)
+        for source in (scratch / "toypkg").glob("*.py"):
+            source.unlink()  # only the byte code is left: the worker must run what the build made
+        built.append(scratch)
+        return scratch
+
+    def worker(chapter, package_dir):
+        return languages.LANGUAGES["python"].worker(chapter, package_dir)  # the protocol program, on the build's output
+
+    monkeypatch.setitem(languages.LANGUAGES, "pyc", languages.Language("pyc", worker, build))
+    toml = packs / "toy" / "chapter.toml"
+    toml.write_text(toml.read_text().replace("[[test]]", '''[language.pyc]
+reference = "reference"
+package = "toypkg"
+student_files = ["toypkg/core.py"]
+contract = "reference/toypkg/core.pyi"
+default_workspace = "pyc"
+
+[[test]]''', 1))
+    monkeypatch.setenv("OL_CHAPTERS_PATH", str(packs))
+    ch = load_chapter("T0.1")
+    student = tmp_path / "student"
+    (student / "toypkg").mkdir(parents=True)
+    (student / "toypkg" / "__init__.py").write_text("")
+    (student / "toypkg" / "core.py").write_text("def double(x):\n    return x + x\n")
+    assert detect(ch, student, "pyc").language == "pyc"
+    impl = open_impl(ch, str(student), language_name="pyc")
+    try:
+        assert impl.double(21) == 42
+        assert built and not list((built[0] / "toypkg").glob("*.py")), "the worker ran the build's output"
+    finally:
+        impl.close()
+    assert not built[0].exists(), "the build's scratch folder goes with the Impl"
