@@ -14,9 +14,14 @@ if [ ! -x "$venv/bin/ol" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want
     exit 2
   fi
   echo "ol: setting up $venv (first run only)..." >&2
-  "$py" -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[dev]" >&2
+  log="$(mktemp -t ol-install.XXXXXX.log)"
+  if ! { "$py" -m venv "$venv" && "$venv/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip &&
+         "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[dev]"; } >"$log" 2>&1; then
+    last="$(grep -v '^\s*$' "$log" | grep -iE 'error|could not|no matching|connection' | tail -n 1)"
+    echo "ol: could not install ol's dependencies into $venv (no network, or no package index?): ${last:-see the log}. Full log: $log" >&2
+    exit 3
+  fi
+  rm -f "$log"
   echo "$want" > "$stamp"
 fi
 # PYTHONPATH: this checkout's harness, even when the environment was installed from another copy

@@ -12,16 +12,22 @@ import time
 import pytest
 
 from .errors import OlError, SubmissionFailure
+from .golden import verify as verify_golden
 from .outcomes import Outcome
 from .pytest_plugin import classify
 from .registry import Chapter
 from .report import Report, TestResult
+from .subjects import open_impl
 
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
 
+LOAD_DEADLINE_S = 60.0  # importing a submission (numpy, scipy, the student's modules) on a loaded machine
+
+
 class _Collector:
-    def __init__(self) -> None:
+    def __init__(self, impl=None) -> None:
+        self.ol_impl = impl  # the loaded implementation the plugin's `impl` fixture hands to every test
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
 
@@ -70,14 +76,42 @@ def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: st
     return args
 
 
+def _load(impl) -> SubmissionFailure | None:
+    """Import the submission once, before any test: the failure, or None when it loads."""
+    try:
+        impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
+    except SubmissionFailure as e:
+        return e
+    return None
+
+
+def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, fresh_seed, only, failure: SubmissionFailure,
+                duration_s: float) -> Report:
+    """Every test fails at once with the one reason: the submission could not be loaded."""
+    why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
+    tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
+             if not only or t.name in only]
+    return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,
+                  load_error=_plain(failure).removeprefix("load: "))
+
+
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
               golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None) -> Report:
-    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test."""
-    collector = _Collector()
+    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test.
+    A damaged golden file stops it before any test runs (harness.golden.verify)."""
+    golden = str(verify_golden(chapter, golden))
     start = time.perf_counter()
-    sink = io.StringIO()
-    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
+    impl = open_impl(chapter, submission, ref_deps, transport)
+    try:
+        failure = _load(impl)
+        if failure is not None:
+            return _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
+        collector = _Collector(impl)
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
+    finally:
+        impl.close()
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error
         if isinstance(e, OlError):
@@ -94,5 +128,4 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    return Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start,
-                  str(golden or chapter.golden), fresh_seed)
+    return Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed)

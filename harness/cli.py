@@ -24,6 +24,7 @@ from .errors import OlError, UsageError
 from .paths import REPO
 from .registry import load_chapter
 from .render import console as show
+from .golden import verify as verify_golden
 from .subjects import validate
 
 out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # wide tables in logs and CI
@@ -90,10 +91,11 @@ def start(chapter: str, workspace: Path | None, force: bool) -> None:
     ws = workspace or Path(ch.language().default_workspace)
     path, missing = write_stub(ch, ws, force)
     out.print(f"wrote {path}: every function raises NotImplementedError; its docstring is the rule.")
+    flags = "" if str(ws) == ch.language().default_workspace else f" --submission {ws}"
     if missing:
-        out.print(f"your workspace has no {', '.join(missing)} yet (earlier chapters): check with "
-                  f"`ol check {ch.chapter} --submission {ws} --ref-deps` until they exist.")
-    out.print(f"next: `ol check {ch.chapter} --submission {ws}`")
+        out.print(f"your workspace has no {', '.join(missing)} yet (earlier chapters), so take them from the reference:")
+        flags += " --ref-deps"
+    out.print(f"next: `ol check {ch.chapter}{flags}`")
 
 
 def _write_json(path: str, data) -> None:
@@ -232,6 +234,7 @@ def diff(chapter, submission, ref_deps, json_path, show_all) -> None:
     ch = load_chapter(chapter)
     submission = submission or ch.language().default_workspace
     validate(ch, submission)
+    verify_golden(ch)
     result = run_diff(ch, submission, ref_deps)
     show.diff(out, result, show_all)
     if json_path:
@@ -297,19 +300,24 @@ def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_ca
     """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel."""
     import os
 
-    from .grade import grade as run_grade, submissions_in, write_outputs
+    from .grade import check_outputs, grade as run_grade, submissions_in
 
     ch = load_chapter(chapter)
-    seed_value = None if shipped_cases else _seed(seed or "random")
+    seed_value = None if shipped_cases else (_seed(seed) if seed is not None else _seed("random"))
     n = len(submissions_in(ch, submissions_dir))
+    check_outputs(out_csv, results_dir)
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("grading", total=n)
-        result = run_grade(ch, submissions_dir, jobs or os.cpu_count() or 1, seed_value, ref_deps,
+        result = run_grade(ch, submissions_dir, jobs or os.cpu_count() or 1, seed_value, ref_deps, out_csv, results_dir,
                            on_done=lambda r: progress.advance(task))
-    write_outputs(result, out_csv, results_dir)
     show.grades(out, ch.chapter, result)
     out.print(f"wrote {out_csv}" + (f" and {results_dir}/" if results_dir else "") +
               (f"; replay with --seed {seed_value}" if seed_value is not None else ""))
+    ungraded = result["summary"]["ungraded"]
+    if ungraded:
+        err.print(f"[bold red]ol: {ungraded} of {n} submissions could not be graded[/] (their rows say ungraded, "
+                  "with the reason); fix the cause and grade them again.", markup=True)
+        raise Exit(3)
 
 
 @main.command()
@@ -351,16 +359,42 @@ def mutmut(chapter, json_path, jobs) -> None:
     raise Exit(1 if new else 0)
 
 
+@main.group()
+def config() -> None:
+    """The engine's runtime configuration (runtime.toml)."""
+
+
+@config.command("check")
+@click.argument("runtime_toml", type=click.Path(path_type=Path))
+def config_check(runtime_toml: Path) -> None:
+    """Validate RUNTIME_TOML against config/runtime.schema.json, as the engine does at startup."""
+    from .reference import pristine
+
+    config_module = pristine().module("config")
+    if not runtime_toml.is_file():
+        raise UsageError(f"no runtime file at {runtime_toml}: name an existing file (config/runtime.example.toml is a template)")
+    try:
+        cfg = config_module.load_runtime(runtime_toml)
+    except config_module.ConfigError as e:
+        err.print(f"[bold red]ol: {escape(str(runtime_toml))} is not a valid runtime file:[/] {escape(str(e))}", markup=True)
+        raise Exit(1) from None
+    spec = getattr(cfg, "speculative", None)
+    out.print(f"{runtime_toml} is valid" + (f": [engine].speculative = {spec}" if spec is not None else ""), markup=False)
+
+
 @main.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
 def selftest(ctx) -> None:
     """Run ol's own test suite (pytest over tests/ and chapters/; extra arguments go to pytest)."""
     import pytest
 
-    code = pytest.main([str(REPO / "tests"), str(REPO / "chapters"), *ctx.args])
+    code = int(pytest.main([str(REPO / "tests"), str(REPO / "chapters"), *ctx.args]))
     if code == 5:
         err.print("ol selftest: pytest collected no tests: that is a failure, not a pass")
-    raise Exit(int(code))
+    if code == 4:  # pytest's usage error: ol's bad-input code
+        err.print("ol selftest: pytest refused its arguments (see above); `ol selftest --help` lists ol's own, pytest's are pytest's")
+        code = 2
+    raise Exit(1 if code == 5 else min(code, 3))
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ class Raised(SubmissionFailure):
         self.message = data.get("message", "")
         self.spec_error = bool(data.get("spec_error"))
         self.traceback = data.get("traceback", "")
+        frames = data.get("frames")
+        self.frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
         super().__init__(self.describe())
 
     @property
@@ -58,13 +60,18 @@ class Raised(SubmissionFailure):
     def import_failed(self) -> bool:
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
+    def where(self) -> str:
+        """The innermost lines of the student's own files, as Python prints a traceback."""
+        return "".join(f"\n  {f.get('file')}, line {f.get('line')}, in {f.get('function')}" +
+                       (f"\n    {f.get('source')}" if f.get("source") else "") for f in self.frames)
+
     def describe(self) -> str:
         if self.not_implemented:
             return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
         if self.import_failed:
-            return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}. "
+            return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}{self.where()}\n"
                     "Fix the import; if an earlier chapter's module is what is missing, try --ref-deps.")
-        return f"{self.op}: your code raised {self.type}: {self.message}"
+        return f"{self.op}: your code raised {self.type}: {self.message}{self.where()}"
 
 
 class Timeout(SubmissionFailure):

@@ -3,12 +3,15 @@
 Each entry of the submissions folder (a folder, a bare chapter file, or a zip: harness.layout) is
 graded by a separate `ol check` process (its own judge) that talks to the submission's worker; a
 submission that kills its judge, hangs past the whole-check limit or crashes loses only its own
-grade. Results are kept in memory and written once every process has ended, so no submission can
-write or overwrite a results file. Grading uses fresh cases from a recorded seed: the same seed
-regrades identically.
+grade. Grading uses fresh cases from a recorded seed: the same seed regrades identically.
+
+Nothing fails quietly. Every output path is checked before anyone is graded. A submission whose
+judge gave no trustworthy report (it exited with a usage or harness error, was killed, ran out of
+time, or wrote an unreadable report) is *ungraded*, with the reason: never a 0. The CSV and each
+report are rewritten atomically as every submission finishes, so an interrupted run loses nothing.
 """
 
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 import json
 import os
 import shutil
@@ -18,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from .errors import BadSubmission, OlError
+from .errors import BadSubmission, OlError, UsageError
 from .golden import fresh_golden
 from .outcomes import Outcome
 from .paths import REPO
@@ -28,10 +31,19 @@ from .report import Report, TestResult
 WHOLE_CHECK_S = 900  # one submission's whole check; the per-test budgets already bound a normal run
 
 
-def _unjudged(chapter: Chapter, name: str, ref_deps: bool, problem: str) -> Report:
+def _ungraded(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Report:
     """The report of a submission its judge could not grade: every test an error, the reason in each."""
-    tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, problem, 0.0, t.points) for t in chapter.tests]
-    return Report(chapter.chapter, name, ref_deps, tests)
+    tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, reason, 0.0, t.points) for t in chapter.tests]
+    return Report(chapter.chapter, name, ref_deps, tests, ungraded=reason)
+
+
+def _judge_failure(code: int, stderr: str) -> str:
+    last = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
+    if code < 0:
+        return f"its judge was killed by signal {-code} before it reported (the submission may have killed it)"
+    if code == 2:
+        return f"the judge refused it as input: {last}"
+    return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path) -> tuple[Report, float]:
@@ -45,9 +57,7 @@ def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: P
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=scratch,
                            stdin=subprocess.DEVNULL, start_new_session=True)
-        problem = None if r.returncode in (0, 1) and out.is_file() else (
-            f"the judge process for this submission ended with code {r.returncode} without a report"
-            f"{' (usage error: ' + r.stderr.strip()[-300:] + ')' if r.returncode == 2 else ' (the submission may have killed it)'}")
+        problem = None if r.returncode in (0, 1) and out.is_file() else _judge_failure(r.returncode, r.stderr)
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
@@ -58,15 +68,15 @@ def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: P
         except (ValueError, OlError) as e:
             problem = f"the judge's report was unreadable ({e})"
     if report is None:
-        report = _unjudged(chapter, sub.name, ref_deps, problem)
+        report = _ungraded(chapter, sub.name, ref_deps, problem)
     report.submission = sub.name
     return report, elapsed
 
 
 def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
     """The folder's submissions: every subfolder and zip (each judge finds its layout with the one layout
-    function, harness.layout, and reports a malformed one), and every bare chapter file; other loose
-    files (a README, a roster) are not submissions."""
+    function, harness.layout, and a malformed one is ungraded with the reason), and every bare chapter
+    file; other loose files (a README, a roster) are not submissions."""
     if not submissions_dir.is_dir():
         raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
     uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
@@ -77,45 +87,86 @@ def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
     return subs
 
 
-def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, ref_deps: bool, on_done=None) -> dict:
+def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
+    """Refuse, before anyone is graded, an output path that cannot be written."""
+    if out_csv.is_dir():
+        raise UsageError(f"--out {out_csv} is a folder; name the CSV file to write, e.g. {out_csv / 'grades.csv'}")
+    for folder, what in ((out_csv.resolve().parent, f"--out {out_csv}"), (results_dir, f"--results-dir {results_dir}")):
+        if folder is None:
+            continue
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{what}: {folder} is a file, not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            probe = Path(tempfile.mkstemp(dir=folder, prefix=".ol-probe-")[1])
+            probe.unlink()
+        except OSError as e:
+            raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e}); pick a writable place") from None
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Ledger:
+    """The outputs, rewritten atomically after each submission: the CSV, and each report and the summary."""
+
+    def __init__(self, chapter: Chapter, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path | None) -> None:
+        self.chapter, self.out_csv, self.results_dir = chapter, out_csv, results_dir
+        self.result = {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
+                       "tests": [t.name for t in chapter.tests], "reports": [], "wall_s": []}
+
+    def add(self, report: Report, wall: float) -> None:
+        self.result["reports"].append(report)
+        self.result["wall_s"].append(round(wall, 2))
+        order = sorted(range(len(self.result["reports"])), key=lambda i: self.result["reports"][i].submission)
+        for key in ("reports", "wall_s"):
+            self.result[key] = [self.result[key][i] for i in order]
+        self.result["summary"] = summarize(self.chapter, self.result["reports"])
+        self._write(report, wall)
+
+    def _write(self, report: Report, wall: float) -> None:
+        from .render.csv import grades_csv
+
+        _atomic_write(self.out_csv, grades_csv(self.result))
+        if self.results_dir is not None:
+            data = {**report.to_json(), "seed": self.result["seed"], "wall_s": round(wall, 2)}
+            _atomic_write(self.results_dir / f"{report.submission}.json", json.dumps(data, indent=2) + "\n")
+            summary = {k: self.result[k] for k in ("chapter", "seed", "fresh", "ref_deps")} | {"summary": self.result["summary"]}
+            _atomic_write(self.results_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+
+def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, ref_deps: bool, out_csv: Path,
+          results_dir: Path | None = None, on_done=None) -> dict:
     subs = submissions_in(chapter, submissions_dir)
+    check_outputs(out_csv, results_dir)
+    ledger = Ledger(chapter, seed, ref_deps, out_csv, results_dir)
     scratch = Path(tempfile.mkdtemp(prefix="ol-grade-"))
-    golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
-    graded: list[tuple[Report, float]] = []
     try:
+        golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            for item in pool.map(lambda s: _judge(chapter, s, golden, ref_deps, scratch), subs):
-                graded.append(item)
+            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch) for s in subs]
+            for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
+                report, wall = f.result()
+                ledger.add(report, wall)
                 if on_done:
-                    on_done(item[0])
+                    on_done(report)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # the reports are in memory; the fresh cases go too
-    return {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
-            "tests": [t.name for t in chapter.tests], "reports": [r for r, _ in graded],
-            "wall_s": [round(w, 2) for _, w in graded], "summary": summarize(chapter, [r for r, _ in graded])}
+        shutil.rmtree(scratch, ignore_errors=True)  # the fresh cases and the judges' scratch reports go
+    return ledger.result
 
 
 def summarize(chapter: Chapter, reports: list[Report]) -> dict:
+    graded = [r for r in reports if r.ungraded is None]
     passed_by_test = {t.name: 0 for t in chapter.tests}
     pitfalls: dict[str, int] = {}
-    for r in reports:
+    for r in graded:
         for t in r.tests:
             passed_by_test[t.name] += t.outcome.passed
         for m in r.pitfall_matches[:1]:
             pitfalls[f"{m['id']}: {m['pitfall']}"] = pitfalls.get(f"{m['id']}: {m['pitfall']}", 0) + 1
-    return {"submissions": len(reports), "all_passed": sum(r.ok for r in reports),
-            "passed_by_test": passed_by_test, "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}
-
-
-def write_outputs(result: dict, out_csv: Path, results_dir: Path | None) -> None:
-    from .render.csv import grades_csv
-
-    out_csv.parent.mkdir(parents=True, exist_ok=True)
-    out_csv.write_text(grades_csv(result))
-    if results_dir is not None:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        for r, wall in zip(result["reports"], result["wall_s"]):
-            data = {**r.to_json(), "seed": result["seed"], "wall_s": wall}
-            (results_dir / f"{r.submission}.json").write_text(json.dumps(data, indent=2) + "\n")
-        summary = {k: result[k] for k in ("chapter", "seed", "fresh", "ref_deps")} | {"summary": result["summary"]}
-        (results_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return {"submissions": len(reports), "graded": len(graded), "ungraded": len(reports) - len(graded),
+            "all_passed": sum(r.ok for r in graded), "passed_by_test": passed_by_test,
+            "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}

@@ -29,6 +29,12 @@ class CallInfo:
     duration_s: float = 0.0
 
 
+def describe_call(op: str, args: dict, deadline_s: float, cap: int = 60) -> str:
+    """`op(arg=value, ...)` with each value cut to `cap` characters, and the deadline: what a timeout names."""
+    shown = ", ".join(f"{k}={(r := repr(v))[:cap]}{'...' if len(r) > cap else ''}" for k, v in args.items())
+    return f"{op}({shown}) with a deadline of {deadline_s:.3g} s"
+
+
 def no_callbacks(method: str, args: dict):
     raise ValueError(f"this call has no judge objects to call back into (asked for {method!r})")
 

@@ -28,8 +28,9 @@ def _python_worker(chapter, package_dir: Path) -> Callable[[int, int], list[str]
     lang = chapter.language("python")
 
     def argv(fd_in: int, fd_out: int) -> list[str]:
+        own = [a for f in lang.student_files for a in ("--own", f)]
         return [sys.executable, "-m", "harness.worker", "--ops", str(chapter.ops_file), "--package", lang.package,
-                "--package-dir", str(Path(package_dir).resolve()), "--in", str(fd_in), "--out", str(fd_out)]
+                "--package-dir", str(Path(package_dir).resolve()), *own, "--in", str(fd_in), "--out", str(fd_out)]
     return argv
 
 

@@ -58,6 +58,11 @@ def ref():
 
 @pytest.fixture(scope="module")
 def impl(request, chapter):
+    """The implementation under test: the one `ol check` opened and loaded (it closes it), or one opened here."""
+    given = next((p.ol_impl for p in request.config.pluginmanager.get_plugins() if getattr(p, "ol_impl", None)), None)
+    if given is not None:
+        yield given
+        return
     from .subjects import open_impl
 
     o = request.config.option

@@ -50,6 +50,8 @@ class Report:
     golden: str = ""
     fresh_seed: int | None = None  # the seed of fresh cases, when the check graded on them
     pitfall_matches: list[dict] = field(default_factory=list)  # mutants whose answers the submission's match
+    ungraded: str | None = None  # why no grade could be given (the judge failed, not the submission's answers)
+    load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
 
     @property
     def passed(self) -> int:
@@ -65,14 +67,15 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return self.passed == len(self.tests)
+        return self.ungraded is None and self.passed == len(self.tests)
 
     def to_json(self) -> dict:
         data = {"chapter": self.chapter, "submission": self.submission, "ref_deps": self.ref_deps, "golden": self.golden,
                 "fresh_seed": self.fresh_seed, "tests": [t.to_json() for t in self.tests],
                 "summary": {"passed": self.passed, "failed": len(self.tests) - self.passed, "total": len(self.tests),
                             "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
-                "pitfall_matches": list(self.pitfall_matches)}
+                "pitfall_matches": list(self.pitfall_matches), "ungraded": self.ungraded,
+                "load_error": self.load_error}
         validate(data)
         return data
 
@@ -81,7 +84,7 @@ class Report:
         validate(data)
         return cls(data["chapter"], data["submission"], data["ref_deps"], [TestResult.from_json(t) for t in data["tests"]],
                    data["summary"].get("duration_s", 0.0), data.get("golden", ""), data.get("fresh_seed"),
-                   list(data.get("pitfall_matches", [])))
+                   list(data.get("pitfall_matches", [])), data.get("ungraded"), data.get("load_error"))
 
 
 @lru_cache(maxsize=1)

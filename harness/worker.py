@@ -1,6 +1,6 @@
 """The Python worker: runs a submission's code in its own process and answers spec/protocol.md.
 
-    python -m harness.worker --ops PACK/ops.py --package-dir DIR --in FD --out FD
+    python -m harness.worker --ops PACK/ops.py --package PKG --package-dir DIR [--own FILE ...] --in FD --out FD
 
 DIR holds the submission's package; PACK/ops.py is the chapter's op table, loaded by path (the
 worker needs nothing else of the chapter). The worker talks JSON lines on the two inherited file
@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--ops", required=True)
     ap.add_argument("--package", default="tinyllm")
     ap.add_argument("--package-dir", required=True)
+    ap.add_argument("--own", action="append", default=[], help="a student's file (relative): failures show its frames")
     ap.add_argument("--in", dest="fd_in", type=int, required=True)
     ap.add_argument("--out", dest="fd_out", type=int, required=True)
     a = ap.parse_args()
@@ -57,7 +58,7 @@ def main() -> None:
             raise JudgeRefused(reply["error"].get("message", "the judge refused the call"))
         return reply.get("ok")
 
-    session = Session(a.package, call_judge, ops)
+    session = Session(a.package, call_judge, ops, a.package_dir, tuple(a.own))
     send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid()}})
     while True:
         msg = receive()

@@ -15,6 +15,7 @@ import numpy as np
 from harness.wire import floats
 
 CONTRACT_ERROR = ("infer.spec", "SpecError")  # the contract's refusal: `spec_error` in an error answer
+LOAD = ("infer.spec",)  # imported by the `load` op before any test (it imports the sampler, pool and generator)
 SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 
 

@@ -3,6 +3,7 @@
 Each function draws on the Console it is given (the CLI's); none decides an exit code.
 """
 
+from rich.markup import escape
 from rich.table import Table
 
 from ..outcomes import Outcome
@@ -13,6 +14,11 @@ STYLE = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.ERROR: "magenta", O
 
 
 def report(out, rep: Report) -> None:
+    if rep.load_error:
+        out.print("[bold red]Your submission could not be loaded[/], so no test ran:")
+        out.print(rep.load_error, markup=False)
+        out.print(f"\n[bold red]0 of {len(rep.tests)} passed[/], score 0/{rep.max_score:g}, {rep.duration_s:.1f}s")
+        return
     t = Table(title=f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}")
     for col in ("test", "kind", "outcome", "time"):
         t.add_column(col)
@@ -87,8 +93,14 @@ def grades(out, chapter: str, result: dict) -> None:
     for col in ("submission", "passed", "score", "time"):
         t.add_column(col)
     for r, wall in zip(result["reports"], result["wall_s"]):
-        t.add_row(r.submission, f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
+        if r.ungraded is not None:
+            t.add_row(r.submission, "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
+        else:
+            t.add_row(r.submission, f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
     out.print(t)
+    for r in result["reports"]:
+        if r.ungraded is not None:
+            out.print(f"[bold red]ungraded[/] {escape(r.submission)}: {escape(r.ungraded)}")
     summ = result["summary"]
     out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
     if summ["pitfalls_most_matched"]:

@@ -1,9 +1,10 @@
-"""A class's grades as CSV: one row per submission, fixed columns then one outcome per chapter test."""
+"""A class's grades as CSV: one row per submission; an ungraded one says so, with the reason, and has
+no score (never a 0 that looks like a grade)."""
 
 import csv
 import io
 
-CSV_FIXED = ["submission", "passed", "failed", "score", "max_score", "wall_s"]
+CSV_FIXED = ["submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason"]
 
 
 def grades_csv(result: dict) -> str:
@@ -11,7 +12,10 @@ def grades_csv(result: dict) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIXED + result["tests"])
     for r, wall in zip(result["reports"], result["wall_s"]):
+        if r.ungraded is not None:
+            w.writerow([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded] + ["ungraded"] * len(result["tests"]))
+            continue
         outcomes = {t.name: t.outcome.value for t in r.tests}
-        w.writerow([r.submission, r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall] +
+        w.writerow([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, ""] +
                    [outcomes.get(n, "missing") for n in result["tests"]])
     return buf.getvalue()

@@ -21,4 +21,6 @@ def results_json(rep: Report) -> dict:
                       "status": "passed" if t.outcome.passed else "failed", "output": "\n".join(lines)[:OUTPUT_CAP],
                       "visibility": "visible"})
     head = f"{rep.passed} of {len(rep.tests)} tests passed" + (" (fresh cases)" if rep.fresh_seed is not None else "")
+    if rep.load_error:
+        head = f"Your submission could not be loaded, so no test ran:\n{rep.load_error}"
     return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), "visibility": "visible", "tests": tests}

@@ -7,6 +7,7 @@ process for trusted code, in the worker process for a submission. Objects that l
 """
 
 import importlib
+import os
 import traceback
 from typing import Callable
 
@@ -14,12 +15,18 @@ PROTOCOL_VERSION = 1
 TRACEBACK_CAP = 4000  # characters of a traceback sent back: the student's own frames are at the end
 
 
+FRAMES_SHOWN = 3  # the innermost frames of the student's own files a failure shows
+
+
 class Session:
-    def __init__(self, package: str, call_judge: Callable[[str, dict], object], ops) -> None:
+    def __init__(self, package: str, call_judge: Callable[[str, dict], object], ops, package_dir: str | None = None,
+                 own_files: tuple[str, ...] = ()) -> None:
         self.package = package  # "tinyllm" in the worker; an alias such as "ol_mutant_s06" in-process
         self.call_judge = call_judge
-        self.ops = ops  # the chapter's ops module: OPS and CONTRACT_ERROR
+        self.ops = ops  # the chapter's ops module: OPS, CONTRACT_ERROR and LOAD
         self.handles: dict[object, object] = {}
+        self.package_dir = os.path.realpath(package_dir) if package_dir else None  # where the submission's files are
+        self.own_files = own_files  # the student's own files, relative to package_dir: the frames a failure shows
 
     def module(self, name: str):
         return importlib.import_module(f"{self.package}.{name}")
@@ -36,7 +43,13 @@ class Session:
         return obj
 
     def dispatch(self, op: str, args: dict):
-        """Run one operation; raises whatever the implementation raised (the transport makes it data)."""
+        """Run one operation; raises whatever the implementation raised (the transport makes it data).
+        `load` (every chapter's) imports the chapter's own modules, so a submission that cannot be imported
+        says so once, before any test."""
+        if op == "load":
+            for name in getattr(self.ops, "LOAD", ()):
+                self.module(name)
+            return None
         fn = self.ops.OPS.get(op)
         if fn is None:
             raise KeyError(f"unknown operation {op!r}; the protocol has {sorted(self.ops.OPS)}")
@@ -51,7 +64,25 @@ class Session:
             return False
 
     def error_data(self, e: BaseException) -> dict:
-        """An exception as plain data: type, message, whether it is the contract error, a short traceback."""
+        """An exception as plain data: type, message, whether it is the contract error, a short traceback,
+        and the innermost frames in the student's own files (file relative to the submission, line, source)."""
         tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
         return {"type": type(e).__name__, "message": str(e), "spec_error": self.is_contract_error(e),
-                "traceback": tb[-TRACEBACK_CAP:]}
+                "traceback": tb[-TRACEBACK_CAP:], "frames": self.own_frames(e)}
+
+    def own_frames(self, e: BaseException) -> list[dict]:
+        if self.package_dir is None:
+            return []
+        frames = list(traceback.extract_tb(e.__traceback__))
+        if isinstance(e, SyntaxError) and e.filename:  # the line that does not parse is no frame of the stack
+            frames.append(traceback.FrameSummary(e.filename, e.lineno or 0, "<module>", line=(e.text or "").strip()))
+        out = []
+        for f in frames:
+            path = os.path.realpath(f.filename)
+            if not path.startswith(self.package_dir + os.sep):
+                continue
+            rel = os.path.relpath(path, self.package_dir)
+            if self.own_files and rel not in self.own_files:
+                continue
+            out.append({"file": rel, "line": f.lineno, "function": f.name, "source": (f.line or "").strip()})
+        return out[-FRAMES_SHOWN:]

@@ -20,7 +20,7 @@ import time
 from typing import Callable
 
 from ..errors import Crashed, Raised, Timeout
-from ..impl import CallInfo
+from ..impl import CallInfo, describe_call
 from ..paths import REPO
 from ..wire import dumps, loads
 
@@ -87,7 +87,7 @@ class WorkerTransport:
         os.close(from_worker_w)
         self._buf = b""
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
-        hello = self._read(time.monotonic() + STARTUP_S, "startup")
+        hello = self._read(time.monotonic() + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
         if "hello" not in hello:
             self._fail(Crashed(f"the worker did not start: expected a hello, got {str(hello)[:200]}"))
 
@@ -130,11 +130,11 @@ class WorkerTransport:
         raise error
 
     # ---- messages ---------------------------------------------------------------------------------
-    def _read(self, deadline: float, op: str) -> dict:
+    def _read(self, deadline: float, op: str, call: str = "") -> dict:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._fail(Timeout(f"{op}: no answer within the deadline; the worker was stopped"))
+                self._fail(Timeout(f"{call or op}: no answer within the deadline; the worker was stopped"))
             ready, _, _ = select.select([self._from_worker], [], [], left)
             if not ready:
                 continue
@@ -168,15 +168,15 @@ class WorkerTransport:
         try:
             if self.proc is None:
                 self._start()
-            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s)
+            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s, describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
 
-    def _exchange(self, op: str, args: dict, callbacks, deadline: float):
+    def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str):
         self._send({"id": 0, "op": op, "args": args}, op)
         while True:
-            msg = self._read(deadline, op)
+            msg = self._read(deadline, op, call)
             if "call" in msg:  # a callback: the judge answers it, then keeps waiting
                 try:
                     reply = {"id": msg.get("id"), "ok": callbacks(msg["call"], msg.get("args") or {})}

@@ -16,17 +16,22 @@ SCHEMA = json.loads((REPO / "harness" / "schemas" / "check_report.schema.json").
 DIFFERENTIAL = {"prompt_lookup_matches_python_l8_6", "verify_matches_python_l8_6"}
 
 
-def grade(out: Path, submissions: Path, *extra) -> subprocess.CompletedProcess:
+def grade(out: Path, submissions: Path, *extra, cwd: Path = REPO) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(submissions), "--jobs", "2",
                            "--out", str(out / "grades.csv"), "--results-dir", str(out / "results"), *extra],
-                          capture_output=True, text=True, timeout=900, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+                          capture_output=True, text=True, timeout=900, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+FIXED = {"submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason"}
+
+
+def rows(out: Path) -> dict[str, dict[str, str]]:
+    with open(out / "grades.csv") as f:
+        return {r["submission"]: r for r in csv.DictReader(f)}
 
 
 def outcomes(out: Path) -> dict[str, dict[str, str]]:
-    with open(out / "grades.csv") as f:
-        rows = list(csv.DictReader(f))
-    fixed = {"submission", "passed", "failed", "score", "max_score", "wall_s"}
-    return {r["submission"]: {k: v for k, v in r.items() if k not in fixed} for r in rows}
+    return {name: {k: v for k, v in r.items() if k not in FIXED} for name, r in rows(out).items()}
 
 
 def test_grading_the_examples_twice_with_one_seed(tmp_path):
@@ -42,6 +47,7 @@ def test_grading_the_examples_twice_with_one_seed(tmp_path):
         got = runs[0][name]
         failing = {t: o for t, o in got.items() if o != "pass"}
         assert failing == want["must_fail"], f"{name}: {failing} != {want['must_fail']}"
+    assert all(r["status"] == "graded" for r in rows(tmp_path / "run1").values())
     for report in (tmp_path / "run1" / "results").glob("*.json"):
         data = json.loads(report.read_text())
         if report.name != "summary.json":
@@ -107,3 +113,48 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     fresh = outcomes(tmp_path / "fresh")["cheater"]
     assert all(fresh[t] == "fail" for t in DIFFERENTIAL), f"fresh cases must expose them: {fresh}"
+
+
+def test_the_readme_grade_command_works_from_another_folder_with_relative_paths(tmp_path):
+    """`ol grade L10.8 examples/submissions --ref-deps ...` as a member of staff types it, from the project root
+    and from elsewhere: every sample gets the grade expected.json states (no silent 0/16)."""
+    expected = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for cwd, out in ((REPO, tmp_path / "from-root"), (elsewhere, Path("out"))):
+        rel = Path(os.path.relpath(EXAMPLES, cwd))
+        r = grade(out, rel, "--seed", "4242", "--ref-deps", cwd=cwd)
+        assert r.returncode == 0, r.stderr[-3000:]
+        got = rows(cwd / out)
+        for name, want in expected.items():
+            failing = {t: o for t, o in got[name].items() if t not in FIXED and o != "pass"}
+            assert failing == want["must_fail"], f"{name} graded from {cwd}: {failing} != {want['must_fail']}"
+
+
+def test_a_submission_its_judge_cannot_grade_is_ungraded_never_zero(tmp_path):
+    klass = tmp_path / "class"
+    (klass / "empty").mkdir(parents=True)  # not a submission at all: the judge refuses it as input
+    good = klass / "good"
+    (good / "tinyllm" / "infer").mkdir(parents=True)
+    (good / "tinyllm" / "infer" / "spec.py").write_text((REPO / "reference" / "tinyllm" / "infer" / "spec.py").read_text())
+    r = grade(tmp_path / "out", klass, "--ref-deps", "--seed", "1")
+    assert r.returncode == 3 and "1 of 2 submissions could not be graded" in r.stderr, r.stdout + r.stderr
+    got = rows(tmp_path / "out")
+    assert got["empty"]["status"] == "ungraded" and got["empty"]["score"] == "", got["empty"]
+    assert "not a submission of L10.8" in got["empty"]["reason"], got["empty"]["reason"]
+    assert got["good"]["status"] == "graded" and got["good"]["passed"] == got["good"]["max_score"].split(".")[0], got["good"]
+    report = json.loads((tmp_path / "out" / "results" / "empty.json").read_text())
+    jsonschema.validate(report, SCHEMA)
+    assert report["ungraded"] and "ungraded" in r.stdout
+
+
+def test_bad_outputs_are_refused_before_anyone_is_graded(tmp_path):
+    (tmp_path / "a-folder").mkdir()
+    (tmp_path / "a-file").write_text("")
+    for extra, words in ((("--out", tmp_path / "a-folder"), "is a folder"),
+                         (("--results-dir", tmp_path / "a-file"), "is a file, not a folder"),
+                         (("--jobs", "0"), "--jobs")):
+        r = subprocess.run([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(EXAMPLES), *map(str, extra)],
+                           capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+        assert not (tmp_path / "grades.csv").exists(), "nothing may be graded before the outputs are known good"

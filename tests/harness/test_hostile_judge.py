@@ -163,7 +163,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
     report, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch)
     assert report.passed == 0 and report.score == 0, report.to_json()["summary"]
     assert "forged" not in report.to_json() and all(t.outcome == "error" for t in report.tests)
-    assert "killed" in report.tests[0].message, report.tests[0].message
+    assert "killed" in report.tests[0].message and report.ungraded, report.tests[0].message
 
 
 def _cmdline_has(proc: Path, text: str) -> bool:

@@ -48,6 +48,7 @@ TOY = {
     """,
     "ops.py": """
         CONTRACT_ERROR = ("core", "ToyError")
+        LOAD = ("core",)
 
         def op_double(s, a):
             return int(s.module("core").double(a["x"]))
