@@ -18,7 +18,13 @@ the same simulation with the real rule is checked against the measured counts), 
 goes: the target's forward vs everything else (drafting, verification), and the forward's cost per
 number of fed tokens.
 
-Run: python3 bench/spec_speedup.py [--repeats 9] [--out bench/out/spec_speedup.json]
+The code measured is the judge's pristine reference (harness.reference.pristine): its spec.py,
+RunnerTarget, sampler and model, on the chapter's tiny llama (chapter.data["model"]). The bench
+fails (exit 1) when a configuration's tokens differ from greedy's or the replayed draft counts
+differ from the measured ones.
+
+Run: python3 bench/spec_speedup.py [--repeats 9] [--instances 3] [--out bench/out/spec_speedup.json]
+     [--quick]   (smoke run: one repeat of one instance per workload, every configuration; seconds)
 """
 
 import os
@@ -40,18 +46,30 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "reference"))
-from tinyllm.infer import spec  # noqa: E402
-from tinyllm.infer.runner_target import RunnerTarget  # noqa: E402
-from tinyllm.infer.sampling import SamplingParams  # noqa: E402
-from tinyllm.model import PagedRunner, load_llama, make_pool  # noqa: E402
+sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
+from harness.reference import pristine  # noqa: E402
+from harness.registry import load_chapter  # noqa: E402
 
-SEED = 1234
-BOS = 0
-BLOCK_TOKENS = 16
+CHAPTER = "L10.8"  # whose pack names the tiny llama (data.model)
+REF = pristine()  # the judge's pristine reference: the spec.py, runner target and model measured here
+spec = REF.module("infer.spec")
+RunnerTarget = REF.module("infer.runner_target").RunnerTarget
+SamplingParams = REF.module("infer.sampling").SamplingParams
+llama = REF.module("model")
+
+SEED = 1234  # the workloads' generator and the forward-cost ids: the same prompts every run
+BOS = 0  # the tiny llama's beginning of sequence (oracle/make_tiny_llama.py)
+BLOCK_TOKENS = 16  # KV block size of the pool, a typical engine setting
+POOL_BLOCKS = 64  # enough blocks for the longest prompt plus its answer (about 300 positions)
 INSTANCES = 3  # prompts per workload, drawn in turn from one generator; figures are sums over them
-CONFIGS = [("none", 1)] + [(d, k) for d in ("prompt_lookup", "ngram") for k in (2, 4, 8)]
-GOAL = {"calls_ratio": 2.5, "speedup": 1.8, "control_speedup": 0.95}
+REPEATS = 9  # runs per configuration; the median wall time is reported
+CONFIGS = [("none", 1)] + [(d, k) for d in ("prompt_lookup", "ngram") for k in (2, 4, 8)]  # no draft, then both drafts at small to large k
+GOAL = {"calls_ratio": 2.5, "speedup": 1.8, "control_speedup": 0.95}  # the chapter's speed-up targets for prompt lookup k 4
+FORWARD_CONTEXT = 200  # cached positions before the timed extend: a mid-answer request
+FORWARD_SIZES = (1, 3, 5, 9)  # fed tokens: one (no draft) and 1 + k for k 2, 4, 8
+FORWARD_REPEATS = 30  # timed extends per size; the median is reported
+QUICK = {"repeats": 1, "instances": 1, "forward_repeats": 3}  # the smallest real run: seconds
+LOG_WIDTH = 160  # the table's width when printed to a log or a pipe: wide enough that no cell is cut
 
 
 # ---- workloads ----------------------------------------------------------------------------------
@@ -105,6 +123,12 @@ def control(rng):
 
 _LANGUAGE = _training_language()
 WORKLOADS = {"quote": quote, "code_edit": code_edit, "json_echo": json_echo, "control": control}
+
+
+def build_workloads(instances: int) -> dict[str, list[tuple[list[int], int]]]:
+    """Every workload's (prompt, max_new) instances, drawn in turn from one generator."""
+    rng = np.random.default_rng(SEED)
+    return {name: [make(rng) for _ in range(instances)] for name, make in WORKLOADS.items()}
 
 
 # ---- drafts simulated on a fixed greedy output --------------------------------------------------
@@ -164,7 +188,7 @@ class TimedTarget:
 
 
 def run_once(model, pool, prompt, max_new, draft, k):
-    target = TimedTarget(RunnerTarget(PagedRunner(model, pool), pool))
+    target = TimedTarget(RunnerTarget(llama.PagedRunner(model, pool), pool))
     t0 = time.perf_counter()
     g = spec.generate(target, spec.SpecConfig.parse(draft, k), prompt, SamplingParams(), seed=0, max_new=max_new, eos=[])
     wall = time.perf_counter() - t0
@@ -172,103 +196,187 @@ def run_once(model, pool, prompt, max_new, draft, k):
     return g, wall, target.seconds, target.first
 
 
-def forward_cost(model, pool, context=200, sizes=(1, 3, 5, 9), repeats=30):
-    """Median seconds of one RunnerTarget.extend of n tokens after `context` cached positions."""
+def forward_cost(model, pool, repeats=FORWARD_REPEATS):
+    """Median seconds of one RunnerTarget.extend of n tokens after FORWARD_CONTEXT cached positions."""
     rng = np.random.default_rng(SEED)
     out = {}
-    for n in sizes:
-        target = RunnerTarget(PagedRunner(model, pool), pool)
-        target.extend(words(rng, context))
+    for n in FORWARD_SIZES:
+        target = RunnerTarget(llama.PagedRunner(model, pool), pool)
+        target.extend(words(rng, FORWARD_CONTEXT))
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             target.extend(words(rng, n))
             times.append(time.perf_counter() - t0)
-            target.truncate(context)
+            target.truncate(FORWARD_CONTEXT)
         target.release_all()
         out[n] = statistics.median(times)
     return out
 
 
-def measure(model, pool, instances, draft, k, repeats):
-    """Side-by-side figures of one configuration over a workload's instances: per repeat the sums
-    over instances (wall, model, prefill seconds); the medians over repeats are returned."""
-    sums = []
+def measure(model, pool, instances, draft, k):
+    """One run of a configuration over a workload's instances: (runs, wall, model and prefill seconds
+    summed over the instances)."""
+    runs = [run_once(model, pool, prompt, max_new, draft, k) for prompt, max_new in instances]
+    return (runs, *(sum(r[i] for r in runs) for i in (1, 2, 3)))
+
+
+def sample_configs(model, pool, instances, repeats):
+    """Every configuration's runs, `repeats` each, interleaved so drift in machine speed hits every
+    configuration alike."""
+    samples = {cfg: [] for cfg in CONFIGS}
     for _ in range(repeats):
-        runs = [run_once(model, pool, prompt, max_new, draft, k) for prompt, max_new in instances]
-        sums.append((runs, *(sum(r[i] for r in runs) for i in (1, 2, 3))))
-    return sums
+        for cfg in CONFIGS:
+            samples[cfg].append(measure(model, pool, instances, *cfg))
+    return samples
+
+
+def drafting_seconds(instances, gens, draft, k, repeats):
+    """Median seconds of the drafting alone (the same rounds replayed), and problems: the replay's
+    counts must equal what the generation measured."""
+    cfg = spec.SpecConfig.parse(draft, k)
+    clocks, problems = [], []
+    for _ in range(repeats):
+        clocks.append([0.0])
+        for (prompt, max_new), g in zip(instances, gens):
+            sim = simulate(prompt, g.tokens, max_new, k, lambda ctx, kk: spec.propose(cfg, ctx, kk), clocks[-1])
+            measured = (g.stats.target_calls, g.stats.drafted, g.stats.accepted)
+            if sim != measured:
+                problems.append(f"{draft} k={k}: replayed rounds {sim} differ from the measured {measured}")
+    return statistics.median(c[0] for c in clocks), problems
+
+
+def first_occurrence(instances, gens, k) -> dict:
+    """What prompt lookup with the first earlier occurrence would accept on the same greedy output."""
+    first = [simulate(p, g.tokens, m, k, prompt_lookup_first) for (p, m), g in zip(instances, gens)]
+    calls, drafted, accepted = (sum(x[i] for x in first) for i in range(3))
+    return {"first_occurrence_accept_rate": round(accepted / drafted, 4) if drafted else 0.0,
+            "first_occurrence_target_calls": calls}
+
+
+def config_row(name, instances, cfg, reps, base, repeats) -> tuple[dict, list[str]]:
+    """The figures of one configuration on one workload beside the no-draft baseline, and problems."""
+    draft, k = cfg
+    gens = [g for g, *_ in reps[0][0]]
+    base_tokens = [g.tokens for g, *_ in base[0][0]]
+    problems = [f"{name} {draft} k={k}: speculative output differs from greedy"
+                for runs, *_ in reps if [g.tokens for g, *_ in runs] != base_tokens][:1]
+    base_calls = sum(g.stats.target_calls for g, *_ in base[0][0])
+    base_wall = statistics.median(s[1] for s in base)
+    base_decode = statistics.median(s[1] - s[3] for s in base)
+    wall = statistics.median(r[1] for r in reps)
+    model_s = statistics.median(r[2] for r in reps)
+    decode_s = statistics.median(r[1] - r[3] for r in reps)
+    calls = sum(g.stats.target_calls for g in gens)
+    drafted = sum(g.stats.drafted for g in gens)
+    accepted = sum(g.stats.accepted for g in gens)
+    new = sum(len(g.tokens) for g in gens)
+    draft_s, replay_problems = drafting_seconds(instances, gens, draft, k, repeats)
+    row = {"workload": name, "draft": draft, "k": k, "instances": len(instances),
+           "prompt_tokens": sum(len(p) for p, _ in instances), "new_tokens": new,
+           "target_calls": calls, "drafted": drafted, "accepted": accepted,
+           "accept_rate": round(accepted / drafted, 4) if drafted else 0.0,
+           "calls_ratio": round(base_calls / calls, 3),
+           "tokens_per_s": round(new / wall, 1), "speedup": round(base_wall / wall, 3),
+           "decode_tokens_per_s": round(new / decode_s, 1), "decode_speedup": round(base_decode / decode_s, 3),
+           "wall_s": round(wall, 5), "prefill_s": round(wall - decode_s, 5), "model_s": round(model_s, 5),
+           "draft_s": round(draft_s, 5), "model_share": round(model_s / wall, 3),
+           "draft_share": round(draft_s / wall, 3), "verify_loop_share": round(1 - (model_s + draft_s) / wall, 3)}
+    if draft == "prompt_lookup":
+        row.update(first_occurrence(instances, gens, k))
+    return row, problems + [f"{name} {p}" for p in replay_problems]
+
+
+def workload_rows(model, pool, name, instances, repeats) -> tuple[list[dict], list[str]]:
+    samples = sample_configs(model, pool, instances, repeats)
+    rows, problems = [], []
+    for cfg, reps in samples.items():
+        row, found = config_row(name, instances, cfg, reps, samples[("none", 1)], repeats)
+        rows.append(row)
+        problems += found
+    return rows, problems
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description="speculative decoding speed on the tiny llama")
+    ap.add_argument("--repeats", type=int, default=REPEATS, help=f"runs per configuration (default {REPEATS})")
+    ap.add_argument("--instances", type=int, default=INSTANCES, help=f"prompts per workload (default {INSTANCES})")
+    ap.add_argument("--model", type=Path, default=None, help="the model folder (default: the chapter's tiny llama)")
+    ap.add_argument("--out", type=Path, default=None, help="the JSON of figures (default bench/out/spec_speedup.json; .quick.json with --quick)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
+    a = ap.parse_args()
+    a.forward_repeats = FORWARD_REPEATS
+    if a.quick:
+        for k, v in QUICK.items():
+            setattr(a, k, v)
+    if a.repeats < 1 or a.instances < 1:
+        ap.error("--repeats and --instances must be >= 1")
+    a.model = a.model or load_chapter(CHAPTER).data["model"]
+    a.out = a.out or REPO / "bench/out" / f"spec_speedup{'.quick' if a.quick else ''}.json"
+    return a
 
 
 def main():
-    ap = argparse.ArgumentParser(description="speculative decoding speed on the tiny llama")
-    ap.add_argument("--repeats", type=int, default=9)
-    ap.add_argument("--instances", type=int, default=INSTANCES, help="prompts per workload")
-    ap.add_argument("--model", type=Path, default=REPO / "fixtures/models/tiny-llama")
-    ap.add_argument("--out", type=Path, default=REPO / "bench/out/spec_speedup.json")
-    args = ap.parse_args()
-    model = load_llama(args.model)
-    pool = make_pool(model, 64, BLOCK_TOKENS)
-    rng = np.random.default_rng(SEED)
-    built = {name: [make(rng) for _ in range(args.instances)] for name, make in WORKLOADS.items()}
-    measure(model, pool, built["control"], "none", 1, 1)  # warm up
-    rows = []
+    args = parse_args()
+    model = llama.load_llama(args.model)
+    pool = llama.make_pool(model, POOL_BLOCKS, BLOCK_TOKENS)
+    built = build_workloads(args.instances)
+    measure(model, pool, built["control"], "none", 1)  # warm up
+    rows, problems = [], []
     for name, instances in built.items():
-        samples = {cfg: [] for cfg in CONFIGS}
-        for _ in range(args.repeats):
-            for cfg in CONFIGS:  # interleaved, so drift in machine speed hits every configuration alike
-                samples[cfg] += measure(model, pool, instances, *cfg, 1)
-        base = samples[("none", 1)]
-        base_tokens = [g.tokens for g, *_ in base[0][0]]
-        base_calls = sum(g.stats.target_calls for g, *_ in base[0][0])
-        base_wall = statistics.median(s[1] for s in base)
-        base_decode = statistics.median(s[1] - s[3] for s in base)
-        for (draft, k), reps in samples.items():
-            gens = [g for g, *_ in reps[0][0]]
-            for runs, *_ in reps:
-                if [g.tokens for g, *_ in runs] != base_tokens:
-                    raise SystemExit(f"{name} {draft} k={k}: speculative output differs from greedy")
-            wall = statistics.median(r[1] for r in reps)
-            model_s = statistics.median(r[2] for r in reps)
-            decode_s = statistics.median(r[1] - r[3] for r in reps)
-            calls = sum(g.stats.target_calls for g in gens)
-            drafted = sum(g.stats.drafted for g in gens)
-            accepted = sum(g.stats.accepted for g in gens)
-            new = sum(len(g.tokens) for g in gens)
-            cfg = spec.SpecConfig.parse(draft, k)
-            clocks = []
-            for _ in range(args.repeats):  # replay the same rounds to time the drafting alone
-                clocks.append([0.0])
-                for (prompt, max_new), g in zip(instances, gens):
-                    sim = simulate(prompt, g.tokens, max_new, k, lambda ctx, kk: spec.propose(cfg, ctx, kk), clocks[-1])
-                    assert sim == (g.stats.target_calls, g.stats.drafted, g.stats.accepted), (name, draft, k, sim)
-            draft_s = statistics.median(c[0] for c in clocks)
-            row = {"workload": name, "draft": draft, "k": k, "instances": len(instances),
-                   "prompt_tokens": sum(len(p) for p, _ in instances), "new_tokens": new,
-                   "target_calls": calls, "drafted": drafted, "accepted": accepted,
-                   "accept_rate": round(accepted / drafted, 4) if drafted else 0.0,
-                   "calls_ratio": round(base_calls / calls, 3),
-                   "tokens_per_s": round(new / wall, 1), "speedup": round(base_wall / wall, 3),
-                   "decode_tokens_per_s": round(new / decode_s, 1), "decode_speedup": round(base_decode / decode_s, 3),
-                   "wall_s": round(wall, 5), "prefill_s": round(wall - decode_s, 5), "model_s": round(model_s, 5),
-                   "draft_s": round(draft_s, 5), "model_share": round(model_s / wall, 3),
-                   "draft_share": round(draft_s / wall, 3), "verify_loop_share": round(1 - (model_s + draft_s) / wall, 3)}
-            if draft == "prompt_lookup":
-                first = [simulate(p, g.tokens, m, k, prompt_lookup_first) for (p, m), g in zip(instances, gens)]
-                f_calls, f_drafted, f_accepted = (sum(x[i] for x in first) for i in range(3))
-                row.update(first_occurrence_accept_rate=round(f_accepted / f_drafted, 4) if f_drafted else 0.0,
-                           first_occurrence_target_calls=f_calls)
-            rows.append(row)
-    costs = forward_cost(model, pool)
+        found_rows, found = workload_rows(model, pool, name, instances, args.repeats)
+        rows += found_rows
+        problems += found
+    costs = forward_cost(model, pool, args.forward_repeats)
     report(rows, costs)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({
         "model": str(args.model.relative_to(REPO) if args.model.is_relative_to(REPO) else args.model),
-        "seed": SEED, "repeats": args.repeats, "instances": args.instances, "block_tokens": BLOCK_TOKENS,
+        "seed": SEED, "repeats": args.repeats, "instances": args.instances, "block_tokens": BLOCK_TOKENS, "quick": args.quick,
         "python": platform.python_version(), "numpy": np.__version__, "machine": platform.machine(), "goal": GOAL,
         "workloads": {n: [{"prompt": p, "max_new": m} for p, m in inst] for n, inst in built.items()}, "rows": rows,
+        "problems": problems,
         "extend_seconds_by_tokens_at_200_cached": {str(n): round(s, 6) for n, s in costs.items()}}, indent=1) + "\n")
     print(f"figures written to {args.out}")
+    for p in problems:
+        print(f"BROKEN: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def print_table(heads, table):
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(heads)]
+        print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
+        for line in table:
+            print("  ".join(v.ljust(w) for v, w in zip(line, widths)))
+        return
+    t = Table(title="speculative decoding, tiny llama, greedy")
+    for h in heads:
+        t.add_column(h, justify="left" if h in ("workload", "draft") else "right")
+    for line in table:
+        t.add_row(*line)
+    Console(width=None if sys.stdout.isatty() else LOG_WIDTH).print(t)
+
+
+def goal_line(r) -> str | None:
+    """The goal verdict of a prompt lookup k 4 row, or None when the row has no goal."""
+    if r["draft"] != "prompt_lookup" or r["k"] != 4:
+        return None
+    if r["workload"] in ("quote", "code_edit"):
+        ok = r["calls_ratio"] >= GOAL["calls_ratio"] and r["speedup"] >= GOAL["speedup"]
+        want = f">= {GOAL['calls_ratio']}x fewer calls, >= {GOAL['speedup']}x tokens/s"
+    elif r["workload"] == "control":
+        ok, want = r["speedup"] >= GOAL["control_speedup"], f">= {GOAL['control_speedup']}x tokens/s"
+    else:
+        return None
+    return (f"goal {r['workload']} prompt_lookup k=4 ({want}): calls {r['calls_ratio']}x, "
+            f"tokens/s {r['speedup']}x end to end ({r['decode_speedup']}x excluding the prompt's forward) "
+            f"-> {'met' if ok else 'SHORT'} end to end")
 
 
 def report(rows, costs):
@@ -278,35 +386,13 @@ def report(rows, costs):
              "draft %", "verify %", "accept 1st occ."]
     shares = ("model_share", "draft_share", "verify_loop_share")
     cell = lambda r, c: "" if c not in r else f"{100 * r[c]:.0f}" if c in shares else str(r[c])
-    table = [[cell(r, c) for c in cols] for r in rows]
-    try:
-        from rich.console import Console
-        from rich.table import Table
-        t = Table(title="speculative decoding, tiny llama, greedy")
-        for h in heads:
-            t.add_column(h, justify="left" if h in ("workload", "draft") else "right")
-        for line in table:
-            t.add_row(*line)
-        Console().print(t)
-    except ImportError:
-        widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(heads)]
-        print("  ".join(h.ljust(w) for h, w in zip(heads, widths)))
-        for line in table:
-            print("  ".join(v.ljust(w) for v, w in zip(line, widths)))
+    print_table(heads, [[cell(r, c) for c in cols] for r in rows])
     print("extend cost at 200 cached positions: " + ", ".join(f"{n} tokens {1e3 * s:.2f} ms" for n, s in costs.items()))
     for r in rows:
-        if r["draft"] == "prompt_lookup" and r["k"] == 4:
-            if r["workload"] in ("quote", "code_edit"):
-                ok = r["calls_ratio"] >= GOAL["calls_ratio"] and r["speedup"] >= GOAL["speedup"]
-                want = f">= {GOAL['calls_ratio']}x fewer calls, >= {GOAL['speedup']}x tokens/s"
-            elif r["workload"] == "control":
-                ok, want = r["speedup"] >= GOAL["control_speedup"], f">= {GOAL['control_speedup']}x tokens/s"
-            else:
-                continue
-            print(f"goal {r['workload']} prompt_lookup k=4 ({want}): calls {r['calls_ratio']}x, "
-                  f"tokens/s {r['speedup']}x end to end ({r['decode_speedup']}x excluding the prompt's forward) "
-                  f"-> {'met' if ok else 'SHORT'} end to end")
+        line = goal_line(r)
+        if line:
+            print(line)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
