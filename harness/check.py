@@ -7,12 +7,15 @@ worded for a student and, for a test that did not pass, the chapter's known pitf
 
 import contextlib
 import io
+import json
 import time
+from pathlib import Path
 
 import pytest
 
 from .errors import OlError, SubmissionFailure
 from .golden import verify as verify_golden
+from .hints import pitfall_matches
 from .outcomes import Outcome
 from .pytest_plugin import classify
 from .registry import Chapter
@@ -112,6 +115,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
             code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
     finally:
         impl.close()
+    answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error
         if isinstance(e, OlError):
@@ -128,4 +132,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    return Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed)
+    rep = Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed)
+    if not rep.ok and chapter.mutants:
+        rep.pitfall_matches = pitfall_matches(chapter, json.loads(Path(golden).read_text()), answers)
+    return rep

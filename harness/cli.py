@@ -151,9 +151,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         out.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
     rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed)
     show.report(out, rep)
-    if not rep.ok and submission != "reference" and ch.mutants and ch.modules["cases"]:
-        rep.pitfall_matches = _pitfall_matches(ch, submission, ref_deps, transport, golden)
-        show.hints(out, rep)
+    show.hints(out, rep)
     _write_outputs(rep, json_path, junit, gradescope)
     raise Exit(0 if rep.ok else 1)
 
@@ -172,7 +170,7 @@ def _write_outputs(rep, json_path, junit, gradescope) -> None:
         _write_json(gradescope, results_json(rep))
 
 
-def _seed(text: str) -> int:
+def _seed(text: str, option: str = "--fresh") -> int:
     import secrets
 
     if text == "random":
@@ -180,22 +178,10 @@ def _seed(text: str) -> int:
     try:
         seed = int(text, 0)
     except ValueError:
-        raise UsageError(f"--fresh takes an integer seed, got {text!r}") from None
+        raise UsageError(f"{option} takes an integer seed, got {text!r}") from None
     if not 0 <= seed < 2**64:
-        raise UsageError(f"--fresh seed must be a 64-bit unsigned integer, got {seed}")
+        raise UsageError(f"{option} must be a 64-bit unsigned integer, got {seed}")
     return seed
-
-
-def _pitfall_matches(ch, submission: str, ref_deps: bool, transport: str, golden: str | None = None) -> list[dict]:
-    """Compare the submission's golden answers with each mutant's, where the mutant shows."""
-    from .mutants import golden_of, match_pitfalls
-    from .subjects import open_impl
-
-    impl = open_impl(ch, submission, ref_deps, transport)
-    try:
-        return match_pitfalls(ch, impl, golden_of(ch, golden))
-    finally:
-        impl.close()
 
 
 def _demo(ch) -> None:
@@ -213,9 +199,7 @@ def _demo(ch) -> None:
                   f"(its bug: {ch.demo.name}):\n")
         bad = run_check(ch, str(ch.demo), ref_deps=True)  # the sample holds only its chapter file
         show.report(out, bad)
-        if ch.mutants and ch.modules["cases"] and not bad.ok:
-            bad.pitfall_matches = _pitfall_matches(ch, str(ch.demo), True, "auto")
-            show.hints(out, bad)
+        show.hints(out, bad)
         ok = ok and not bad.ok
     out.print("\n[bold]demo:[/] the reference passes and the sample's bug is caught." if ok else "\n[bold red]demo: unexpected outcome[/]")
     raise Exit(0 if ok else 1)
@@ -303,7 +287,7 @@ def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_ca
     from .grade import check_outputs, grade as run_grade, submissions_in
 
     ch = load_chapter(chapter)
-    seed_value = None if shipped_cases else (_seed(seed) if seed is not None else _seed("random"))
+    seed_value = None if shipped_cases else _seed("random" if seed is None else seed, "--seed")
     n = len(submissions_in(ch, submissions_dir))
     check_outputs(out_csv, results_dir)
     with Progress(console=err, transient=True) as progress:
@@ -322,14 +306,24 @@ def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_ca
 
 @main.command()
 @click.argument("chapter")
-@click.option("--out", "out_zip", default="autograder.zip", type=click.Path(path_type=Path))
-def gradescope(chapter, out_zip) -> None:
-    """Build a Gradescope autograder bundle (setup.sh, run_autograder and the harness at its root)."""
-    from .gradescope import build_bundle
+@click.option("--out", "out_zip", default="autograder.zip", type=click.Path(path_type=Path), help="the bundle to write")
+@click.option("--seed", default=None, help="the fresh cases' seed, fixed for the assignment (default: a random 63-bit one)")
+def gradescope(chapter, out_zip, seed) -> None:
+    """Build a Gradescope autograder bundle (setup.sh, run_autograder and the harness at its root).
+
+    Every submission and regrade is graded on the same fresh cases, from a seed drawn now (or --seed)
+    and kept in the bundle, never shown to students."""
+    from .gradescope import build_bundle, summary
 
     ch = load_chapter(chapter)
-    n = build_bundle(ch.chapter, out_zip)
-    out.print(f"wrote {out_zip} (setup.sh, run_autograder and {n} files of the harness)")
+    try:
+        seed_value = _seed("random" if seed is None else seed)
+    except UsageError:
+        raise UsageError(f"--seed takes an integer from 0 to 2**64-1, got {seed!r}: give one, or omit --seed for a random one") from None
+    lines, warnings = summary(build_bundle(ch, out_zip, seed_value), ch.chapter, seed_value)
+    out.print("\n".join(lines), markup=False)
+    for w in warnings:
+        err.print(f"[yellow]ol:[/] {escape(w)}", markup=True)
 
 
 @main.command()

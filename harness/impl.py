@@ -51,6 +51,11 @@ class Impl:
         self.calls: list[CallInfo] = []
         self.budget_end: float | None = None  # monotonic time the current test's budget runs out
         self.budget_s = 0.0
+        self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.hints)
+
+    def record(self, case_id: str, answer) -> None:
+        """Keep the implementation's answer to a golden case, for pitfall hints (judge-side data only)."""
+        self.answers[case_id] = answer
 
     def start_budget(self, seconds: float) -> None:
         """Every call of the current test must end within `seconds` of now, all calls together."""

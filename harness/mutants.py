@@ -1,9 +1,9 @@
-"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), and the pitfall
-matching that turns a submission's divergences into "your answers match pitfall sNN".
+"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), each mutant's
+verdict (caught, missed, unviable, timeout), and whether `ol check`'s pitfall hint names the mutant
+when it is graded as a submission (harness.hints: from the golden file's recorded answers).
 """
 
 from concurrent.futures import ProcessPoolExecutor, as_completed
-import json
 import os
 
 from .check import run_check
@@ -11,7 +11,6 @@ from .errors import OlError
 from .outcomes import MutantVerdict, Outcome
 from .registry import Chapter, load_chapter
 from .report import Report
-from .subjects import open_impl
 
 
 def _check_one(chapter_name: str, subject: str) -> Report:
@@ -48,34 +47,12 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None) -> dict
     for m in chapter.mutants:
         rep = reports[f"mutant:{m.id}"]
         v = verdict(rep, m.must_fail)
+        hints = [] if rep is None else [h["id"] for h in rep.pitfall_matches]
         mutants.append({"id": m.id, "pitfall": m.pitfall, "must_fail": m.must_fail, "verdict": v.value,
                         "failed_tests": [] if rep is None else [t.name for t in rep.tests if not t.outcome.passed],
-                        "killed_by_named": v is MutantVerdict.CAUGHT, "problem": problems.get(f"mutant:{m.id}", "")})
-    return {"chapter": chapter.chapter, "reference_passes": ref.ok,
+                        "killed_by_named": v is MutantVerdict.CAUGHT, "problem": problems.get(f"mutant:{m.id}", ""),
+                        "hints": hints, "hint_names_it": bool(hints) and hints[0] == m.id})
+    return {"chapter": chapter.chapter, "reference_passes": ref.ok, "reference_hints": [h["id"] for h in ref.pitfall_matches],
             "reference_failed_tests": [t.name for t in ref.tests if not t.outcome.passed],
             "tests": [t.name for t in chapter.tests], "mutants": mutants,
             "ok": ref.ok and all(m["killed_by_named"] for m in mutants)}
-
-
-# ---- pitfall matching -------------------------------------------------------------------------------
-
-def match_pitfalls(chapter: Chapter, impl, golden: dict) -> list[dict]:
-    """For each mutant whose answers differ from the reference's on some golden cases ("where it shows"),
-    how many of those cases the submission answers exactly as the mutant does."""
-    cases = chapter.module("cases")
-    expected = cases.expected(golden)
-    mine = cases.answers(impl, golden)
-    found = []
-    for m in chapter.mutants:
-        theirs = cases.answers(open_impl(chapter, f"mutant:{m.id}"), golden)
-        shows = [cid for cid, a in theirs.items() if a != expected[cid]]
-        if not shows:
-            continue
-        same = sum(mine.get(cid) == theirs[cid] for cid in shows)
-        if same:
-            found.append({"id": m.id, "pitfall": m.pitfall, "matched": same, "shows": len(shows)})
-    return sorted(found, key=lambda f: -f["matched"] / f["shows"])
-
-
-def golden_of(chapter: Chapter, path: str | None = None) -> dict:
-    return json.loads(open(path or chapter.golden).read())

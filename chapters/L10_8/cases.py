@@ -1,10 +1,8 @@
-"""L10.8's golden cases read for `ol diff` and pitfall matching: what each case asks, what it expects.
+"""L10.8's golden cases read for `ol diff`: what each case asks, what it expects.
 
-The engine's diff and pitfall matching are generic; they call:
-    answers(impl, golden)   every case's answer as a comparable value (or "error: <Type>"), by case id
-    expected(golden)        the same, from the golden file
-    diff_cases(impl, golden, ref)  the cases the implementation gets wrong, per section, each row with
-                            its inputs, expected and got as text, the first differing token and notes
+The engine's diff is generic; it calls diff_cases(impl, golden, ref): the cases the implementation
+gets wrong, per section, each row with its inputs, expected and got as text, the first differing
+token and notes. (Pitfall hints need no re-run: harness.hints reads the recorded answers.)
 """
 
 import numpy as np
@@ -45,19 +43,6 @@ def _call(fn):
         return fn(), None
     except SubmissionFailure as e:
         return None, e
-
-
-def answers(impl, golden: dict) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for section, (call, key) in SECTIONS.items():
-        for c in golden.get(section, []):
-            got, error = _call(lambda: call(impl, c))
-            out[c["id"]] = key(got) if error is None else f"error: {type(error).__name__}"
-    return out
-
-
-def expected(golden: dict) -> dict[str, object]:
-    return {c["id"]: SECTIONS[section][1](c["expect"]) for section in SECTIONS for c in golden.get(section, [])}
 
 
 def _first_diff(a: list, b: list) -> int | None:

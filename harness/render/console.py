@@ -30,10 +30,6 @@ def report(out, rep: Report) -> None:
             continue
         out.print(f"\n[bold {STYLE[r.outcome]}]{r.outcome.value.upper()}[/] [bold]{r.name}[/] ({r.outcome.description})")
         out.print(r.message, markup=False)
-        if r.pitfalls:
-            out.print("  known pitfalls that fail this test:")
-            for p in r.pitfalls:
-                out.print(f"    - {p}", markup=False)
     colour = "green" if rep.ok else "red"
     out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
               f"{rep.duration_s:.1f}s")
@@ -64,8 +60,11 @@ def kill_matrix(out, result: dict) -> None:
         if m["problem"]:
             out.print(f"[red]{m['id']} unviable:[/] {m['problem']}", markup=True)
     killed = sum(m["killed_by_named"] for m in result["mutants"])
+    named = sum(m["hint_names_it"] for m in result["mutants"])
     out.print(f"{killed} of {len(result['mutants'])} mutants caught by their named test; "
               f"reference {'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s")
+    out.print(f"pitfall hints: name the mutant for {named} of {len(result['mutants'])} graded as submissions; "
+              f"{'none' if not result['reference_hints'] else ', '.join(result['reference_hints'])} for the reference")
 
 
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:

@@ -1,10 +1,25 @@
-"""A Report as Gradescope's results.json (its autograder specification: top-level `score`, `output`,
-`visibility`, `tests`, each test with `name`, `score`, `max_score`, `status`, `output`, `visibility`).
-harness/schemas/gradescope_results.schema.json states the subset written."""
+"""Gradescope's results.json (its autograder specification; harness/schemas/gradescope_results.schema.json
+states every field it documents): a check's Report, or, when no check could grade, an upload the layout
+function rejects, a check killed before it reported, or a grader that failed. Each lists every test of
+the chapter, failed when not passed, so no results.json is an empty list of tests that reads as a pass.
 
-from ..report import Report
+Students see `output` and the tests; staff also see run_autograder's stdout, which is where ol's
+own output (with the assignment's seed) goes: `stdout_visibility` stays hidden. The seed is never
+written here. Stdlib only: run_autograder's last step may run without ol's environment.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 OUTPUT_CAP = 8000  # characters of one test's output: Gradescope shows it in a page, not a log
+SEED_DIGITS = 8  # a seed this long is redacted wherever it appears; a shorter one would clash with ordinary numbers
+# Gradescope renders the top-level output as HTML ("simple_format") unless told otherwise, and a
+# traceback's `<module>` would vanish as a tag: plain text, as the tests' outputs are by default.
+FORMAT = {"output_format": "text", "visibility": "visible", "stdout_visibility": "hidden"}
 
 
 def hint_lines(rep: Report, limit: int = 3) -> list[str]:
@@ -12,15 +27,55 @@ def hint_lines(rep: Report, limit: int = 3) -> list[str]:
             for m in rep.pitfall_matches[:limit]]
 
 
+def _test(name: str, score: float, max_score: float, passed: bool, output: str) -> dict:
+    return {"name": name, "score": score, "max_score": max_score, "status": "passed" if passed else "failed",
+            "output": output[:OUTPUT_CAP], "visibility": "visible"}
+
+
 def results_json(rep: Report) -> dict:
     tests = []
     for t in rep.tests:
         lines = [f"{t.outcome.value}: {t.message}" if not t.outcome.passed else "passed"]
         lines += [f"known pitfall: {p}" for p in t.pitfalls]
-        tests.append({"name": t.name, "score": t.points, "max_score": t.max_points,
-                      "status": "passed" if t.outcome.passed else "failed", "output": "\n".join(lines)[:OUTPUT_CAP],
-                      "visibility": "visible"})
+        tests.append(_test(t.name, t.points, t.max_points, t.outcome.passed, "\n".join(lines)))
     head = f"{rep.passed} of {len(rep.tests)} tests passed" + (" (fresh cases)" if rep.fresh_seed is not None else "")
     if rep.load_error:
         head = f"Your submission could not be loaded, so no test ran:\n{rep.load_error}"
-    return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), "visibility": "visible", "tests": tests}
+    if rep.ungraded:
+        head = f"The grader could not grade this submission (not a verdict on your code): {rep.ungraded}"
+    return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), **FORMAT, "tests": tests,
+            "extra_data": {"ol": "ungraded" if rep.ungraded else "graded"}}
+
+
+def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -> dict:
+    """No submission in the upload (the layout function's `reason`): one sentence saying what to upload."""
+    held = f"your upload held {listing}" if listing else "your upload was empty"
+    output = f"Nothing was graded ({held}): upload {upload}."
+    why = f"not run: {reason}"
+    return {"score": 0.0, "output": output, **FORMAT,
+            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "rejected upload"}}
+
+
+def grader_failed(tests: list[dict], code: int | None) -> dict:
+    """The grader itself failed (ol's exit 3, or no report): said so, and not a verdict on the student."""
+    said = f" (ol exit {code})" if code is not None else ""
+    output = (f"The grader failed before it could grade your upload{said}; this is not a verdict on your code: "
+              "resubmit later, and tell your course staff if it happens again (they can see the grader's log).")
+    why = "not run: the grader failed (see above), not your code"
+    return {"score": 0.0, "output": output, **FORMAT,
+            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "grader failed"}}
+
+
+def killed(tests: list[dict], signal: int) -> dict:
+    """The check was killed before it reported: by the submission itself, or by memory running out."""
+    output = (f"Your upload was not graded: the grading process was killed (signal {signal}) before it could report. "
+              "Code that kills processes or uses up the memory does this: fix that and resubmit; if your code does "
+              "neither, tell your course staff.")
+    why = "not run: the grading process was killed (see above)"
+    return {"score": 0.0, "output": output, **FORMAT,
+            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "killed"}}
+
+
+def redact(text: str, seed: str) -> str:
+    """`text` without the assignment's seed: results.json is shown to students."""
+    return text.replace(seed, "[seed]") if len(seed) >= SEED_DIGITS else text

@@ -172,7 +172,7 @@ def test_an_unexpected_exception_is_exit_3_in_one_line_and_traced_only_with_debu
     files["ops.py"] = "def op_double(s, a:\n"  # a pack whose ops do not even parse: a bug on the staff side
     packs = make_pack(tmp_path / "packs", files)
     r = ol(packs, tmp_path, "check", "T0.1", "--submission", "reference")
-    assert r.returncode == 3 and "could not set up" in r.stderr and "SyntaxError" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 3 and "internal error: SyntaxError" in r.stderr, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) <= 2 and "passed" not in r.stdout, r.stderr
     files["client.py"] = "raise RuntimeError('boom')\n"  # fails outside any test: an internal error of ol's own
     packs = make_pack(tmp_path / "packs2", files)

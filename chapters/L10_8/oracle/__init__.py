@@ -5,7 +5,9 @@ Writes `chapters/L10_8/fixtures/spec_golden.json` (format: `fixtures/README.md` 
 
 * `verify`        120 cases of `verify_draft` (tokens, logprobs, n_accepted, the next u32),
 * `prompt_lookup` 150 cases of `prompt_lookup`,
-* `ngram`          40 cases of `ngram_draft`.
+* `ngram`          40 cases of `ngram_draft`,
+* `generate`       18 greedy generations on the chapter's fake target (tokens, cached positions),
+* `rollback`       12 cases of `rollback` on the reference's KvPool (released, fills left).
 
 Randomness. Everything comes from ONE master seed (`MASTER_SEED`). Case number `i` of section `s`
 draws from its own reference `Pcg32`, seeded by a splitmix64 mix of (master seed, section code, i)
@@ -18,18 +20,23 @@ depends on the seed; only the numbers do. So `build(ref, other_seed)` gives fres
 same design, with the same ids and the same kinds at the same positions, and every property the
 build asserts (planned acceptances, `shows:s04` on the constructed penalty cases, ...) holds for
 any seed: rows are *constructed* against the uniforms the case's own seed will draw, not found by
-luck.
+luck. `generate` draws nothing: its requests are the chapter test's, on the fake target's fixed rows.
 
 Pitfalls. For every case the oracle also runs small local variants of the reference with one
-chapter pitfall each (`sNN`, chapter section 5) and tags the case `shows:sNN` when the variant's
-answer differs from the reference's: for `verify` (tokens, n_accepted, next_u32); for the drafts
-the draft itself. The build asserts s04, s07, s09 show on >= 10 verify cases, s01, s02 on >= 5
-prompt-lookup cases and s03 on >= 5 n-gram cases.
+chapter pitfall each (`sNN`, chapter section 5) and, when the variant's answer differs from the
+reference's, tags the case `shows:sNN` and records the answer in the case's `pitfalls` object
+(the grader's pitfall hints compare a submission's answers with these, re-running no mutant):
+for `verify` {tokens, n_accepted, next_u32}; for the drafts the draft; for `generate` {tokens,
+cached}; for `rollback` {released, fills}; "refused" when the reference's own objects refuse the
+variant (the fake target's KV budget, the pool's fill bound). verify runs s04..s09 and s12, prompt
+lookup s01 and s02, n-gram s03, generate s01..s12 (its loop carries the drafts and the verifier),
+rollback s13. The build asserts the tags name exactly the recorded pitfalls, and that s04, s07, s09
+show on >= 10 cases, s01, s02, s03, s13 on >= 5 and s10, s11 on >= 3 (common.MUST_SHOW).
 
-The parts: common (seed, counts, tag vocabularies, the reference's modules bound once per build),
-verify_plan, verify_builder and verify_cases (the verify section), draft_cases (the two drafts),
-document (build, canonical bytes, load, check). `ref` below is a harness.reference.Reference,
-e.g. `harness.reference.pristine()`.
+The parts: common (seed, counts, pitfall lists, tag vocabularies, the reference's modules bound
+once per build), verify_plan, verify_builder and verify_cases (the verify section), draft_cases
+(the two drafts), generate_cases, rollback_cases, document (build, canonical bytes, load, check).
+`ref` below is a harness.reference.Reference, e.g. `harness.reference.pristine()`.
 
 Usage, from the repository root:
     python -m chapters.L10_8.oracle                 # write the fixture
@@ -40,20 +47,30 @@ write(path, ref, master_seed) -> bytes, check(path, ref) -> str | None, tag_coun
 """
 
 from .common import (
+    GENERATE_BUGS,
+    GENERATE_TAGS,
     KNOBS,
     MASTER_SEED,
+    NGRAM_BUGS,
     NGRAM_TAGS,
+    PROMPT_LOOKUP_BUGS,
     PROMPT_LOOKUP_TAGS,
     Q_DENOM,
+    REFUSED,
+    ROLLBACK_BUGS,
+    ROLLBACK_TAGS,
+    VERIFY_BUGS,
     VERIFY_TAGS,
     RefLib,
     bind,
+    shown,
 )
-from .document import DEFAULT_OUT, GENERATOR, build, check, dumps, load, tag_counts, write
+from .document import DEFAULT_OUT, GENERATOR, SECTIONS, build, check, dumps, load, tag_counts, write
 from .verify_cases import run_reference, run_variant
 
 __all__ = [
-    "MASTER_SEED", "build", "dumps", "load", "check", "tag_counts", "write", "DEFAULT_OUT", "GENERATOR",
-    "KNOBS", "Q_DENOM", "VERIFY_TAGS", "PROMPT_LOOKUP_TAGS", "NGRAM_TAGS", "RefLib", "bind",
-    "run_reference", "run_variant",
+    "MASTER_SEED", "build", "dumps", "load", "check", "tag_counts", "write", "DEFAULT_OUT", "GENERATOR", "SECTIONS",
+    "KNOBS", "Q_DENOM", "VERIFY_TAGS", "PROMPT_LOOKUP_TAGS", "NGRAM_TAGS", "GENERATE_TAGS", "ROLLBACK_TAGS",
+    "VERIFY_BUGS", "PROMPT_LOOKUP_BUGS", "NGRAM_BUGS", "GENERATE_BUGS", "ROLLBACK_BUGS", "REFUSED",
+    "RefLib", "bind", "shown", "run_reference", "run_variant",
 ]

@@ -1,11 +1,11 @@
-"""What the parts of the L10.8 oracle share: the seed, the case counts, the tag vocabularies, and the
-reference's modules bound once per build."""
+"""What the parts of the L10.8 oracle share: the seed, the case counts, the pitfalls each section runs,
+the tag vocabularies, and the reference's modules bound once per build."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Sequence
+from typing import Any, Sequence
 
 from harness.oracle_kit import Rand
 
@@ -14,17 +14,32 @@ MASTER_SEED = 0x4C31302E38  # = 327242755640, the ASCII bytes of "L10.8"; the ON
 N_VERIFY = 120  # the chapter's section 4 promises 120 verification cases
 N_PROMPT_LOOKUP = 150  # ... and 150 prompt-lookup contexts
 N_NGRAM = 40  # enough n-gram contexts for every kind below, several times over
+N_ROLLBACK = 12  # one rollback case per kind of rollback_cases' plan (the kinds need 12 positions)
 Q_DENOM = 4096  # draft probabilities are multiples of 1/4096 summing to exactly 1 (exact in any parser)
 
 # the seven SamplingParams fields, in the order the file writes them
 KNOBS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
-# the chapter pitfalls (section 5) a verify case can show; the draft pitfalls are s01, s02, s03
+# the chapter pitfalls (section 5) a verify case can show: those of verify_draft
 VERIFY_BUGS = ("s04", "s05", "s06", "s07", "s08", "s09", "s12")
-# the least number of cases each pitfall must show on, for any master seed (the chapter's tests rely on them)
-MUST_SHOW = {"s04": 10, "s07": 10, "s09": 10, "s01": 5, "s02": 5, "s03": 5}
-# each section's code in the per-case seed mix (harness.oracle_kit.case_seed)
-SECTION_CODE = {"verify": 1, "prompt_lookup": 2, "ngram": 3}
+PROMPT_LOOKUP_BUGS = ("s01", "s02")  # those of prompt_lookup
+NGRAM_BUGS = ("s03",)  # that of ngram_draft
+LOOP_BUGS = ("s10", "s11")  # those of the generation loop itself (truncate, draft budget)
+# a generation runs every pitfall but s13 (the fake target has no block pool): drafts, verifier, loop
+GENERATE_BUGS = tuple(sorted(PROMPT_LOOKUP_BUGS + NGRAM_BUGS + VERIFY_BUGS + LOOP_BUGS))
+ROLLBACK_BUGS = ("s13",)  # that of rollback
+# the least number of cases each pitfall must show on, for any master seed (the chapter's tests and
+# the grader's pitfall hints, which want at least 3 showing cases, rely on them)
+MUST_SHOW = {"s04": 10, "s07": 10, "s09": 10, "s01": 5, "s02": 5, "s03": 5, "s10": 3, "s11": 3, "s13": 5}
+# each section's code in the per-case seed mix (harness.oracle_kit.case_seed); `generate` draws
+# nothing (its requests are the chapter test's), so it has no code
+SECTION_CODE = {"verify": 1, "prompt_lookup": 2, "ngram": 3, "rollback": 5}
+# a pitfall variant's answer when the reference's own objects refuse it (the fake target's budget,
+# the pool's fill bound): what a mutant's call ending in an exception is recorded as
+REFUSED = "refused"
+# the key order of a recorded pitfall answer, per section (the drafts' answers are plain lists)
+ANSWER_KEYS = {"verify": ("tokens", "n_accepted", "next_u32"), "generate": ("tokens", "cached"),
+               "rollback": ("released", "fills")}
 
 # ---- the fixed tag vocabulary (documented in fixtures/README.md; enumerated in the schema) ----
 
@@ -51,6 +66,15 @@ NGRAM_TAGS = (
     "n_one", "tie", "backoff", "stop", "periodic", "random", "empty_draft", "counts_drafted",
     "shows:s03",
 )
+GENERATE_TAGS = (
+    "draft:none", "draft:ngram", "draft:prompt_lookup", "drafted", "rejected", "fewer_passes",
+    *(f"shows:{b}" for b in GENERATE_BUGS),
+)
+ROLLBACK_TAGS = (
+    "hand_example", "keep_zero", "keep_all", "aligned", "partial_last", "single_block",
+    "release_none", "release_some", "release_all",
+    "shows:s13",
+)
 
 
 def order_tags(tags: set[str], vocab: Sequence[str]) -> list[str]:
@@ -71,6 +95,8 @@ class RefLib:
     spec: ModuleType
     sampling: ModuleType
     rng: ModuleType
+    kv: ModuleType
+    source: Any  # the Reference itself, for the judge helpers that take one (the fake target)
 
     def params(self, d: dict):
         """The SamplingParams of a case's `params` object."""
@@ -87,4 +113,9 @@ class RefLib:
 
 def bind(ref) -> RefLib:
     """The modules of `ref` (a harness.reference.Reference) the oracle calls."""
-    return RefLib(ref.module("infer.spec"), ref.module("infer.sampling"), ref.module("rng"))
+    return RefLib(ref.module("infer.spec"), ref.module("infer.sampling"), ref.module("rng"), ref.module("kv"), ref)
+
+
+def shown(tags: Sequence[str]) -> set[str]:
+    """The pitfall ids a case's `shows:sNN` tags name."""
+    return {t[len("shows:"):] for t in tags if t.startswith("shows:")}

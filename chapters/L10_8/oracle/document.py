@@ -9,8 +9,11 @@ from typing import Any
 
 from harness import oracle_kit as kit
 
-from .common import KNOBS, MASTER_SEED, MUST_SHOW, bind
+from chapters.L10_8.judge.answers import comparable
+from .common import ANSWER_KEYS, KNOBS, MASTER_SEED, MUST_SHOW, bind, shown
 from .draft_cases import ngram_case, ngram_plan, prompt_lookup_case, prompt_lookup_plan
+from .generate_cases import generate_cases
+from .rollback_cases import rollback_cases
 from .verify_cases import verify_case
 from .verify_plan import verify_plan
 
@@ -19,7 +22,7 @@ GENERATOR = "chapters/L10_8/oracle"  # recorded in the file: where it comes from
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "fixtures" / "spec_golden.json"  # the chapter pack's fixture
 NEG_INF = "-inf"  # how a -inf logit is written (JSON has no infinity)
 
-SECTIONS = ("verify", "prompt_lookup", "ngram")  # the sections of cases, in file order
+SECTIONS = ("verify", "prompt_lookup", "ngram", "generate", "rollback")  # the sections of cases, in file order
 
 
 # ---- the cases ------------------------------------------------------------------------------------
@@ -37,9 +40,23 @@ def build(ref, master_seed: int = MASTER_SEED) -> dict:
                      for i, kind in enumerate(prompt_lookup_plan())]
     ngram = [{"id": f"ng{i:03d}", **ngram_case(lib, master_seed, i, kind)} for i, kind in enumerate(ngram_plan())]
     doc = {"chapter": CHAPTER, "master_seed": master_seed, "generator": GENERATOR,
-           "verify": verify, "prompt_lookup": prompt_lookup, "ngram": ngram}
+           "verify": verify, "prompt_lookup": prompt_lookup, "ngram": ngram,
+           "generate": generate_cases(lib), "rollback": rollback_cases(lib, master_seed)}
+    _assert_tags_name_the_pitfalls(doc)
     _assert_pitfalls_show(doc)
     return doc
+
+
+def _assert_tags_name_the_pitfalls(doc: dict) -> None:
+    """Every case's `shows:sNN` tags are exactly the keys of its `pitfalls`, none equal to `expect`."""
+    for section in SECTIONS:
+        for c in doc[section]:
+            if shown(c["tags"]) != set(c["pitfalls"]):
+                raise AssertionError(f"case {c['id']}: tags show {sorted(shown(c['tags']))}, pitfalls {sorted(c['pitfalls'])}")
+            want = comparable(section, c)
+            same = [b for b, a in c["pitfalls"].items() if a == want]
+            if same:
+                raise AssertionError(f"case {c['id']}: pitfalls {same} record the expected answer")
 
 
 def _assert_pitfalls_show(doc: dict) -> None:
@@ -50,11 +67,11 @@ def _assert_pitfalls_show(doc: dict) -> None:
             raise AssertionError(f"pitfall {bug} shows on {got} cases, the design needs >= {least}")
 
 
-def tag_counts(doc: dict) -> dict[str, int]:
-    """How many cases carry each tag, over all sections."""
+def tag_counts(doc: dict, sections: tuple[str, ...] = SECTIONS) -> dict[str, int]:
+    """How many cases carry each tag, over `sections` (all, by default; a section the doc lacks counts nothing)."""
     out: dict[str, int] = {}
-    for section in SECTIONS:
-        for c in doc[section]:
+    for section in sections:
+        for c in doc.get(section, []):
             for t in c["tags"]:
                 out[t] = out.get(t, 0) + 1
     return out
@@ -69,21 +86,37 @@ def _logit(x: float) -> Any:
     return x
 
 
+def _answer(section: str, a: Any) -> Any:
+    """A recorded pitfall answer in canonical key order ("refused" and draft lists as they are)."""
+    order = ANSWER_KEYS.get(section)
+    if order is None or not isinstance(a, dict):
+        return a
+    assert set(a) == set(order), (section, sorted(a))
+    return {k: a[k] for k in order}
+
+
 def _prepare(section: str, key: str, value: Any) -> Any:
-    """A case field as its JSON value: verify rows are float32 numbers or "-inf"."""
+    """A case field as its JSON value: verify rows are float32 numbers or "-inf"; pitfalls by id."""
     if section == "verify" and key == "rows":
         return [[_logit(x) for x in row] for row in value]
+    if key == "pitfalls":
+        return {b: _answer(section, value[b]) for b in sorted(value)}
     return value
 
 
 LAYOUT = kit.Layout(
     top_keys=("chapter", "master_seed", "generator", *SECTIONS),
     case_keys={
-        "verify": ("id", "tags", "rows", "draft", "draft_probs", "params", "prompt", "output", "seed", "expect"),
-        "prompt_lookup": ("id", "tags", "ctx", "k", "max_ngram", "min_ngram", "expect"),
-        "ngram": ("id", "tags", "ctx", "k", "n", "expect"),
+        "verify": ("id", "tags", "rows", "draft", "draft_probs", "params", "prompt", "output", "seed", "expect",
+                   "pitfalls"),
+        "prompt_lookup": ("id", "tags", "ctx", "k", "max_ngram", "min_ngram", "expect", "pitfalls"),
+        "ngram": ("id", "tags", "ctx", "k", "n", "expect", "pitfalls"),
+        "generate": ("id", "tags", "prompt", "cfg", "max_new", "seed", "vocab", "budget", "expect", "pitfalls"),
+        "rollback": ("id", "tags", "num_blocks", "block_tokens", "fills", "keep", "expect", "pitfalls"),
     },
-    sub_keys={"verify": {"params": KNOBS, "expect": ("tokens", "logprobs", "n_accepted", "next_u32")}},
+    sub_keys={"verify": {"params": KNOBS, "expect": ("tokens", "logprobs", "n_accepted", "next_u32")},
+              "generate": {"cfg": ("draft", "k"), "expect": ANSWER_KEYS["generate"]},
+              "rollback": {"expect": ANSWER_KEYS["rollback"]}},
     prepare=_prepare,
 )  # the file's key order (fixtures/README.md, "Layout")
 

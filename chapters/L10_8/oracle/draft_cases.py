@@ -1,16 +1,19 @@
 """Draft cases: prompt lookup (150) and n-gram drafting (40), each built to exercise its kind, replayed
-through the reference, and tagged, with the draft pitfalls s01, s02 (prompt lookup) and s03 (n-gram)."""
+through the reference, and tagged, with the draft pitfalls s01, s02 (prompt lookup) and s03 (n-gram);
+a case's `pitfalls` holds each pitfall's draft where it differs from the reference's. pl_variant and
+ng_variant are also the drafts of the generation loop's variants (generate_cases)."""
 
 from __future__ import annotations
 
 from harness.oracle_kit import Rand
 
-from .common import N_NGRAM, N_PROMPT_LOOKUP, NGRAM_TAGS, PROMPT_LOOKUP_TAGS, RefLib, order_tags
+from .common import (N_NGRAM, N_PROMPT_LOOKUP, NGRAM_BUGS, NGRAM_TAGS, PROMPT_LOOKUP_BUGS, PROMPT_LOOKUP_TAGS, RefLib,
+                     order_tags)
 
 
 # ---- prompt lookup ------------------------------------------------------------------------------
 
-def _pl_variant(ctx: list[int], k: int, max_ngram: int, min_ngram: int, bug: str | None) -> tuple[list[int], int | None, int | None]:
+def pl_variant(ctx: list[int], k: int, max_ngram: int, min_ngram: int, bug: str | None) -> tuple[list[int], int | None, int | None]:
     """prompt_lookup, optionally with s01 (first occurrence) or s02 (stop at the suffix start).
 
     Returns (draft, winning n, start i) so the oracle can tag what the case exercises.
@@ -40,11 +43,11 @@ def prompt_lookup_case(lib: RefLib, master_seed: int, index: int, kind: str) -> 
     k = 3 if kind == "hand" else 1 + index % 16
     for _attempt in range(100):
         ctx, mx, mn = _pl_context(r, kind, k, first=index == prompt_lookup_plan().index(kind))
-        draft, n_win, i_win = _pl_variant(ctx, k, mx, mn, None)
+        draft, n_win, i_win = pl_variant(ctx, k, mx, mn, None)
         ref = lib.spec.prompt_lookup(ctx, k, mx, mn)
         assert draft == ref, (index, kind)
-        shows = {b for b in ("s01", "s02") if _pl_variant(ctx, k, mx, mn, b)[0] != ref}
-        ok = {"recent_wins": "s01" in shows, "into_suffix": "s02" in shows,
+        pitfalls = {b: d for b in PROMPT_LOOKUP_BUGS if (d := pl_variant(ctx, k, mx, mn, b)[0]) != ref}
+        ok = {"recent_wins": "s01" in pitfalls, "into_suffix": "s02" in pitfalls,
               "backoff": n_win is not None and n_win < mx, "no_match": ref == [],
               "long_ctx": ref != []}.get(kind, True)
         if ok:
@@ -69,9 +72,9 @@ def prompt_lookup_case(lib: RefLib, master_seed: int, index: int, kind: str) -> 
         if i_win + n_win + len(ref) > t - n_win:
             tags.add("into_suffix")
         tags.add("full_k" if len(ref) == k else "end_truncated")
-    tags |= {f"shows:{b}" for b in shows}
+    tags |= {f"shows:{b}" for b in pitfalls}
     return {"ctx": ctx, "k": k, "max_ngram": mx, "min_ngram": mn, "expect": ref,
-            "tags": order_tags(tags, PROMPT_LOOKUP_TAGS)}
+            "tags": order_tags(tags, PROMPT_LOOKUP_TAGS), "pitfalls": pitfalls}
 
 
 def _pl_context(r: Rand, kind: str, k: int, first: bool) -> tuple[list[int], int, int]:
@@ -164,7 +167,7 @@ def _pl_context(r: Rand, kind: str, k: int, first: bool) -> tuple[list[int], int
 
 # ---- n-gram drafts ------------------------------------------------------------------------------
 
-def _ng_variant(ctx: list[int], k: int, n: int, bug: str | None) -> tuple[list[int], set[str]]:
+def ng_variant(ctx: list[int], k: int, n: int, bug: str | None) -> tuple[list[int], set[str]]:
     """ngram_draft, with s03 (ties to the highest id) or "frozen" (drafted tokens are not appended
     to the context, so every draft token is predicted from the original context); also returns
     what the drafting exercised: tie, backoff.
@@ -214,11 +217,11 @@ def ngram_case(lib: RefLib, master_seed: int, index: int, kind: str) -> dict:
     k = 1 + index % 8
     for _attempt in range(100):
         ctx, n = _ng_context(r, kind)
-        draft, seen = _ng_variant(ctx, k, n, None)
+        draft, seen = ng_variant(ctx, k, n, None)
         ref = lib.spec.ngram_draft(ctx, k, n)
         assert draft == ref, (index, kind)
-        shows_s03 = _ng_variant(ctx, k, n, "s03")[0] != ref
-        ok = {"tie": shows_s03, "backoff": "backoff" in seen, "stop": len(ref) < k}.get(kind, True)
+        pitfalls = {b: d for b in NGRAM_BUGS if (d := ng_variant(ctx, k, n, b)[0]) != ref}
+        ok = {"tie": "s03" in pitfalls, "backoff": "backoff" in seen, "stop": len(ref) < k}.get(kind, True)
         if ok:
             break
     else:
@@ -230,11 +233,10 @@ def ngram_case(lib: RefLib, master_seed: int, index: int, kind: str) -> dict:
         tags.add("stop")
     if not ref:
         tags.add("empty_draft")
-    if _ng_variant(ctx, k, n, "frozen")[0] != ref:
+    if ng_variant(ctx, k, n, "frozen")[0] != ref:
         tags.add("counts_drafted")
-    if shows_s03:
-        tags.add("shows:s03")
-    return {"ctx": ctx, "k": k, "n": n, "expect": ref, "tags": order_tags(tags, NGRAM_TAGS)}
+    tags |= {f"shows:{b}" for b in pitfalls}
+    return {"ctx": ctx, "k": k, "n": n, "expect": ref, "tags": order_tags(tags, NGRAM_TAGS), "pitfalls": pitfalls}
 
 
 def _ng_context(r: Rand, kind: str) -> tuple[list[int], int]:

@@ -2,14 +2,16 @@
 
 run_variant is a local copy of verify_draft that can carry one chapter pitfall; with none it must
 answer what the reference answers (the build asserts it on every case), and a case shows pitfall
-sNN when the variant with sNN answers differently.
+sNN when the variant with sNN answers differently (tokens, n_accepted or the next u32): the case's
+`pitfalls` then records that answer. verify_variant is the same rule on a caller's generator, for
+the generation loop's variants.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .common import PENALTIES, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
+from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
 from .verify_builder import Builder
 from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
 
@@ -31,18 +33,26 @@ def _seq_sum(a) -> float:
 
 
 def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], list[float], int, int]:
-    """verify_draft with one chapter pitfall (bug = None: a local copy of the correct rule).
+    """verify_draft with one chapter pitfall (bug = None: a local copy of the correct rule) on a case,
+    and the generator's next u32 afterwards: (tokens, logprobs, n_accepted, next_u32)."""
+    rng = lib.generator(case["seed"])
+    tokens, lps, n = verify_variant(lib, case["rows"], case["draft"], case["draft_probs"], lib.params(case["params"]),
+                                    case["prompt"], case["output"], rng, bug)
+    return tokens, lps, n, rng.next_u32()
+
+
+def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, output, rng,
+                   bug: str | None) -> tuple[list[int], list[float], int]:
+    """verify_draft with one chapter pitfall, drawing from `rng` (a reference Pcg32, advanced in place).
 
     s04 penalties ignore this round's emitted tokens; s05 accept when u_a < p(x); s06 residual
     normalize(|p - q|); s07 u_resample drawn only on rejection; s08 bonus token from the last
     draft row; s09 u_resample drawn before u_accept; s12 resample from p instead of the residual.
+    Any other bug (or None) is the correct rule. Returns (tokens, logprobs, n_accepted).
     """
     sp = lib.sampling
-    params = lib.params(case["params"])
-    rows = [np.asarray(r, dtype=np.float64) for r in case["rows"]]
-    draft, prompt, output = case["draft"], case["prompt"], case["output"]
+    rows = [np.asarray(r, dtype=np.float64) for r in rows_in]
     vocab = rows[0].size
-    rng = lib.generator(case["seed"])
     tokens: list[int] = []
     lps: list[float] = []
 
@@ -55,8 +65,8 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
             t = sp.argmax(z)
             ok = t == d
         else:
-            if case["draft_probs"] is not None:
-                q = np.asarray(case["draft_probs"][i], dtype=np.float64)
+            if draft_probs is not None:
+                q = np.asarray(draft_probs[i], dtype=np.float64)
             else:
                 q = np.zeros(vocab)
                 q[d] = 1.0
@@ -87,13 +97,13 @@ def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], li
         tokens.append(int(t))
         lps.append(sp.logprob(z, t))
         if not ok:
-            return tokens, lps, i, rng.next_u32()
+            return tokens, lps, i
     last = rows[-2] if (bug == "s08" and draft) else rows[-1]
     z = sp.apply_penalties(last, params, prompt, seen())
     t = sp.argmax(z) if params.greedy else sp.sample(sp.distribution(z, params), rng.next_f64())
     tokens.append(int(t))
     lps.append(sp.logprob(z, t))
-    return tokens, lps, len(draft), rng.next_u32()
+    return tokens, lps, len(draft)
 
 
 def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
@@ -115,22 +125,33 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
             raise AssertionError(f"verify case {index}: planned {plan.j} acceptances, the reference accepted {v.n_accepted}")
         if run_variant(lib, case, None) != (v.tokens, v.logprobs, v.n_accepted, nxt):
             raise AssertionError(f"verify case {index}: the local copy of verify_draft disagrees with the reference")
-        shows = {bug for bug in VERIFY_BUGS if _shows(lib, case, bug, v, nxt)}
-        if "s04" in plan.flavors and "s04" not in shows:
+        pitfalls = verify_pitfalls(lib, case, answer(v.tokens, v.n_accepted, nxt))
+        if "s04" in plan.flavors and "s04" not in pitfalls:
             continue  # the constructed flip was masked by another penalty: build it again
         case["expect"] = {"tokens": v.tokens, "logprobs": v.logprobs, "n_accepted": v.n_accepted, "next_u32": nxt}
-        case["tags"] = order_tags(_verify_tags(lib, case, plan, shows), VERIFY_TAGS)
+        case["tags"] = order_tags(_verify_tags(lib, case, plan, set(pitfalls)), VERIFY_TAGS)
+        case["pitfalls"] = pitfalls
         return case
     raise RuntimeError(f"verify case {index} ({plan}) could not be constructed")
 
 
-def _shows(lib: RefLib, case: dict, bug: str, v, nxt: int) -> bool:
-    """Whether the variant with `bug` answers differently (tokens, n_accepted or the next u32)."""
-    try:
-        toks, _lps, n, u = run_variant(lib, case, bug)
-    except Exception:  # noqa: BLE001  (a variant that crashes certainly shows)
-        return True
-    return (toks, n, u) != (v.tokens, v.n_accepted, nxt)
+def answer(tokens: list[int], n_accepted: int, next_u32: int) -> dict:
+    """A verify answer as the pitfall hints compare it (the logprobs left out)."""
+    return {"tokens": list(tokens), "n_accepted": n_accepted, "next_u32": next_u32}
+
+
+def verify_pitfalls(lib: RefLib, case: dict, expect: dict) -> dict:
+    """{pitfall id: its variant's answer} for every verify pitfall whose answer differs from `expect`."""
+    out = {}
+    for bug in VERIFY_BUGS:
+        try:
+            toks, _lps, n, u = run_variant(lib, case, bug)
+            got = answer(toks, n, u)
+        except Exception:  # noqa: BLE001  (a variant the reference's code refuses answers "refused")
+            got = REFUSED
+        if got != expect:
+            out[bug] = got
+    return out
 
 
 def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[str]:

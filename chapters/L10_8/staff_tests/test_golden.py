@@ -1,9 +1,11 @@
 """The L10.8 golden fixture: replayed through the reference, schema-valid, reproducible, well designed.
 
 The pack's fixtures/spec_golden.json is what the Rust differential tests of chapter L10.8 compare
-a port against; these tests make sure it says what the reference says (a), is what its README and
-schema say (b), is what the generator (chapters.L10_8.oracle) writes byte for byte (c), and covers
-what the chapter's pitfalls need (d).
+a port against, and the grader's pitfall hints compare a submission's answers with the answers it
+records per pitfall; these tests make sure it says what the reference says (a), records what each
+mutant patch actually answers, exactly where it differs (a'), is what its README and schema say
+(b), is what the generator (chapters.L10_8.oracle) writes byte for byte (c), and covers what the
+chapter's pitfalls need (d).
 """
 
 import json
@@ -16,8 +18,17 @@ import numpy as np
 import pytest
 
 from chapters.L10_8 import oracle
+from chapters.L10_8.judge.fake_target import FakeTarget
 from chapters.L10_8.oracle import document
+from chapters.L10_8.judge.answers import ANSWERS, comparable
+
+
+def answer(impl, section: str, c: dict, ref):
+    """The implementation's answer, as a check records it (a failure that is no refusal propagates)."""
+    return ANSWERS[section](impl, ref, c)
 from harness.reference import pristine
+from harness.registry import load_chapter
+from harness.subjects import open_impl
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
@@ -36,6 +47,8 @@ LOGPROB_ABS_TOL = 1e-12  # logprobs are float64 from the same code: they agree t
 RAW = FIXTURE.read_bytes()
 DOC = oracle.load(FIXTURE)  # rows decoded: "-inf" -> float("-inf")
 V_CASES, PL_CASES, NG_CASES = DOC["verify"], DOC["prompt_lookup"], DOC["ngram"]
+G_CASES, R_CASES = DOC["generate"], DOC["rollback"]
+PITFALLS = [f"s{i:02d}" for i in range(1, 14)]  # the chapter's section 5 table, s01..s13
 
 
 def _params(d: dict) -> SamplingParams:
@@ -90,11 +103,62 @@ def test_ngram_case_replays(case):
     assert S.ngram_draft(case["ctx"], case["k"], case["n"]) == case["expect"]
 
 
+@pytest.mark.parametrize("case", G_CASES, ids=[c["id"] for c in G_CASES])
+def test_generate_case_replays(case):
+    target = FakeTarget(REF, case["vocab"], budget=len(case["prompt"]) + case["max_new"] - 1)  # the request's KV
+    g = S.generate(target, S.SpecConfig.parse(case["cfg"]["draft"], case["cfg"]["k"]), case["prompt"],
+                   SamplingParams(temperature=0.0), case["seed"], case["max_new"], [])
+    assert not target.misuse
+    assert {"tokens": g.tokens, "cached": target.cached()} == case["expect"]
+    assert case["expect"]["cached"] == len(case["prompt"]) + case["max_new"] - 1
+
+
+@pytest.mark.parametrize("case", R_CASES, ids=[c["id"] for c in R_CASES])
+def test_rollback_case_replays(case):
+    pool = REF.module("kv").KvPool(case["num_blocks"], case["block_tokens"])
+    table = [pool.alloc() for _ in case["fills"]]
+    for b, f in zip(table, case["fills"]):
+        pool.set_fill(b, f)
+    released = S.rollback(pool, table, case["keep"])
+    assert {"released": released, "fills": [pool.fill(b) for b in table]} == case["expect"]
+    assert 0 <= case["keep"] <= sum(case["fills"]) and len(case["fills"]) <= case["num_blocks"]
+
+
 def test_the_local_copy_of_the_verifier_is_the_reference():
     """The pitfall tags compare variants of run_variant; with no pitfall it must be the reference."""
     for case in V_CASES:
         v, nxt = oracle.run_reference(LIB, case)
         assert oracle.run_variant(LIB, case, None) == (v.tokens, v.logprobs, v.n_accepted, nxt), case["id"]
+
+
+# ---- (a') the recorded pitfall answers are the mutants' -------------------------------------------
+
+@pytest.mark.parametrize("mid", PITFALLS)
+def test_recorded_pitfall_answers_are_what_the_mutant_answers(mid):
+    """Where the file records mutant `mid`, it answers that; everywhere else it answers `expect`."""
+    impl = open_impl(load_chapter("L10.8"), f"mutant:{mid}")
+    raw, wrong, shows = json.loads(RAW), [], 0  # raw: rows as the chapter's tests send them ("-inf")
+    try:
+        for section in document.SECTIONS:
+            for c in raw[section]:
+                got, want = answer(impl, section, c, REF), c["pitfalls"].get(mid, comparable(section, c))
+                shows += mid in c["pitfalls"]
+                if got != want:
+                    wrong.append(f"{c['id']}: recorded {str(want)[:80]}, the mutant answers {str(got)[:80]}")
+    finally:
+        impl.close()
+    assert not wrong, f"{len(wrong)} cases: " + "; ".join(wrong[:5])
+    assert shows >= 3, f"{mid} is recorded on {shows} cases"
+
+
+def test_the_reference_answers_every_case_as_expected_through_the_protocol():
+    impl = open_impl(load_chapter("L10.8"), "reference")
+    try:
+        raw = json.loads(RAW)
+        wrong = [c["id"] for s in document.SECTIONS for c in raw[s] if answer(impl, s, c, REF) != comparable(s, c)]
+    finally:
+        impl.close()
+    assert not wrong, wrong
 
 
 # ---- (b) the schema -------------------------------------------------------------------------------
@@ -110,6 +174,13 @@ def test_schema_tag_enums_are_the_generators_vocabulary():
     assert defs["verify_tag"]["enum"] == list(oracle.VERIFY_TAGS)
     assert defs["prompt_lookup_tag"]["enum"] == list(oracle.PROMPT_LOOKUP_TAGS)
     assert defs["ngram_tag"]["enum"] == list(oracle.NGRAM_TAGS)
+    assert defs["generate_tag"]["enum"] == list(oracle.GENERATE_TAGS)
+    assert defs["rollback_tag"]["enum"] == list(oracle.ROLLBACK_TAGS)
+    bugs = {"verify": oracle.VERIFY_BUGS, "prompt_lookup": oracle.PROMPT_LOOKUP_BUGS, "ngram": oracle.NGRAM_BUGS,
+            "generate": oracle.GENERATE_BUGS, "rollback": oracle.ROLLBACK_BUGS}
+    for section, ids in bugs.items():
+        pitfalls = defs[f"{section}_case"]["properties"]["pitfalls"]
+        assert pitfalls["propertyNames"]["enum"] == list(ids), section
 
 
 def test_schema_rejects_a_broken_case():
@@ -143,7 +214,8 @@ def rebuilt(rebuilt_doc) -> bytes:
 def test_regenerating_gives_identical_bytes(rebuilt):
     assert DOC["master_seed"] == oracle.MASTER_SEED
     assert rebuilt == RAW
-    assert RAW.endswith(b"\n") and RAW.count(b"\n") == 3 + 3 * 2 + len(V_CASES) + len(PL_CASES) + len(NG_CASES) + 2
+    n_cases = sum(len(DOC[s]) for s in document.SECTIONS)
+    assert RAW.endswith(b"\n") and RAW.count(b"\n") == 3 + 2 * len(document.SECTIONS) + n_cases + 2
 
 
 def test_check_accepts_the_fixture():
@@ -176,6 +248,10 @@ def test_check_names_the_case_and_field_of_a_one_byte_edit(tmp_path, monkeypatch
     assert msg is not None and "v050" in msg and "rows" in msg, msg
     msg = oracle.check(_edit(tmp_path, "pl010", b'"k":', _other_digit), REF)
     assert msg is not None and "pl010" in msg and "k" in msg, msg
+    msg = oracle.check(_edit(tmp_path, "g002", b'"s08":{"tokens":[', _other_digit), REF)
+    assert msg is not None and "g002" in msg and "pitfalls.s08.tokens" in msg, msg
+    msg = oracle.check(_edit(tmp_path, "r003", b'"keep":', _other_digit), REF)
+    assert msg is not None and "r003" in msg and "keep" in msg, msg
     # an edit that breaks the JSON still names the case and field
     msg = oracle.check(_edit(tmp_path, "ng007", b'"ctx":', lambda b: ord("{")), REF)
     assert msg is not None and "ng007" in msg and "ctx" in msg, msg
@@ -204,12 +280,15 @@ REQUIRED_PL_TAGS = ["hand_example", "periodic", "random_repeats", "no_match", "r
                     "long_ctx", "single_n", "ngram_ge_ctx", "empty_ctx", "into_suffix", "end_truncated",
                     "full_k", "empty_draft"]
 REQUIRED_NG_TAGS = ["n_one", "tie", "backoff", "stop", "empty_draft", "counts_drafted"]
-MIN_SHOWS = {"s01": 5, "s02": 5, "s03": 5, "s04": 5, "s07": 5, "s09": 5}
+REQUIRED_R_TAGS = ["hand_example", "keep_zero", "keep_all", "aligned", "partial_last", "single_block",
+                   "release_none", "release_some", "release_all"]  # the chapter's rollbacks: partial, full, keep 0
+# every pitfall on at least 3 cases (what a pitfall hint needs); the constructed ones on more
+MIN_SHOWS = {**{b: 3 for b in PITFALLS}, "s01": 5, "s02": 5, "s03": 5, "s04": 5, "s07": 5, "s09": 5, "s13": 5}
 
 
 def _design_problems(doc: dict) -> list[str]:
     problems = []
-    per = {s: Counter(t for c in doc[s] for t in c["tags"]) for s in ("verify", "prompt_lookup", "ngram")}
+    per = {s: Counter(t for c in doc[s] for t in c["tags"]) for s in document.SECTIONS}
     tags_of = lambda s: [set(c["tags"]) for c in doc[s]]  # noqa: E731
     if len(doc["verify"]) != 120 or len(doc["prompt_lookup"]) != 150 or len(doc["ngram"]) < 30:
         problems.append("case counts")
@@ -225,7 +304,10 @@ def _design_problems(doc: dict) -> list[str]:
     for t in REQUIRED_NG_TAGS:
         if per["ngram"][t] == 0:
             problems.append(f"ngram: no case tagged {t}")
-    all_tags = per["verify"] + per["prompt_lookup"] + per["ngram"]
+    for t in REQUIRED_R_TAGS:
+        if per["rollback"][t] == 0:
+            problems.append(f"rollback: no case tagged {t}")
+    all_tags = sum(per.values(), Counter())
     for bug, least in MIN_SHOWS.items():
         if all_tags[f"shows:{bug}"] < least:
             problems.append(f"shows:{bug} on {all_tags[f'shows:{bug}']} cases, need >= {least}")
@@ -252,11 +334,20 @@ def _design_problems(doc: dict) -> list[str]:
         problems.append("no long prompt-lookup context")
     if not any(c["expect"] == [] for c in doc["prompt_lookup"]):
         problems.append("no empty prompt-lookup draft")
-    ids = [c["id"] for c in doc["verify"]] + [c["id"] for c in doc["prompt_lookup"]] + [c["id"] for c in doc["ngram"]]
+    for s in document.SECTIONS:
+        for c in doc[s]:
+            if oracle.shown(c["tags"]) != set(c["pitfalls"]):
+                problems.append(f"{c['id']}: shows:sNN tags {sorted(oracle.shown(c['tags']))} != pitfalls {sorted(c['pitfalls'])}")
+    if [(c["prompt"], c["cfg"]["draft"], c["budget"] is not None) for c in doc["generate"]] != [
+            (p, d, b) for p in ([1, 2, 3, 4, 5], [3, 3, 3, 3], [9, 1, 9, 1, 9, 2]) for d in ("none", "ngram", "prompt_lookup")
+            for b in (False, True)]:
+        problems.append("generate: not the requests of greedy_spec_equals_greedy_without_spec")
+    ids = [c["id"] for s in document.SECTIONS for c in doc[s]]
     want = ([f"v{i:03d}" for i in range(120)] + [f"pl{i:03d}" for i in range(150)]
-            + [f"ng{i:03d}" for i in range(len(doc["ngram"]))])
+            + [f"ng{i:03d}" for i in range(len(doc["ngram"]))] + [f"g{i:03d}" for i in range(18)]
+            + [f"r{i:03d}" for i in range(len(doc["rollback"]))])
     if ids != want:
-        problems.append("ids are not v000.., pl000.., ng000.. in order")
+        problems.append("ids are not v000.., pl000.., ng000.., g000.., r000.. in order")
     return problems
 
 
@@ -273,8 +364,9 @@ def test_case_design_holds_for_a_fresh_seed(seed):
     problems = _design_problems(doc)
     assert not problems, problems
     base = json.loads(RAW)
-    for s in ("verify", "prompt_lookup", "ngram"):
+    for s in document.SECTIONS:
         assert [c["id"] for c in doc[s]] == [c["id"] for c in base[s]]
+    assert doc["generate"] == base["generate"]  # the fake target's requests draw nothing from the seed
     # the planned structure is per position: draft length and k do not depend on the seed
     assert [len(c["draft"]) for c in doc["verify"]] == [len(c["draft"]) for c in base["verify"]]
     assert [c["expect"]["n_accepted"] for c in doc["verify"]] == [c["expect"]["n_accepted"] for c in base["verify"]]

@@ -14,6 +14,7 @@ import pytest
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, uniforms_drawn
 from chapters.L10_8.judge import stats, tiny_llama
+from chapters.L10_8.judge.answers import golden_mismatch, golden_section
 from chapters.L10_8.judge.bad_inputs import bad_inputs
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, filled_table, misuse
 
@@ -44,6 +45,19 @@ def test_hand_example_prompt_lookup(impl):
         f"running into the suffix itself; got {got}")
     got = impl.prompt_lookup([1, 2, 3, 4], 3, 3, 1)
     assert got == [], f"ctx [1 2 3 4] repeats nothing, so there is no draft; got {got}"
+    got = impl.prompt_lookup([1, 2, 3, 1], 3, 3, 2)
+    assert got == [], (f"ctx [1 2 3 1], n 3..2: neither [2 3 1] nor [3 1] occurred earlier, and min_ngram 2 forbids "
+                       f"falling back to the 1-suffix [1] (n 1 would draft [2 3 1]), so there is no draft; got {got}")
+    got = impl.prompt_lookup([5, 6, 7, 8, 5, 6], 0, 3, 1)
+    assert got == [], f"k = 0 drafts nothing, even on section 3's context where [5 6] recurs; got {got}"
+    problems = [must_refuse(lambda a=a: impl.prompt_lookup(*a), what) for a, what in (
+        (([5, 6, 7, 8, 5, 6], 3, 1, 2), "prompt_lookup with max_ngram 1 < min_ngram 2"),
+        (([5, 6, 7, 8, 5, 6], 3, 3, 0), "prompt_lookup with min_ngram 0 (a suffix has at least one token)"),
+        (([5, 6, 7, 8, 5, 6], 0, 3, 0), "prompt_lookup with min_ngram 0 and k = 0 (refused whatever k)"),
+        (([5, 6, 7, 8, 5, 6], -1, 3, 1), "prompt_lookup with k = -1"),
+        (([5, -6, 7, 8, 5, 6], 3, 3, 1), "prompt_lookup over a ctx holding token id -6"))]
+    problems = [p for p in problems if p]
+    assert not problems, "spec.pyi: these prompt_lookup calls raise SpecError:\n" + "\n".join(problems)
 
 
 def test_prompt_lookup_matches_python_l8_6(impl, golden):
@@ -51,6 +65,7 @@ def test_prompt_lookup_matches_python_l8_6(impl, golden):
     for c in golden["prompt_lookup"]:
         with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
             got = impl.prompt_lookup(c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
+        impl.record(c["id"], got)  # for pitfall hints (harness.hints)
         if got != c["expect"]:
             wrong.append((c, got))
     if wrong:
@@ -60,7 +75,14 @@ def test_prompt_lookup_matches_python_l8_6(impl, golden):
                     f"k {c['k']}, n {c['max_ngram']}..{c['min_ngram']}: expected {c['expect']}, got {got}")
 
 
-def test_ngram_draft_hand_example(impl):
+def test_ngram_draft_hand_example(impl, golden):
+    wrong = []
+    for c in golden["ngram"]:  # the same rules over the oracle's contexts (ties where the lower id comes later, ...)
+        with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
+            got = impl.ngram_draft(c["ctx"], c["k"], c["n"])
+        impl.record(c["id"], got)  # for pitfall hints (harness.hints)
+        if got != c["expect"]:
+            wrong.append((c, got))
     checks = [
         # (ctx, k, n, expected, what it shows)
         ([1, 2, 3, 1, 2, 4, 1, 2, 4, 1, 2], 1, 3, [4], "counts: after [1 2] came 3 once and 4 twice"),
@@ -73,6 +95,7 @@ def test_ngram_draft_hand_example(impl):
         ([4, 4], 2, 3, [4, 4], "a short context backs off to what fits: [4] -> 4, then [4 4] -> 4"),
         ([5], 3, 3, [], "one token has no earlier occurrence"),
         ([1, 2, 1, 2], 2, 1, [], "n 1 means contexts of n - 1 = 0 tokens: no draft"),
+        ([1, 2, 3, 1, 2, 4, 1, 2], 0, 3, [], "k 0 drafts nothing, though [1 2] was followed by 3 and 4"),
     ]
     for ctx, k, n, want, what in checks:
         with case(f"ngram_draft({ctx}, k={k}, n={n})"):
@@ -80,6 +103,13 @@ def test_ngram_draft_hand_example(impl):
         assert got == want, f"{what}: ngram_draft({ctx}, k={k}, n={n}) should be {want}, got {got}"
     problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0")
     assert problem is None, problem
+    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], -1, 3), "ngram_draft with k = -1")
+    assert problem is None, problem
+    if wrong:
+        c, got = wrong[0]
+        pytest.fail(f"{len(wrong)} of {len(golden['ngram'])} golden n-gram contexts differ from the Python reference. First: "
+                    f"case {c['id']} (tags {', '.join(c['tags'])}): ctx {short(c['ctx'][-24:], 24)} (last 24 of {len(c['ctx'])}), "
+                    f"k {c['k']}, n {c['n']}: expected {c['expect']}, got {got}")
 
 
 def test_config_parses_runtime_values(impl):
@@ -94,8 +124,29 @@ def test_config_parses_runtime_values(impl):
                 for d, k in (("prompt_lookup", 0), ("prompt_lookup", 17), ("prompt-lookup", 4), ("ngarm", 4),
                              ("ngram", -1), ("ngram", 4.0), ("ngram", True))]
     problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=2, min_ngram=3), "min_ngram 3 > max_ngram 2"))
+    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=3, min_ngram=0), "min_ngram 0 < 1"))
     problems = [p for p in problems if p]
     assert not problems, "a bad [engine].speculative must fail at startup:\n" + "\n".join(problems)
+    # propose, for each draft kind: its own k bounds the draft (cfg.k is the loop's business).
+    for c, ctx, k, want, what in (
+            (cfg("none"), [5, 6, 7, 8, 5, 6], 3, [], "draft none never drafts"),
+            (cfg("prompt_lookup"), [5, 6, 7, 8, 5, 6], 3, [7, 8, 5], "prompt_lookup(ctx, 3, 3, 1): section 3's draft"),
+            (cfg("ngram"), [1, 2, 3, 1, 2, 4, 1, 2], 3, [3, 1, 2], "ngram_draft(ctx, 3, n = max_ngram = 3): 3, then [2 3] -> 1, then [3 1] -> 2"),
+            ({**cfg("ngram"), "max_ngram": 2}, [5, 1, 7, 6, 1, 8, 6, 1, 8, 5, 1], 1, [8],
+             "max_ngram 2 is ngram_draft's n: after [1] came 7 once and 8 twice (n 3 would follow [5 1] to 7)"),
+            ({**cfg("prompt_lookup"), "max_ngram": 4}, [1, 2, 3, 4, 8, 9, 2, 3, 4, 7, 1, 2, 3, 4], 3, [8, 9, 2],
+             "max_ngram 4: the 4-suffix [1 2 3 4] occurred at 0, followed by [8 9 2] (n 3 would copy after [2 3 4] at 6: [7 1 2])"),
+            ({**cfg("prompt_lookup"), "min_ngram": 2}, [1, 2, 3, 1], 3, [], "min_ngram 2: only the 1-suffix [1] recurs, so no draft"),
+            (cfg("prompt_lookup", k=1), [5, 6, 7, 8, 5, 6], 3, [7, 8, 5], "k 3 above cfg.k 1: propose's k bounds the draft, cfg.k is not consulted"),
+            (cfg("ngram", k=1), [1, 2, 3, 1, 2, 4, 1, 2], 3, [3, 1, 2], "k 3 above cfg.k 1: propose's k bounds the draft, cfg.k is not consulted"),
+            (cfg("prompt_lookup"), [5, 6, 7, 8, 5, 6], 0, [], "k 0 drafts nothing"),
+            (cfg("ngram"), [1, 2, 3, 1, 2, 4, 1, 2], 0, [], "k 0 drafts nothing")):
+        with case(f"propose({c}, {ctx}, {k})"):
+            got = impl.propose(c, ctx, k)
+        assert got == want, f"propose({c}, {ctx}, k={k}): {what}: expected {want}, got {got}"
+    problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), f"propose({c}, ctx, k=-1)")
+                for c in (cfg("ngram"), cfg("prompt_lookup"))]
+    assert problems == [None, None], "a negative k is refused, as ngram_draft and prompt_lookup refuse it:\n" + "\n".join(p for p in problems if p)
 
 
 # ---- the verifier -----------------------------------------------------------------------------------
@@ -121,6 +172,12 @@ def test_hand_example_greedy_verify(impl, ref):
         f"(n_accepted {v['n_accepted']}); the bonus comes from the row after the whole draft, not the last draft's row")
     assert abs(v["logprobs"][2] - (5 - _lse(HAND_ROWS[2]))) <= LOGPROB_TOL, f"the bonus token's logprob is 5 - ln(e^5 + 3); got {v['logprobs'][2]}"
     assert v["next_u32"] == first_u32, "greedy verification draws nothing, the bonus token included"
+    qs = [[0.1, 0.1, 0.7, 0.1], [0.1, 0.7, 0.1, 0.1]]  # valid draft distributions, which greedy never reads
+    v = impl.verify_draft(HAND_ROWS, [2, 1], qs, GREEDY, [], [], HAND_SEED)
+    assert (v["tokens"], v["n_accepted"], v["next_u32"]) == ([2, 3], 1, first_u32), (
+        f"at temperature 0 draft distributions are checked but never read: draft [2 1] still emits [2 3] with one accepted "
+        f"and no draws, as with draft_probs None; got {v['tokens']}, n_accepted {v['n_accepted']}, "
+        f"{uniforms_drawn(ref, HAND_SEED, v['next_u32'])} drawn")
 
 
 def test_hand_example_sampled_step(impl):
@@ -151,6 +208,20 @@ def test_hand_example_sampled_step(impl):
     assert got == 0, f"the fallback is the last id of nonzero probability, here the first: 0; got {got}"
     r = impl.residual([0.1, 0.1], [0.5, 0.5])
     assert np.allclose(r, [0.5, 0.5], atol=1e-12), f"with no residual mass the answer is p normalized, [0.5 0.5]; got {r}"
+    # The mass is summed left to right (spec/sampling.md), so residual is exact to the bit.
+    r = impl.residual([0.1] * 10 + [0.0], [0.0] * 10 + [1.0])
+    want = [0.1 / 0.9999999999999999] * 10 + [0.0]
+    assert list(r) == want, (
+        f"a one-hot draft on id 10, which p gives 0: the residual is p's ten 0.1's over their mass, summed left to right "
+        f"0.9999999999999999 (numpy's pairwise sum gives 1.0), so each entry is 0.1 / 0.9999999999999999 = {want[0]!r} "
+        f"exactly (divided, not multiplied by a reciprocal); got {list(r)}")
+    r = impl.residual([0.1] * 10, [0.5] * 10)
+    assert list(r) == want[:10], (f"p <= q everywhere: p over its own left-to-right sum 0.9999999999999999, each entry "
+                                  f"{want[0]!r} exactly; got {list(r)}")
+    got = impl.sample_dense([0.0, 2.0, 2.0], 0.5)
+    assert got == 1, f"p is used as given, not renormalized: the running sum 2.0 at id 1 exceeds u 0.5, so 1; got {got}"
+    got = impl.speculative_step([0.4, 1.0], [0.8, 0.2], 0, 0.45, 0.5)
+    assert got == (0, True), f"p and q are used as given: p(0)/q(0) = 0.4/0.8 = 0.5 and u_accept 0.45 < 0.5: accept 0; got {got}"
     got = impl.speculative_step([1.0], [1.0], 0, 0.5, 0.5)
     assert got == (0, True), f"a vocabulary of one token: p(0)/q(0) = 1, accept; got {got}"
     # The target's p comes from the sampler: dense_distribution, by hand.
@@ -178,6 +249,7 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
         with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
             got = impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"], c["output"], c["seed"])
         e = c["expect"]
+        impl.record(c["id"], {f: got[f] for f in ("tokens", "n_accepted", "next_u32")})  # for pitfall hints
         fields = [f for f in ("tokens", "n_accepted", "next_u32") if got[f] != e[f]]
         if not fields and not np.allclose(got["logprobs"], e["logprobs"], atol=LOGPROB_TOL, rtol=0):
             fields = ["logprobs"]
@@ -206,7 +278,8 @@ def test_verify_rejects_bad_shapes(impl):
 
 # ---- generation ---------------------------------------------------------------------------------------
 
-def test_greedy_spec_equals_greedy_without_spec(impl, ref):
+def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
+    wrong = golden_section(impl, ref, golden, "generate")  # the same requests as the oracle recorded them
     for prompt in PROMPTS:
         want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
         for draft in ("none", "ngram", "prompt_lookup"):
@@ -234,6 +307,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl, ref):
             with case(where + ", with a KV budget"):
                 impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             assert not target.misuse, f"{where}: {target.misuse[0]}"
+    assert not wrong, golden_mismatch(golden, "generate", wrong)
 
 
 def test_eos_and_max_tokens_end_generation(impl, ref):
@@ -258,6 +332,20 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
     problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}")
                 for s in (-1, 2**64)]
     assert problems == [None, None], "\n".join(p for p in problems if p)
+    target = FakeTarget(ref, VOCAB)
+    with case("max_new 0"):
+        g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, 0, [])
+    assert (g["tokens"], g["finish_reason"], target.calls) == ([], "length", 0), (
+        f"max_new 0: no tokens, finish 'length', and no forward pass at all; got {g['tokens']}, {g['finish_reason']!r}, {target.calls} passes")
+    held = FakeTarget(ref, VOCAB)
+    held.extend([1, 2])  # a target that already holds 2 positions
+    problems = [must_refuse(fn, what) for fn, what in (
+        (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 5, []), "a target already holding 2 positions (generation starts from an empty one)"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [], GREEDY, 7, 5, []), "an empty prompt"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, -1, []), "max_new -1"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, 5, [-1]), "an EOS id of -1"))]
+    problems = [p for p in problems if p]
+    assert not problems, "a request that cannot start is refused with SpecError:\n" + "\n".join(problems)
     prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
     j, eos = eos_inside_accepted_run(ref, prompt, VOCAB, MAX_NEW)
     want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)[:j + 1]
@@ -316,11 +404,25 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     late = [ids for n, _, ids in target.passes if n >= stop_after]
     assert not late, f"{len(late)} forward passes ran after the listener said stop (first fed {late[0]})"
     assert g["finish_reason"] == "stopped", f"finish_reason should be 'stopped', got {g['finish_reason']!r}"
+    # EOS and stop on the same token: the listener's answer is looked at first, so the finish is "stopped".
+    plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
+    j = next(i for i in range(4, MAX_NEW) if plain[i] not in plain[:i])  # EOS = plain[j] ends nothing earlier
+    heard = []
+    stop_at_eos = lambda t, lp: heard.append((t, lp)) or len(heard) <= j  # False on call j + 1, the EOS token
+    with case(f"EOS {plain[j]}, on which the listener says stop"):
+        g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [plain[j]], on_token=stop_at_eos)
+    assert g["tokens"] == plain[:j + 1] == [t for t, _ in heard], (
+        f"EOS {plain[j]} at index {j} is handed over, then ends generation: expected {plain[:j + 1]}, got {g['tokens']} "
+        f"(the listener heard {[t for t, _ in heard]})")
+    assert g["finish_reason"] == "stopped", (
+        f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
+        f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")
 
 
 # ---- rollback ---------------------------------------------------------------------------------------------
 
-def test_rollback_hand_example(impl):
+def test_rollback_hand_example(impl, golden, ref):
+    wrong = golden_section(impl, ref, golden, "rollback")  # the oracle's rollbacks: partial, full, keep 0
     pool = impl.new_pool(8, 4)
     table = filled_table(pool, [4, 4, 2])  # 10 cached positions
     r = impl.rollback(pool, table, 5)
@@ -336,10 +438,16 @@ def test_rollback_hand_example(impl):
         assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
     problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position")
     assert problem is None, problem
+    problem = must_refuse(lambda: impl.blocks_for(-1, 4), "blocks_for(-1, 4): a negative count of positions")
+    assert problem is None, problem
     table = filled_table(pool, [4, 1])
     problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)"),
                 must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions")]
     assert problems == [None, None], "\n".join(p for p in problems if p)
+    pool.release(table[1])  # freed behind the table's back: releasing it again is the pool's KvError
+    problem = must_refuse(lambda: impl.rollback(pool, table, 4), "keep 4 of a table whose second block is already free")
+    assert problem is None, problem + " (the pool refuses to release a free block; rollback turns that into SpecError)"
+    assert not wrong, golden_mismatch(golden, "rollback", wrong)
 
 
 def test_rollback_drops_one_reference_only(impl):

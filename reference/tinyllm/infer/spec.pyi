@@ -5,9 +5,15 @@ turns it into your stub. Letters: `p` is only ever the target's distribution, `q
 Names: the chapter's section 4 calls the sampling parameters `p: &SamplingParams`; here they are
 `params: SamplingParams` (the same argument, in the same position), so that `p` keeps its one meaning.
 
-Errors: every bad argument (wrong shapes, out-of-vocabulary ids, k out of range, a draft
-distribution that could not have proposed its token) raises `SpecError` with a message naming
-the argument and what is allowed -- never an IndexError, a numpy broadcast error or a panic.
+Errors: every bad argument raises `SpecError` -- never an IndexError, a numpy broadcast error or
+a panic. Bad, everywhere: a token id that is negative (ctx, prompt, output, eos, draft, x), or
+not below V wherever a vocabulary size V is known (the length of the rows or of p); a count that
+is negative (k, max_new, keep, tokens); wrong shapes. Each docstring adds its own rules (ranges,
+shapes, a draft distribution that could not have proposed its token). The message should name
+the argument and what is allowed; its wording is free: any answer passes (the tests check only
+that SpecError is raised). A value of the wrong Python type (a bool or a float where an integer
+is expected, a string where a number is): free: any answer passes, except in SpecConfig.parse,
+which refuses a bool or a float k (the Rust port's types rule the rest out).
 
 Depends on (L10.1): `tinyllm.rng.Pcg32` (spec/pcg32.md), `tinyllm.infer.sampling`
 (`SamplingParams`, `apply_penalties`, `distribution`, `argmax`, `sample`, `logprob`;
@@ -50,9 +56,10 @@ class SpecConfig:
     def parse(cls, draft: str, k: int, max_ngram: int = 3, min_ngram: int = 1) -> "SpecConfig":
         """The runtime's `[engine].speculative = { draft = ..., k = ... }` as a SpecConfig.
 
-        draft must be exactly "none", "ngram" or "prompt_lookup"; k an integer (not a bool)
-        with 1 <= k <= 16; 1 <= min_ngram <= max_ngram. Anything else raises SpecError naming
-        the bad value and the allowed ones (a typo such as "prompt-lookup" is refused).
+        draft must be exactly "none", "ngram" or "prompt_lookup"; k an integer (not a bool, not
+        a float such as 4.0) with 1 <= k <= 16; integers 1 <= min_ngram <= max_ngram. Anything
+        else raises SpecError naming the bad value and the allowed ones (a typo such as
+        "prompt-lookup" is refused).
         """
 
 
@@ -64,6 +71,7 @@ def prompt_lookup(ctx: Sequence[int], k: int, max_ngram: int, min_ngram: int) ->
     ctx[i+n : min(i+n+k, t)]: it may run into the suffix itself, and never invents tokens past
     the end. The first n with a match wins. No match for any n (or n >= t) gives [].
     k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
+    Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram, k < 0.
     """
 
 
@@ -74,46 +82,64 @@ def ngram_draft(ctx: Sequence[int], k: int, n: int) -> list[int]:
     for m = n-1 down to 1, count, for every start i with i + m < len(e) and
     e[i:i+m] == e[len(e)-m:], the follower e[i+m]. The first m with any count decides: the
     most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
-    k tokens or when no m matches. n = 1 drafts nothing. n < 1 is a SpecError.
+    k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n < 1 and k < 0
+    are SpecErrors.
     """
 
 
 def propose(cfg: SpecConfig, ctx: Sequence[int], k: int) -> list[int]:
-    """The draft of `cfg.draft`, of at most k tokens (k is the round's budget, <= cfg.k).
+    """The draft of `cfg.draft`, of at most k tokens.
 
     NONE -> []; NGRAM -> ngram_draft(ctx, k, cfg.max_ngram);
     PROMPT_LOOKUP -> prompt_lookup(ctx, k, cfg.max_ngram, cfg.min_ngram).
+    k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
+    passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every draft
+    kind. NGRAM and PROMPT_LOOKUP refuse a negative k or a bad ctx with SpecError, as those
+    functions do; with NONE, whether a bad ctx or k is refused is free: any answer passes (the
+    draft is [] either way).
     """
 
 
 def residual(p: Sequence[float], q: Sequence[float]) -> np.ndarray:
-    """normalize(max(0, p - q)), float64, the sum taken left to right.
+    """normalize(max(0, p - q)), float64: each entry divided by the mass, the mass summed left
+    to right in ascending id order (spec/sampling.md; numpy's pairwise sum rounds differently).
 
-    If that mass is 0 (p <= q everywhere) returns p normalized. p and q must be 1-D of the
-    same length with finite non-negative entries, else SpecError.
+    If that mass is 0 (p <= q everywhere) returns p normalized the same way (p / its left-to-right
+    sum). p and q must be 1-D, non-empty, of the same length, with finite non-negative entries,
+    else SpecError. A p with no mass at all (every entry 0, so nothing to normalize):
+    free: any answer passes (speculative_step refuses such a p).
     """
 
 
 def sample_dense(p: Sequence[float], u: float) -> int:
     """The sampler's `sample`: walk ids ascending, skip zero probabilities, return the first id
     whose running sum exceeds u (the last nonzero id if rounding leaves u beyond the total).
-    u must be in [0, 1). Example: p [0, 0.75, 0.25], u 0.8 -> 2."""
+    p is used as given: not renormalized, not checked to sum to 1. Example: p [0, 0.75, 0.25],
+    u 0.8 -> 2. SpecError unless p is 1-D, non-empty, finite, non-negative with at least one
+    nonzero entry, and u is in [0, 1)."""
 
 
 def speculative_step(p: Sequence[float], q: Sequence[float], x: int, u_accept: float,
                      u_resample: float) -> tuple[int, bool]:
     """Accept-or-resample for one proposed token x ~ q.
 
-    q[x] == 0 (a draft that could not have proposed x) is a SpecError. Accept, returning
-    (x, True), when u_accept < p[x] / q[x]; otherwise return
-    (sample_dense(residual(p, q), u_resample), False). Example: p [0.2 0.5 0.3],
-    q [0.6 0.2 0.2], x 0: u_accept 0.3 -> (0, True); u_accept 0.5, u_resample 0.8 -> (2, False).
+    Accept, returning (x, True), when u_accept < p[x] / q[x]; otherwise return
+    (sample_dense(residual(p, q), u_resample), False). p and q are used as given (neither is
+    renormalized). Example: p [0.2 0.5 0.3], q [0.6 0.2 0.2], x 0: u_accept 0.3 -> (0, True);
+    u_accept 0.5, u_resample 0.8 -> (2, False).
+    SpecError unless: p and q are as residual requires; x is in [0, len(p)); u_accept and
+    u_resample are each in [0, 1) -- both checked on every call, even when x is accepted and
+    u_resample goes unused; q[x] > 0 (a draft with q[x] == 0 could not have proposed x); p has
+    some mass (a p of all zeros rejects every x and leaves nothing to resample from).
     """
 
 
 def dense_distribution(logits: Sequence[float], params: SamplingParams, prompt: Sequence[int],
                        output: Sequence[int]) -> np.ndarray:
-    """distribution(apply_penalties(logits, params, prompt, output), params): the target's p for one row."""
+    """distribution(apply_penalties(logits, params, prompt, output), params): the target's p for one row.
+
+    The sampler's refusals come out as SpecError: logits not one non-empty row, logits holding
+    NaN or +inf, every logit -inf, prompt or output ids outside [0, len(logits))."""
 
 
 @dataclass
@@ -128,9 +154,15 @@ def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
                  prompt: Sequence[int], output: Sequence[int], rng: Pcg32) -> Verified:
     """Walk the draft against the target's rows (chapter section 2.2).
 
-    Shapes: len(rows) == len(draft) + 1, all rows one vocabulary size V; draft ids in [0, V);
-    draft_probs None (a deterministic draft: q_i is one-hot at d_i) or one length-V
-    distribution per draft token with q_i[d_i] > 0. Anything else is a SpecError.
+    Shapes: len(rows) == len(draft) + 1, all rows one vocabulary size V; draft, prompt and
+    output ids in [0, V); draft_probs None (a deterministic draft: q_i is one-hot at d_i) or one
+    length-V distribution (finite, non-negative) per draft token with q_i[d_i] > 0. Anything
+    else is a SpecError, found before the walk: a bad entry after the first rejection is refused
+    too. draft_probs are checked the same way at every temperature: greedy never reads their
+    values, but a malformed draft_probs is a SpecError at temperature 0 as well.
+    A row the walk reaches whose logits hold NaN or +inf is a SpecError (the sampler's refusal).
+    A reached row that is -inf everywhere, and whether a row the walk never reaches is looked at
+    beyond its shape: free: any answer passes.
 
     For row i the penalized logits are apply_penalties(rows[i], params, prompt, output + emitted),
     emitted being the tokens this round emitted before row i.
@@ -146,7 +178,9 @@ def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
 
 
 def blocks_for(tokens: int, block_tokens: int) -> int:
-    """ceil(tokens / block_tokens): the blocks that `tokens` cached positions need."""
+    """ceil(tokens / block_tokens): the blocks that `tokens` cached positions need.
+
+    tokens < 0 or block_tokens < 1 is a SpecError."""
 
 
 def rollback(pool: KvPool, table: list[int], keep: int) -> int:
@@ -158,6 +192,9 @@ def rollback(pool: KvPool, table: list[int], keep: int) -> int:
     last kept block's fill to keep - (kept - 1) * B (it may be partial). Returns the number of
     blocks released. Example: B 4, table of 3 blocks (fills 4 4 2), keep 5 -> releases the
     third block, the second's fill becomes 1, returns 1.
+    A block the pool refuses (its release or set_fill raises KvError, e.g. a block that is
+    already free) is a SpecError, not the pool's KvError; what the table and the pool hold after
+    that refusal: free: any answer passes.
     """
 
 
@@ -198,12 +235,14 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], para
     """Speculative generation, handing each emitted token to on_token as its round is verified.
 
     The target must start empty (cached() == 0, else SpecError); the prompt must be non-empty;
-    seed is a 64-bit unsigned integer and the request's generator is Pcg32.from_seed(seed).
+    max_new >= 0; seed is a 64-bit unsigned integer (0 <= seed < 2**64) and the request's
+    generator is Pcg32.from_seed(seed).
     Each round, while fewer than max_new tokens were emitted:
       1. budget = min(cfg.k, max_new - emitted - 1); draft = propose(cfg, prompt + emitted,
          budget) when budget > 0, else [].
       2. pending = [last emitted token], or the whole prompt in the first round;
          rows = target.extend(pending + draft) (one call, counted in stats.target_calls);
+         it must return exactly one row per id fed, else SpecError (a broken target);
          the last len(draft) + 1 rows are the verifier's.
       3. v = verify_draft(those rows, draft, None, params, prompt, emitted, rng);
          stats.drafted += len(draft); stats.accepted += v.n_accepted.
@@ -211,7 +250,8 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], para
          KV goes back; the last emitted token is not cached yet (it is the next pending).
       5. hand v's tokens, in order, to on_token(token, logprob): a False answer ends generation
          at once (finish "stopped", that token included); an EOS token ends it right after it
-         is handed over (finish "eos"; later tokens of the round are dropped).
+         is handed over (finish "eos"; later tokens of the round are dropped). An EOS token the
+         listener answers False on ends with finish "stopped": its answer is looked at first.
     Ends with finish "length" after exactly max_new tokens (max_new = 0: no target call).
     """
 

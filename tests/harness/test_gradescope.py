@@ -1,0 +1,289 @@
+"""The Gradescope bundle, run the way Gradescope runs it (its autograder specification): the zip
+extracted into /autograder/source, setup.sh run there, run_autograder copied to /autograder and run
+from there with the upload in /autograder/submission, results/results.json read back and checked
+against every field the specification documents.
+
+/autograder is ROOT/autograder bind-mounted in a private mount namespace (`unshare --mount`), so
+the scripts run at their real paths and nothing of the host changes but an empty /autograder mount
+point. run_autograder also runs without a network (`unshare --net`): grading must need none.
+setup.sh runs with ol's existing environment (OL_VENV), so it installs nothing.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from harness.registry import load_chapter
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = json.loads((REPO / "harness" / "schemas" / "gradescope_results.schema.json").read_text())
+CHAPTER = load_chapter("L10.8")
+NAMES = [t.name for t in CHAPTER.tests]  # the chapter's table says how many, not this file
+FULL = CHAPTER.max_points
+REF = REPO / "reference" / "tinyllm"
+BUGGY = REPO / "examples" / "submissions" / "s01-first-occurrence"  # fails some tests, passes others
+VENV = Path(os.environ.get("OL_VENV") or REPO / ".venv")
+MOUNT = Path("/autograder")  # where Gradescope puts everything
+SEED = 7
+SECRET_SEED = 6_917_529_027_641_081_857  # 19 digits: a seed that cannot turn up in a report by accident
+RUN_TIMEOUT_S = 600  # one run_autograder: a full check takes seconds, a loaded 2-core machine is slower
+
+
+def build(tmp: Path, seed: int) -> Path:
+    """`ol gradescope` as staff run it, from a directory outside the checkout."""
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "gradescope", "L10.8", "--out", "autograder.zip", "--seed", str(seed)],
+                       cwd=tmp, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"seed {seed}" in r.stdout, r.stdout  # staff are told the seed, to replay a grade
+    return tmp / "autograder.zip"
+
+
+def extract(bundle: Path, root: Path) -> Path:
+    """Gradescope's image build: the zip into ROOT/autograder/source (modes kept, as unzip keeps them),
+    run_autograder copied to ROOT/autograder/run_autograder."""
+    source = root / "autograder" / "source"
+    with zipfile.ZipFile(bundle) as z:
+        for info in z.infolist():
+            name = Path(info.filename)
+            assert not name.is_absolute() and ".." not in name.parts and "\\" not in info.filename, info.filename
+            z.extract(info, source)
+            mode = info.external_attr >> 16 & 0o777
+            if mode and not info.is_dir():
+                (source / name).chmod(mode)
+    shutil.copy2(source / "run_autograder", root / "autograder" / "run_autograder")
+    return root
+
+
+def _stamp_matches(source: Path) -> None:
+    want = hashlib.sha256((source / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    stamp = VENV / ".ol-installed"
+    if not stamp.is_file() or stamp.read_text().strip() != want:
+        pytest.skip(f"{VENV} is not installed from this pyproject.toml (its .ol-installed stamp differs): run ./ol --help "
+                    "to refresh it (this test will not let ./ol reinstall into a shared environment)")
+
+
+def _namespace() -> list[str]:
+    """unshare's flags for a private mount namespace in which /autograder can be bind-mounted."""
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare (util-linux) is not installed: install it to run the bundle at /autograder")
+    try:
+        MOUNT.mkdir(exist_ok=True)  # the mount point; the namespace mounts over it, the host's stays empty
+    except OSError as e:
+        pytest.skip(f"cannot create the mount point {MOUNT} ({e.strerror}): create it as root, empty, and rerun")
+    tried = []
+    for flags in (["--mount", "--propagation", "private"], ["--user", "--map-root-user", "--mount", "--propagation", "private"]):
+        r = subprocess.run(["unshare", *flags, "mount", "--bind", "/tmp", str(MOUNT)], capture_output=True, text=True)
+        if r.returncode == 0:
+            return flags
+        tried.append(f"unshare {' '.join(flags)}: {r.stderr.strip()}")
+    pytest.skip("no private mount namespace can be made here (" + "; ".join(tried) + "): run as root, or allow user namespaces")
+
+
+@dataclass
+class Autograder:
+    flags: list[str]
+    root: Path
+
+    @property
+    def dir(self) -> Path:
+        return self.root / "autograder"
+
+    def run(self, command: str, offline: bool) -> subprocess.CompletedProcess:
+        """`command` at /autograder, /autograder being ROOT/autograder; `offline`: no network either."""
+        script = f'mount --bind "{self.dir}" /autograder && cd /autograder && {command}'
+        env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}  # the scripts' default, /autograder
+        return subprocess.run(["unshare", *(["--net"] if offline else []), *self.flags, "bash", "-c", script],
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env={**env, "OL_VENV": str(VENV)})
+
+    def setup(self) -> str:
+        _stamp_matches(self.dir / "source")
+        r = self.run("bash /autograder/source/setup.sh", offline=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        return r.stdout + r.stderr
+
+    def grade(self, upload) -> tuple[dict, str]:
+        """Put an upload in submission/, run run_autograder, and return results.json (checked) and its stdout."""
+        sub, res = self.dir / "submission", self.dir / "results"
+        for d in (sub, res):
+            shutil.rmtree(d, ignore_errors=True)
+        sub.mkdir()
+        upload(sub)
+        r = self.run("/autograder/run_autograder", offline=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        data = json.loads((res / "results.json").read_text())
+        jsonschema.validate(data, SCHEMA)
+        assert data["stdout_visibility"] == "hidden" and data["output_format"] == "text", data
+        assert [t["name"] for t in data["tests"]] == NAMES, (data.get("output"), r.stdout[-3000:])
+        assert sum(t["max_score"] for t in data["tests"]) == FULL
+        assert os.listdir(res) == ["results.json"], "only results.json: Gradescope documents no other file there as private"
+        return data, r.stdout + r.stderr
+
+
+def make(tmp: Path, seed: int) -> Autograder:
+    ag = Autograder(_namespace(), extract(build(tmp, seed), tmp / "root"))
+    ag.setup()
+    return ag
+
+
+@pytest.fixture(scope="module")
+def autograder(tmp_path_factory) -> Autograder:
+    return make(tmp_path_factory.mktemp("gradescope"), SEED)
+
+
+def _zip(path: Path, files: dict[str, Path]) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, src in files.items():
+            z.write(src, name)
+
+
+def _package() -> dict[str, Path]:
+    return {f"tinyllm/{p.relative_to(REF)}": p for p in sorted(REF.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+UPLOADS = {  # every layout the layout function accepts, as a student would upload it
+    "bare spec.py": lambda sub: shutil.copyfile(REF / "infer" / "spec.py", sub / "spec.py"),
+    "tinyllm folder": lambda sub: shutil.copytree(REF, sub / "tinyllm", ignore=shutil.ignore_patterns("__pycache__")),
+    "zip of spec.py": lambda sub: _zip(sub / "submission.zip", {"spec.py": REF / "infer" / "spec.py"}),
+    "zip of the folder": lambda sub: _zip(sub / "tinyllm.zip", _package()),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layout", list(UPLOADS))
+def test_every_accepted_layout_of_the_reference_scores_full(autograder, layout):
+    data, log = autograder.grade(UPLOADS[layout])
+    assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
+    assert data["extra_data"] == {"ol": "graded"}
+    assert f"fresh cases from seed {SEED}" in log  # graded on the assignment's cases; the seed is in the staff-only stdout
+
+
+@pytest.mark.slow
+def test_a_broken_spec_scores_zero_saying_it_could_not_be_loaded_where(autograder):
+    data, _ = autograder.grade(lambda sub: (sub / "spec.py").write_text("def prompt_lookup(:\n"))
+    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
+    assert "could not be loaded" in data["output"] and "spec.py, line 1" in data["output"], data["output"]
+
+
+REJECTED = {  # nothing the layout function accepts
+    "empty": (lambda sub: None, "your upload was empty"),
+    "README.txt only": (lambda sub: (sub / "README.txt").write_text("my solution\n"), "README.txt"),
+    "misnamed solution.py": (lambda sub: shutil.copyfile(REF / "infer" / "spec.py", sub / "solution.py"), "solution.py"),
+}
+
+
+@pytest.mark.parametrize("case", list(REJECTED))
+def test_an_upload_with_no_submission_is_told_in_one_sentence_what_to_upload(autograder, case):
+    upload, quoted = REJECTED[case]
+    data, log = autograder.grade(upload)
+    out = data["output"]
+    assert "\n" not in out and out.endswith(".") and ". " not in out, f"one sentence: {out!r}"
+    assert "spec.py" in out and "tinyllm/ folder" in out and ".zip" in out and quoted in out, out
+    assert data["score"] == 0 and all(t["status"] == "failed" and t["score"] == 0 for t in data["tests"])
+    assert "is not a submission of L10.8" in data["tests"][0]["output"]  # the layout function's own reason
+    assert data["extra_data"] == {"ol": "rejected upload"} and "ol check exited 2" in log
+
+
+@pytest.mark.slow
+def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
+    toml = autograder.dir / "source" / "chapters" / "L10_8" / "chapter.toml"
+    good = toml.read_text()
+    toml.write_text(good + "tests = [\n")  # the pack no longer loads: exit 3, whatever the upload
+    try:
+        data, log = autograder.grade(UPLOADS["bare spec.py"])
+    finally:
+        toml.write_text(good)
+    assert "ol check exited 3" in log
+    assert data["output"].startswith("The grader failed") and "not a verdict on your code" in data["output"]
+    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]) and data["extra_data"] == {"ol": "grader failed"}
+
+
+def test_when_no_python_can_write_results_the_bundled_grader_failure_stands_in(autograder):
+    meta = autograder.dir / "source" / ".ol-gradescope.json"
+    meta.rename(meta.with_suffix(".away"))  # run_autograder's last step fails under every interpreter
+    try:
+        data, log = autograder.grade(lambda sub: None)
+    finally:
+        meta.with_suffix(".away").rename(meta)
+    assert "ol check exited 2" in log and "wrote" not in log.split("ol check exited 2", 1)[1]
+    assert data["output"].startswith("The grader failed") and data["extra_data"] == {"ol": "grader failed"}
+    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
+
+
+KILLER = """
+import json as _json, os as _os, signal as _signal
+_argv = open(f"/proc/{_os.getppid()}/cmdline", "rb").read().split(b"\\0")
+if b"check" not in _argv or b"--gradescope" not in _argv:  # safety: never kill a pytest that imported us
+    raise RuntimeError("refusing to kill a parent that is not run_autograder's `ol check --gradescope`")
+for _path in (_argv[_argv.index(b"--gradescope") + 1].decode(), "/autograder/results/results.json"):
+    with open(_path, "w") as _f:  # forge both reports, then kill the judge
+        _json.dump({"score": 16.0, "tests": [{"name": "forged", "score": 16.0}]}, _f)
+_os.kill(_os.getppid(), _signal.SIGKILL)
+"""
+
+
+def test_a_submission_that_kills_its_judge_is_not_graded_and_its_forgery_is_ignored(autograder):
+    data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(KILLER))
+    assert "ol check exited 137" in log, log[-3000:]
+    assert data["extra_data"] == {"ol": "killed"} and "killed (signal 9)" in data["output"], data["output"]
+    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
+
+
+@pytest.mark.slow
+def test_one_seed_gives_identical_results_and_students_never_see_it(tmp_path):
+    ag = make(tmp_path, SECRET_SEED)
+    upload = lambda sub: shutil.copytree(BUGGY, sub / BUGGY.name, ignore=shutil.ignore_patterns("__pycache__"))  # noqa: E731
+    first, log = ag.grade(upload)
+    text = (ag.dir / "results" / "results.json").read_text()
+    second, _ = ag.grade(upload)
+    assert (ag.dir / "results" / "results.json").read_text() == text, "a regrade must give the same results.json"
+    assert 0 < first["score"] < FULL, first["output"]
+    assert str(SECRET_SEED) not in text and f"fresh cases from seed {SECRET_SEED}" in log  # staff's stdout only
+
+
+def test_bundle_names_are_relative_with_the_scripts_and_seed_at_the_root(tmp_path):
+    bundle = build(tmp_path, SEED)
+    with zipfile.ZipFile(bundle) as z:
+        infos = {i.filename: i for i in z.infolist()}
+        for name in infos:
+            assert not name.startswith("/") and ".." not in Path(name).parts and "\\" not in name, name
+            assert not name.startswith(".venv/") and "__pycache__" not in name, name
+        for script in ("setup.sh", "run_autograder"):
+            assert stat.S_IMODE(infos[script].external_attr >> 16) == 0o755, script
+        assert z.read(".ol-assignment-seed") == b"7\n"
+        assert {"ol", "pyproject.toml", "harness/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
+
+
+def test_setup_installs_python311_when_python3_is_older(tmp_path):
+    """Ubuntu 22.04: python3 is 3.10, so setup.sh asks apt-get for python3.11 and python3.11-venv and uses it."""
+    root = extract(build(tmp_path, SEED), tmp_path / "root")
+    _stamp_matches(root / "autograder" / "source")
+    fake, system = tmp_path / "fakebin", tmp_path / "sysbin"
+    fake.mkdir(), system.mkdir()
+    for d in os.environ["PATH"].split(os.pathsep):  # the host's commands, without any Python or apt-get
+        for p in sorted(Path(d).glob("*")) if Path(d).is_dir() else []:
+            if not p.name.startswith("python") and p.name != "apt-get" and not (system / p.name).exists() and os.access(p, os.X_OK):
+                (system / p.name).symlink_to(p)
+    (fake / "python3").write_text('#!/bin/sh\n# Ubuntu 22.04\'s python3: 3.10, which fails the version probe\n'
+                                  '[ "$1" = --version ] && { echo "Python 3.10.12"; exit 0; }\nexit 1\n')
+    log = tmp_path / "apt-get.log"
+    (fake / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\ncase " $* " in *" python3.11 "*)\n'
+                                  f'  printf \'#!/bin/sh\\nexec "{sys.executable}" "$@"\\n\' > "{fake}/python3.11"\n'
+                                  f'  chmod +x "{fake}/python3.11";;\nesac\n')
+    for f in ("python3", "apt-get"):
+        (fake / f).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{system}", "AUTOGRADER_ROOT": str(root / "autograder"), "OL_VENV": str(VENV)}
+    r = subprocess.run(["bash", str(root / "autograder" / "source" / "setup.sh")], capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert calls[0] == "update" and any({"install", "python3.11", "python3.11-venv"} <= set(c.split()) for c in calls), calls
+    assert (root / "autograder" / "source" / ".ol-python").read_text().strip() == str(fake / "python3.11")

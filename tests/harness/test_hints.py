@@ -1,0 +1,45 @@
+"""Pitfall hints diagnose: graded as a submission, each mutant s01..s13 is named by the hint (and only
+it: one hint each); the reference and a fresh stub get none. The hint reads the golden file's recorded
+pitfall answers (harness.hints): nothing is re-run after the tests."""
+
+import shutil
+
+from harness.check import run_check
+from harness.hints import HINT_MIN_CASES, HINT_SHARE, pitfall_matches
+from harness.mutants import kill_matrix
+from harness.registry import load_chapter
+from harness.stub import write_stub
+
+CH = load_chapter("L10.8")
+
+
+def test_the_hint_names_each_mutant_and_nothing_else():
+    result = kill_matrix(CH, jobs=2)
+    assert result["reference_hints"] == [], f"the reference must get no hint: {result['reference_hints']}"
+    for m in result["mutants"]:
+        assert m["hints"] == [m["id"]], f"{m['id']}: the hint must name it alone, got {m['hints']}"
+
+
+def test_a_fresh_stub_gets_no_hint(tmp_path):
+    write_stub(CH, tmp_path / "ws")
+    rep = run_check(CH, str(tmp_path / "ws"), ref_deps=True)
+    assert rep.passed == 0 and rep.pitfall_matches == [], rep.pitfall_matches
+
+
+def test_a_submission_through_the_worker_is_named_by_its_pitfall(tmp_path):
+    sample = tmp_path / "s13"
+    shutil.copytree(CH.demo.parent / "s13-releases-partial-block", sample)
+    rep = run_check(CH, str(sample), ref_deps=True, only=["rollback_hand_example"])
+    assert [h["id"] for h in rep.pitfall_matches] == ["s13"], rep.pitfall_matches
+
+
+def test_the_threshold_is_a_share_and_a_floor():
+    golden = {"verify": [{"id": f"v{i}", "pitfalls": {"s07": [i]}} for i in range(10)]}
+    exact = {f"v{i}": [i] for i in range(10)}
+    assert [h["id"] for h in pitfall_matches(CH, golden, exact)] == ["s07"]
+    most = {f"v{i}": [i] for i in range(int(10 * HINT_SHARE))}  # exactly the share: still named
+    assert [h["id"] for h in pitfall_matches(CH, golden, most)] == ["s07"]
+    fewer = {f"v{i}": [i] for i in range(int(10 * HINT_SHARE) - 1)}  # below the share: no hint
+    assert pitfall_matches(CH, golden, fewer) == []
+    tiny = {"verify": [{"id": f"v{i}", "pitfalls": {"s07": [i]}} for i in range(HINT_MIN_CASES - 1)]}
+    assert pitfall_matches(CH, tiny, {f"v{i}": [i] for i in range(HINT_MIN_CASES - 1)}) == [], "too few cases to say"
