@@ -66,7 +66,7 @@ def _plain(e: BaseException) -> str:
 
 def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
                 only: list[str] | None) -> list[str]:
-    args = [str(chapter.tests_file), "-p", "harness.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
+    args = [*map(str, chapter.tests_files), "-p", "harness.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--rootdir={chapter.pack_dir}"]
@@ -122,7 +122,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
             raise e
         raise OlError(f"the judge could not set up the chapter's tests: {type(e).__name__}: {e}")
     if code not in (0, 1) and not collector.results:
-        raise OlError(f"pytest could not run {chapter.tests_file} (exit {code}):\n{sink.getvalue()[-3000:]}")
+        raise OlError(f"pytest could not run the tests of {chapter.chapter} (exit {code}):\n{sink.getvalue()[-3000:]}")
     tests = []
     for spec in chapter.tests:
         if only and spec.name not in only:

@@ -233,7 +233,7 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
     mutate = ch.language("python").mutmut
     if not mutate:
         raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.python] of its chapter.toml)")
-    tests_dir = str(ch.tests_file.parent.relative_to(REPO))
+    tests_dir = str(ch.tests_files[0].parent.relative_to(REPO))  # a pack's graded tests live in one folder
     start = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
     try:

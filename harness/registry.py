@@ -70,7 +70,7 @@ class Chapter:
     chapter: str
     title: str
     pack_dir: Path
-    tests_file: Path
+    tests_files: tuple[Path, ...]  # the graded tests: one function per [[test]] row, across these files
     golden: Path
     golden_schema: Path | None
     modules: dict[str, str]  # role -> module of the pack: ops, client, cases, oracle
@@ -164,13 +164,20 @@ def test_functions(tests_file: Path) -> list[str]:
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
 
 
-def check_agreement(tests: tuple[TestSpec, ...], tests_file: Path, toml: Path) -> None:
-    rows, functions = [t.name for t in tests], test_functions(tests_file)
-    no_row = [f for f in functions if f not in rows]
-    no_function = [r for r in rows if r not in functions]
+def check_agreement(tests: tuple[TestSpec, ...], tests_files: tuple[Path, ...], toml: Path) -> None:
+    rows = [t.name for t in tests]
+    where = {}  # test name -> the file defining it
+    for f in tests_files:
+        for name in test_functions(f):
+            if name in where:
+                raise RegistryError(f"test_{name} is defined twice, in {where[name]} and {f}; one function per test")
+            where[name] = f
+    no_row = [f for f in where if f not in rows]
+    no_function = [r for r in rows if r not in where]
     if no_row or no_function:
-        parts = [f"test_{f} in {tests_file} has no row in {toml}" for f in no_row]
-        parts += [f"the row {r!r} in {toml} has no function test_{r} in {tests_file}" for r in no_function]
+        files = ", ".join(str(f) for f in tests_files)
+        parts = [f"test_{f} in {where[f]} has no row in {toml}" for f in no_row]
+        parts += [f"the row {r!r} in {toml} has no function test_{r} in {files}" for r in no_function]
         raise RegistryError("the chapter's table and its tests disagree: " + "; ".join(parts) +
                             ". Add the missing [[test]] row or function (or remove the stray one).")
 
@@ -221,7 +228,8 @@ def load_chapter(chapter: str) -> Chapter:
         client_module, client_class = d["client"].split(":")
         modules = {"ops": d["ops"], "client": client_module, "cases": d.get("cases", ""), "oracle": d.get("oracle", "")}
         languages = {name: _language(name, spec, pack) for name, spec in d["language"].items()}
-        ch = Chapter(chapter=d["chapter"], title=d["title"], pack_dir=pack, tests_file=pack / d["tests"],
+        files = [d["tests"]] if isinstance(d["tests"], str) else list(d["tests"])
+        ch = Chapter(chapter=d["chapter"], title=d["title"], pack_dir=pack, tests_files=tuple(pack / f for f in files),
                      golden=pack / d["golden"], golden_schema=pack / d["golden_schema"] if "golden_schema" in d else None,
                      modules=modules, client_class=client_class, tests=tests, languages=languages,
                      mutants_manifest=pack / d.get("mutants", "mutants/manifest.toml"),
@@ -233,6 +241,6 @@ def load_chapter(chapter: str) -> Chapter:
     for t in tests:
         if t.kind not in KINDS:
             raise RegistryError(f"{toml}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
-    check_agreement(tests, ch.tests_file, toml)
+    check_agreement(tests, ch.tests_files, toml)
     make_importable()
     return Chapter(**{**ch.__dict__, "mutants": _mutants(ch.mutants_manifest, tests, chapter)})

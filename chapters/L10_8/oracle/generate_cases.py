@@ -13,18 +13,14 @@ after verification), s11 drafts cfg.k tokens even near max_new. A variant the fa
 from __future__ import annotations
 
 from chapters.L10_8.judge.fake_target import FakeTarget, FakeTargetError, greedy_reference
+# the chapter test's requests, so the hints speak of what it runs
+from chapters.L10_8.judge.requests import K, MAX_NEW, PROMPTS, SEED, VOCAB
 
 from .common import GENERATE_BUGS, GENERATE_TAGS, REFUSED, VERIFY_BUGS, RefLib, order_tags
 from .draft_cases import ng_variant, pl_variant
 from .verify_cases import verify_variant
 
-# the chapter test's requests (chapters/L10_8/tests/test_l10_8.py), so the hints speak of what it runs
-PROMPTS = ([1, 2, 3, 4, 5], [3, 3, 3, 3], [9, 1, 9, 1, 9, 2])  # the test's three prompts
 DRAFTS = ("none", "ngram", "prompt_lookup")  # every draft kind, in the test's order
-K = 4  # the test's cfg(draft): k = 4, the runtime default
-MAX_NEW = 40  # the test's MAX_NEW: long enough for several rounds to reject, and to reach the budget
-SEED = 7  # the test's seed (greedy draws nothing, but the request carries one)
-VOCAB = 16  # the test's VOCAB: the fake target's vocabulary
 
 
 BUDGETED = (False, True)  # the test runs each request on a target without a KV budget, then with one: without

@@ -1,0 +1,22 @@
+"""What the chapter's tests share: the requests they send and the tolerances they judge by."""
+
+from .fake_target import FakeTarget
+
+GREEDY = dict(temperature=0.0)
+LOGPROB_TOL = 1e-9  # absolute; logprobs are float64 log-softmax values, a port may sum in another order
+PROMPTS = ([1, 2, 3, 4, 5], [3, 3, 3, 3], [9, 1, 9, 1, 9, 2])  # three prompts of the fake target
+VOCAB = 16  # the fake target's vocabulary in the generation tests
+MAX_NEW = 40  # long enough for several rounds to reject, and to reach the request's budget
+K = 4  # the runtime's default k
+SEED = 7  # the generation tests' seed (greedy draws nothing, but a request carries one)
+HAND_ROWS = [[0, 1, 3, 0.5], [0, 1, 0.5, 2], [5, 0, 0, 0]]  # section 3's greedy round
+HAND_SEED = 12345  # any seed: greedy verification must not move the generator
+
+
+def cfg(draft: str, k: int = K) -> dict:
+    return {"draft": draft, "k": k}
+
+
+def budget_target(ref, prompt, max_new: int) -> FakeTarget:
+    """A fake target that refuses KV past what the request can ever need: len(prompt) + max_new - 1."""
+    return FakeTarget(ref, VOCAB, budget=len(prompt) + max_new - 1)

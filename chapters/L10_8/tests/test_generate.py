@@ -1,0 +1,159 @@
+"""The generation loop on the fake target: greedy unchanged, budgets and EOS, the law of sampled output, streaming.
+
+The chapter's tests (section 4) are split over four files by area; chapter.toml lists them. The
+judge (this process) holds every expected value: hand computations from the chapter, the golden
+fixtures the oracle wrote from the reference, the fake target and the reference's tiny llama.
+"""
+
+
+import numpy as np
+
+from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
+from chapters.L10_8.judge.judging import case, must_refuse, short
+from chapters.L10_8.judge import stats
+from chapters.L10_8.judge.answers import golden_mismatch, golden_section
+from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
+from chapters.L10_8.judge.requests import GREEDY, LOGPROB_TOL, MAX_NEW, PROMPTS, VOCAB, budget_target, cfg
+
+
+# ---- generation ---------------------------------------------------------------------------------------
+
+def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
+    wrong = golden_section(impl, ref, golden, "generate")  # the same requests as the oracle recorded them
+    for prompt in PROMPTS:
+        want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
+        for draft in ("none", "ngram", "prompt_lookup"):
+            where = f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}"
+            target = LoggedTarget(ref, VOCAB)  # first without a budget, so a KV leak shows as what it is
+            with case(where):
+                g = impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
+            assert not target.misuse, f"{where}: {target.misuse[0]}"
+            assert target.cached() == len(prompt) + MAX_NEW - 1, (
+                f"{where}: after generation the target holds {target.cached()} positions; it must hold exactly "
+                f"len(prompt) + max_new - 1 = {len(prompt) + MAX_NEW - 1} (every emitted token but the last). More means "
+                "KV kept for rejected drafts (truncate to the kept length after each round) or written past the request's budget")
+            assert g["tokens"] == want, f"{where}: greedy with speculation must equal greedy without it.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}"
+            assert g["stats"]["target_calls"] == target.calls, f"{where}: stats.target_calls says {g['stats']['target_calls']}, the target counted {target.calls}"
+            assert abs(g["stats"]["accept_rate"] - (g["stats"]["accepted"] / g["stats"]["drafted"] if g["stats"]["drafted"] else 0.0)) < 1e-12, (
+                f"{where}: accept_rate() {g['stats']['accept_rate']} must be accepted / drafted (0 when nothing was drafted)")
+            want_stats = target.observed_stats(len(prompt))
+            got_stats = {k: g["stats"][k] for k in want_stats}
+            assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, but the target saw {want_stats} (drafted: ids fed after the pending token; accepted: drafted positions kept)"
+            if draft == "none":
+                assert g["stats"]["drafted"] == 0 and target.calls == MAX_NEW, f"{where}: no draft means one token per forward pass; {target.calls} passes, {g['stats']['drafted']} drafted"
+            if draft == "prompt_lookup":
+                assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
+            target = budget_target(ref, prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
+            with case(where + ", with a KV budget"):
+                impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
+            assert not target.misuse, f"{where}: {target.misuse[0]}"
+    assert not wrong, golden_mismatch(golden, "generate", wrong)
+
+
+def test_eos_and_max_tokens_end_generation(impl, ref):
+    prompt = PROMPTS[0]
+    for max_new in (1, 2, 5, 17):
+        target = budget_target(ref, prompt, max_new)
+        with case(f"max_new {max_new}"):
+            g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, max_new, [])
+        assert len(g["tokens"]) == max_new, f"max_new {max_new}: got {len(g['tokens'])} tokens{misuse(target)}"
+        assert g["finish_reason"] == "length", f"max_new {max_new}: finish_reason should be 'length', got {g['finish_reason']!r}"
+    periodic = [1, 2, 1, 2, 1, 2]  # prompt lookup surely drafts here
+    target = LoggedTarget(ref, VOCAB)
+    with case("max_new 2 on a periodic prompt"):
+        impl.generate(target, cfg("prompt_lookup"), periodic, GREEDY, 7, 2, [])
+    assert target.log and target.log[0][2] == len(periodic) + 1, (
+        f"max_new 2: the first round drafts min(k, max_new - 0 - 1) = 1 token, so it feeds the prompt plus 1; "
+        f"it fed {target.log[0][2] if target.log else 0} ids for a prompt of {len(periodic)}")
+    for seed in (0, 2**64 - 1):
+        with case(f"seed {seed}"):
+            g = impl.generate(budget_target(ref, prompt, 5), cfg("prompt_lookup"), prompt, GREEDY, seed, 5, [])
+        assert len(g["tokens"]) == 5, f"seed {seed} is a valid 64-bit seed"
+    problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}")
+                for s in (-1, 2**64)]
+    assert problems == [None, None], "\n".join(p for p in problems if p)
+    target = FakeTarget(ref, VOCAB)
+    with case("max_new 0"):
+        g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, 0, [])
+    assert (g["tokens"], g["finish_reason"], target.calls) == ([], "length", 0), (
+        f"max_new 0: no tokens, finish 'length', and no forward pass at all; got {g['tokens']}, {g['finish_reason']!r}, {target.calls} passes")
+    held = FakeTarget(ref, VOCAB)
+    held.extend([1, 2])  # a target that already holds 2 positions
+    problems = [must_refuse(fn, what) for fn, what in (
+        (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 5, []), "a target already holding 2 positions (generation starts from an empty one)"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [], GREEDY, 7, 5, []), "an empty prompt"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, -1, []), "max_new -1"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, 5, [-1]), "an EOS id of -1"))]
+    problems = [p for p in problems if p]
+    assert not problems, "a request that cannot start is refused with SpecError:\n" + "\n".join(problems)
+    prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
+    j, eos = eos_inside_accepted_run(ref, prompt, VOCAB, MAX_NEW)
+    want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)[:j + 1]
+    target = budget_target(ref, prompt, MAX_NEW)
+    with case(f"eos {eos}"):
+        g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [eos])
+    assert g["tokens"] == want, (f"EOS {eos} is emitted at index {j}, inside a run of accepted drafts: generation stops right after it, "
+                                 f"dropping the rest of the round.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
+    assert g["finish_reason"] == "eos", f"finish_reason should be 'eos', got {g['finish_reason']!r}"
+
+
+def test_sampled_spec_keeps_the_target_distribution(impl, ref):
+    result = stats.first_token_chi_square(impl, ref)
+    assert result.p_value > stats.ALPHA, result.explain()
+
+
+def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
+    prompt = PROMPTS[2]
+    heard: list = []
+    target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
+    listener = lambda t, lp: heard.append((t, lp)) or True
+    with case("a listener that never stops"):
+        g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=listener)
+    assert [t for t, _ in heard] == g["tokens"], f"the listener heard {short([t for t, _ in heard], 40)}, generate returned {short(g['tokens'], 40)}"
+    assert np.allclose([lp for _, lp in heard], g["logprobs"], atol=LOGPROB_TOL), "the listener's logprobs differ from the returned ones"
+    assert g["tokens"] == greedy_reference(ref, prompt, MAX_NEW, VOCAB), "generate_stream must emit what greedy emits"
+    # As soon as a round is verified its tokens go to the listener: so when the next forward pass
+    # starts, everything emitted so far has been heard, the pending token it feeds last of all.
+    for r, (n_heard, cached, ids) in enumerate(target.passes[1:], start=2):
+        emitted = cached - len(prompt) + 1  # every emitted token is cached but the pending one, fed now
+        assert n_heard == emitted and ids[0] == heard[n_heard - 1][0], (
+            f"forward pass {r} starts after {emitted} emitted tokens, but the listener had heard {n_heard}: each round's "
+            "tokens must be handed over as soon as the round is verified, before the next forward pass")
+    # Sampled, the loop draws from the request's generator, Pcg32.from_seed(seed): the same tokens as
+    # the reference's loop on the same fake target, seed for seed. No draft, so only the loop and the
+    # bonus draw are judged here (drafts and their draws have tests of their own).
+    spec = ref.module("infer.spec")
+    sampled = {"temperature": 0.8}
+    want = spec.generate(FakeTarget(ref, VOCAB), spec.SpecConfig.parse("none", 4), prompt,
+                         ref.module("infer.sampling").SamplingParams(**sampled), 11, MAX_NEW, []).tokens
+    heard = []
+    with case("a sampled request, seed 11"):
+        g = impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, sampled, 11, MAX_NEW, [], on_token=listener)
+    assert g["tokens"] == want == [t for t, _ in heard], (
+        f"sampled at temperature 0.8 with seed 11, the stream must be the reference's (the request's generator is "
+        f"Pcg32.from_seed(seed), drawn as verify_draft draws):\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
+    stop_after = 5
+    heard = []
+    target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
+    stopper = lambda t, lp: heard.append((t, lp)) or len(heard) < stop_after
+    with case("a listener that says stop"):
+        g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=stopper)
+    want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)[:stop_after]
+    assert g["tokens"] == want, f"the listener said stop at token {stop_after}: generation returns the {stop_after} tokens handed over, {want}; got {g['tokens']}"
+    assert len(heard) == stop_after, f"the listener was called {len(heard)} times after saying stop at call {stop_after}"
+    late = [ids for n, _, ids in target.passes if n >= stop_after]
+    assert not late, f"{len(late)} forward passes ran after the listener said stop (first fed {late[0]})"
+    assert g["finish_reason"] == "stopped", f"finish_reason should be 'stopped', got {g['finish_reason']!r}"
+    # EOS and stop on the same token: the listener's answer is looked at first, so the finish is "stopped".
+    plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
+    j = next(i for i in range(4, MAX_NEW) if plain[i] not in plain[:i])  # EOS = plain[j] ends nothing earlier
+    heard = []
+    stop_at_eos = lambda t, lp: heard.append((t, lp)) or len(heard) <= j  # False on call j + 1, the EOS token
+    with case(f"EOS {plain[j]}, on which the listener says stop"):
+        g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [plain[j]], on_token=stop_at_eos)
+    assert g["tokens"] == plain[:j + 1] == [t for t, _ in heard], (
+        f"EOS {plain[j]} at index {j} is handed over, then ends generation: expected {plain[:j + 1]}, got {g['tokens']} "
+        f"(the listener heard {[t for t, _ in heard]})")
+    assert g["finish_reason"] == "stopped", (
+        f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
+        f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")

@@ -1,0 +1,98 @@
+"""KV rollback on a real pool, and the RunnerTarget over the tiny llama (sections 2.4, 3).
+
+The chapter's tests (section 4) are split over four files by area; chapter.toml lists them. The
+judge (this process) holds every expected value: hand computations from the chapter, the golden
+fixtures the oracle wrote from the reference, the fake target and the reference's tiny llama.
+"""
+
+import random
+
+
+from chapters.L10_8.judge.judging import case, must_refuse
+from chapters.L10_8.judge import tiny_llama
+from chapters.L10_8.judge.answers import golden_mismatch, golden_section
+from chapters.L10_8.judge.targets import filled_table
+
+
+# ---- rollback ---------------------------------------------------------------------------------------------
+
+def test_rollback_hand_example(impl, golden, ref):
+    wrong = golden_section(impl, ref, golden, "rollback")  # the oracle's rollbacks: partial, full, keep 0
+    pool = impl.new_pool(8, 4)
+    table = filled_table(pool, [4, 4, 2])  # 10 cached positions
+    r = impl.rollback(pool, table, 5)
+    assert r["released"] == 1 and r["table"] == table[:2], f"keep 5 of 10 with B 4 needs ceil(5/4) = 2 blocks: release block 3 only; got {r}"
+    assert pool.fill(table[1]) == 1, f"the second block still holds 1 kept position; its fill is {pool.fill(table[1])}"
+    assert pool.refcount(table[2]) == 0 and pool.free_blocks() == 6, "the released block must be free again"
+    r = impl.rollback(pool, r["table"], 4)
+    assert r["released"] == 1 and r["table"] == table[:1] and pool.fill(table[0]) == 4, f"keep 4: one full block stays, fill 4; got {r}"
+    r = impl.rollback(pool, r["table"], 0)
+    assert r["released"] == 1 and r["table"] == [] and pool.free_blocks() == 8, f"keep 0 releases everything; got {r}, free {pool.free_blocks()}"
+    for tokens, b, want in ((0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (8, 4, 2), (9, 4, 3), (5, 1, 5)):
+        got = impl.blocks_for(tokens, b)
+        assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
+    problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position")
+    assert problem is None, problem
+    problem = must_refuse(lambda: impl.blocks_for(-1, 4), "blocks_for(-1, 4): a negative count of positions")
+    assert problem is None, problem
+    table = filled_table(pool, [4, 1])
+    problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)"),
+                must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions")]
+    assert problems == [None, None], "\n".join(p for p in problems if p)
+    pool.release(table[1])  # freed behind the table's back: releasing it again is the pool's KvError
+    problem = must_refuse(lambda: impl.rollback(pool, table, 4), "keep 4 of a table whose second block is already free")
+    assert problem is None, problem + " (the pool refuses to release a free block; rollback turns that into SpecError)"
+    assert not wrong, golden_mismatch(golden, "rollback", wrong)
+
+
+def test_rollback_drops_one_reference_only(impl):
+    pool = impl.new_pool(6, 4)
+    a = filled_table(pool, [4, 4, 3])
+    pool.retain(a[2])  # another sequence shares the last block (forked from this one)
+    r = impl.rollback(pool, a, 4)
+    assert r["released"] == 2 and r["table"] == a[:1], f"keep 4 releases blocks 2 and 3 of the table; got {r}"
+    assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
+    assert pool.refcount(a[1]) == 0, "the unshared block must be free"
+    assert pool.free_blocks() == 4, f"exactly one block (the unshared one) returns to the pool; free blocks {pool.free_blocks()}, expected 4"
+
+
+def test_blocks_conserved_across_rollbacks(impl):
+    rng = random.Random(20261130)  # 200 seeded requests, the same every run
+    block_tokens, num_blocks = 4, 64
+    pool = impl.new_pool(num_blocks, block_tokens)
+    live = {}  # request -> (table, cached)
+    for req in range(200):
+        table, cached = [], 0
+        for _round in range(rng.randint(1, 6)):
+            m = rng.randint(0, 8)  # pending + draft positions written by one forward
+            grow = 1 + m
+            for pos in range(cached, cached + grow):
+                if pos % block_tokens == 0:
+                    table.append(pool.alloc())
+                pool.set_fill(table[-1], pos % block_tokens + 1)
+            cached += grow
+            keep = cached - m + rng.randint(0, m)  # many rejections: most drafts are cut
+            with case(f"request {req}, keep {keep} of {cached}"):
+                r = impl.rollback(pool, table, keep)
+            want_blocks = -(-keep // block_tokens)
+            assert r["table"] == table[:want_blocks], f"request {req}: keep {keep} needs {want_blocks} blocks, the table is now {r['table']}"
+            table, cached = r["table"], keep
+            if table:
+                want_fill = keep - (len(table) - 1) * block_tokens
+                assert pool.fill(table[-1]) == want_fill, f"request {req}: the last block's fill is {pool.fill(table[-1])}, it holds {want_fill}"
+        live[req] = (table, cached)
+        if len(live) > 3:  # a few requests at once; the oldest ends and gives everything back
+            old = min(live)
+            t, _ = live.pop(old)
+            impl.rollback(pool, t, 0)
+        held = sum(len(t) for t, _ in live.values())
+        assert pool.free_blocks() == num_blocks - held, f"after request {req}: {num_blocks - held - pool.free_blocks()} blocks leaked"
+    for t, _ in live.values():
+        impl.rollback(pool, t, 0)
+    assert pool.free_blocks() == num_blocks, f"after all requests ended {num_blocks - pool.free_blocks()} blocks are still held"
+
+
+# ---- the real model ---------------------------------------------------------------------------------------------
+
+def test_runner_target_scores_every_fed_position(impl, ref, chapter):
+    tiny_llama.check_runner_target(impl, ref, chapter.data["model"])
