@@ -12,7 +12,6 @@ Goal (issue 6): in-process <= 3x the floor, worker <= 4x.
 """
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 CLI = [sys.executable, "-m", "harness.cli"]  # `./ol` without its bootstrap: this interpreter, this checkout
 CHAPTER = "L10.8"  # the chapter whose check is timed
 REPEAT = 3  # runs per command; the median is reported (one slow moment of the machine does not decide)
@@ -63,14 +63,13 @@ def goal_text(name: str, ratio: float) -> str:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=REPEAT, help=f"runs per command (default {REPEAT})")
-    ap.add_argument("--out", default=None, help="the JSON of figures (default bench/out/check_speed.json; .quick.json with --quick)")
-    ap.add_argument("--quick", action="store_true", help=f"smoke run: repeat {QUICK_REPEAT}")
+    add_common(ap, "check_speed", f"repeat {QUICK_REPEAT}")
     a = ap.parse_args()
     if a.quick:
         a.repeat = QUICK_REPEAT
     if a.repeat < 1:
         ap.error("--repeat must be >= 1")
-    a.out = Path(a.out or REPO / "bench" / "out" / f"check_speed{'.quick' if a.quick else ''}.json")
+    a.out = out_path(a, "check_speed")
     return a
 
 
@@ -82,9 +81,7 @@ def main() -> int:
     print(f"{'command':<20} {'median s':>9} {'x floor':>8}  goal")
     for k, v in med.items():
         print(f"{k:<20} {v:9.2f} {ratio[k]:8.2f}  {goal_text(k, ratio[k])}")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"repeat": a.repeat, "quick": a.quick, "times_s": times, "median_s": med,
-                                 "ratio_to_floor": ratio}, indent=2) + "\n")
+    write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "times_s": times, "median_s": med, "ratio_to_floor": ratio})
     return 0
 
 

@@ -42,7 +42,6 @@ about 1.6 ms per block per scheme: the defaults took 2 minutes on 2 idle cores (
 
 import argparse
 from concurrent.futures import ProcessPoolExecutor
-import json
 import os
 from pathlib import Path
 import platform
@@ -53,6 +52,7 @@ import numpy as np
 from scipy import stats as sps
 
 REPO = Path(__file__).resolve().parents[1]
+from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
 from chapters.L10_8.judge import stats  # noqa: E402
 from harness.reference import pristine  # noqa: E402
@@ -314,8 +314,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--mutant-blocks", type=int, default=MUTANT_BLOCKS, help=f"blocks 1..M per mutant through the harness (default {MUTANT_BLOCKS})")
     ap.add_argument("--replica-blocks", type=int, default=REPLICA_BLOCKS, help=f"blocks for the replica's size, 0 to skip (default {REPLICA_BLOCKS})")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: every core)")
-    ap.add_argument("--out", default=None, help="the JSON of figures (default bench/out/chi_square_power.json; .quick.json with --quick)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
+    add_common(ap, "chi_square_power", ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     a = ap.parse_args()
     a.check_blocks = CHECK_BLOCKS
     if a.quick:
@@ -323,7 +322,7 @@ def parse_args() -> argparse.Namespace:
             setattr(a, k, v)
     if a.blocks < 1 or a.mutant_blocks < 1 or a.replica_blocks < 0 or a.jobs < 1:
         ap.error("--blocks, --mutant-blocks and --jobs must be >= 1, --replica-blocks >= 0")
-    a.out = Path(a.out or REPO / "bench/out" / f"chi_square_power{'.quick' if a.quick else ''}.json")
+    a.out = out_path(a, "chi_square_power")
     return a
 
 
@@ -359,8 +358,7 @@ def main() -> int:
            "command": "python bench/chi_square_power.py " + " ".join(sys.argv[1:]),
            "binning": bins, "subjects": rows, "replica": replica, "problems": problems,
            "p_values": {s: [pv[s][b] for b in sorted(pv[s])] for s in SUBJECTS}}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps(out, indent=1))
+    write_figures(a.out, out, indent=1)
     print(f"\nwrote {a.out}")
     for p in problems:
         print(f"BROKEN: {p}", file=sys.stderr)

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 EXAMPLES = REPO / "examples" / "submissions"
 EXPECTED = EXAMPLES / "expected.json"  # each example's tests that must not pass, with their outcome
 CHAPTER = "L10.8"  # the chapter graded
@@ -74,15 +75,14 @@ def wrong_grades(out_csv: Path, names: list[str]) -> list[str]:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--copies", type=int, default=COPIES, help=f"copies of each example (default {COPIES})")
-    ap.add_argument("--out", default=None, help="the JSON of figures (default bench/out/grade_rate.json; .quick.json with --quick)")
-    ap.add_argument("--quick", action="store_true", help=f"smoke run: 1 copy of {', '.join(QUICK_KINDS)}")
+    add_common(ap, "grade_rate", f"1 copy of {', '.join(QUICK_KINDS)}")
     a = ap.parse_args()
     a.kinds = QUICK_KINDS if a.quick else KINDS
     if a.quick:
         a.copies = 1
     if a.copies < 1:
         ap.error("--copies must be >= 1")
-    a.out = Path(a.out or REPO / "bench" / "out" / f"grade_rate{'.quick' if a.quick else ''}.json")
+    a.out = out_path(a, "grade_rate")
     return a
 
 
@@ -102,9 +102,8 @@ def main() -> int:
     for jobs, v in rates.items():
         print(f"{jobs:>4} {v['seconds']:8.1f} {v['per_minute']:11.1f} {v['per_minute'] / rates[1]['per_minute']:9.2f}")
     print(f"goal >= {GOAL_PER_MINUTE} a minute with --jobs 2: {'met' if rates[2]['per_minute'] >= GOAL_PER_MINUTE else 'NOT met'}")
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    a.out.write_text(json.dumps({"submissions": len(names), "kinds": list(a.kinds), "copies": a.copies, "quick": a.quick,
-                                 "rates": rates, "problems": problems}, indent=2) + "\n")
+    write_figures(a.out, {"submissions": len(names), "kinds": list(a.kinds), "copies": a.copies, "quick": a.quick,
+                          "rates": rates, "problems": problems})
     for p in problems:
         print(f"BROKEN: {p}", file=sys.stderr)
     return 1 if problems else 0

@@ -36,7 +36,6 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import argparse  # noqa: E402
 import importlib.util  # noqa: E402
-import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
@@ -46,6 +45,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
+from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
 from harness.reference import pristine  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
@@ -304,8 +304,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=REPEATS, help=f"runs per configuration (default {REPEATS})")
     ap.add_argument("--instances", type=int, default=INSTANCES, help=f"prompts per workload (default {INSTANCES})")
     ap.add_argument("--model", type=Path, default=None, help="the model folder (default: the chapter's tiny llama)")
-    ap.add_argument("--out", type=Path, default=None, help="the JSON of figures (default bench/out/spec_speedup.json; .quick.json with --quick)")
-    ap.add_argument("--quick", action="store_true", help="smoke run: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()))
+    add_common(ap, "spec_speedup", ", ".join(f"{k} {v}" for k, v in QUICK.items()))
     a = ap.parse_args()
     a.forward_repeats = FORWARD_REPEATS
     if a.quick:
@@ -314,7 +313,7 @@ def parse_args() -> argparse.Namespace:
     if a.repeats < 1 or a.instances < 1:
         ap.error("--repeats and --instances must be >= 1")
     a.model = a.model or load_chapter(CHAPTER).data["model"]
-    a.out = a.out or REPO / "bench/out" / f"spec_speedup{'.quick' if a.quick else ''}.json"
+    a.out = out_path(a, "spec_speedup")
     return a
 
 
@@ -331,14 +330,13 @@ def main():
         problems += found
     costs = forward_cost(model, pool, args.forward_repeats)
     report(rows, costs)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
+    write_figures(args.out, {
         "model": str(args.model.relative_to(REPO) if args.model.is_relative_to(REPO) else args.model),
         "seed": SEED, "repeats": args.repeats, "instances": args.instances, "block_tokens": BLOCK_TOKENS, "quick": args.quick,
         "python": platform.python_version(), "numpy": np.__version__, "machine": platform.machine(), "goal": GOAL,
         "workloads": {n: [{"prompt": p, "max_new": m} for p, m in inst] for n, inst in built.items()}, "rows": rows,
         "problems": problems,
-        "extend_seconds_by_tokens_at_200_cached": {str(n): round(s, 6) for n, s in costs.items()}}, indent=1) + "\n")
+        "extend_seconds_by_tokens_at_200_cached": {str(n): round(s, 6) for n, s in costs.items()}}, indent=1)
     print(f"figures written to {args.out}")
     for p in problems:
         print(f"BROKEN: {p}", file=sys.stderr)
