@@ -9,32 +9,13 @@ import numpy as np
 
 from harness.errors import SubmissionFailure
 
+from .judge.answers import ANSWERS
 from .judge.judging import short, uniforms_drawn
 
 LOGPROB_TOL = 1e-9  # the chapter tests' tolerance on logprobs (float64; a port may sum in another order)
 
 
-def _verify(impl, c):
-    return impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"], c["output"], c["seed"])
-
-
-def _prompt_lookup(impl, c):
-    return impl.prompt_lookup(c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
-
-
-def _ngram(impl, c):
-    return impl.ngram_draft(c["ctx"], c["k"], c["n"])
-
-
-def _verify_key(v: dict) -> list:
-    return [v["tokens"], v["n_accepted"], v["next_u32"]]
-
-
-SECTIONS = {  # section -> (the call, the comparable key of an answer)
-    "verify": (_verify, _verify_key),
-    "prompt_lookup": (_prompt_lookup, list),
-    "ngram": (_ngram, list),
-}
+SECTIONS = ("verify", "prompt_lookup", "ngram", "generate", "rollback")  # the golden file's, in its order
 
 
 def _call(fn):
@@ -74,6 +55,19 @@ def _verify_row(c: dict, got, error, ref) -> dict | None:
                      f"got {'-' if error else uniforms_drawn(ref, c['seed'], got['next_u32'])}"}
 
 
+def _request_row(section: str, c: dict, got, error) -> dict | None:
+    """A generate or rollback case: its inputs, and the answers in the recorded shape."""
+    if error is None and got == c["expect"]:
+        return None
+    inputs = {k: v for k, v in c.items() if k not in ("id", "tags", "expect", "pitfalls")}
+    first = None
+    if error is None and section == "generate" and isinstance(got, dict):
+        first = _first_diff(c["expect"]["tokens"], got["tokens"])
+    return {"id": c["id"], "tags": c["tags"], "error": error, "expected": str(c["expect"]),
+            "got": f"error: {error[:200]}" if error else str(got), "inputs": str(inputs)[:300],
+            "first_differing_token": first, "notes": ""}
+
+
 def _draft_row(section: str, c: dict, got, error) -> dict | None:
     if error is None and got == c["expect"]:
         return None
@@ -87,12 +81,20 @@ def _draft_row(section: str, c: dict, got, error) -> dict | None:
 def diff_cases(impl, golden: dict, ref) -> dict[str, dict]:
     """section -> {"total": n, "divergent": [row, ...]}"""
     sections = {}
-    for section, (call, _) in SECTIONS.items():
+    for section in SECTIONS:
         rows = []
         for c in golden.get(section, []):
-            got, failure = _call(lambda: call(impl, c))
+            full = section == "verify"  # a verify answer keeps its logprobs here: they are compared with a tolerance
+            call = (lambda: impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"],
+                                              c["output"], c["seed"])) if full else (lambda: ANSWERS[section](impl, ref, c))
+            got, failure = _call(call)
             error = None if failure is None else str(failure)
-            row = _verify_row(c, got, error, ref) if section == "verify" else _draft_row(section, c, got, error)
+            if full:
+                row = _verify_row(c, got, error, ref)
+            elif section in ("prompt_lookup", "ngram"):
+                row = _draft_row(section, c, got, error)
+            else:
+                row = _request_row(section, c, got, error)
             if row is not None:
                 rows.append(row)
         sections[section] = {"total": len(golden.get(section, [])), "divergent": rows}

@@ -34,6 +34,9 @@ def test_missing_submission_path_is_a_usage_error(tmp_path):
     (tmp_path / "empty").mkdir()
     r = ol("check", "L10.8", "--submission", tmp_path / "empty")
     assert r.returncode == 2 and "is not a submission of L10.8" in r.stderr and "tinyllm/" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr and "passed" not in r.stdout, r.stderr
+    r = ol("diff", "L10.8", "--submission", tmp_path / "empty")
+    assert r.returncode == 2 and "is not a submission of L10.8" in r.stderr.splitlines()[0] and "Traceback" not in r.stderr
 
 
 def test_bad_fresh_seed_is_a_usage_error():
@@ -79,3 +82,18 @@ def test_fixtures_check_passes_and_catches_a_one_byte_edit(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "fixtures", "L10.8", "--check"], cwd=copy, capture_output=True,
                        text=True, env={**os.environ, "PYTHONPATH": str(copy)})
     assert r.returncode == 1 and "differ" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("mutant, section, count", [("s13", "rollback", "7 of 12"), ("s07", "verify", "58 of 120"),
+                                                    ("s10", "generate", "12 of 18")])
+def test_diff_shows_every_golden_section_a_pitfall_breaks(tmp_path, mutant, section, count):
+    r = ol("diff", "L10.8", "--submission", f"mutant:{mutant}", "--json", tmp_path / "d.json")
+    assert r.returncode == 1 and f"{section}: {count} cases diverge" in r.stdout, r.stdout[-2000:] + r.stderr
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert set(data["sections"]) == {"verify", "prompt_lookup", "ngram", "generate", "rollback"}
+    assert data["by_tag"].get(f"shows:{mutant}", 0) >= int(count.split()[0]), data["by_tag"]
+
+
+def test_diff_of_the_reference_finds_nothing():
+    r = ol("diff", "L10.8", "--submission", "reference")
+    assert r.returncode == 0 and "0 divergent cases" in r.stdout, r.stdout[-2000:]
