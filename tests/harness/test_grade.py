@@ -158,3 +158,26 @@ def test_bad_outputs_are_refused_before_anyone_is_graded(tmp_path):
                            capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
         assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
         assert not (tmp_path / "grades.csv").exists(), "nothing may be graded before the outputs are known good"
+
+
+def test_every_upload_layout_gradescope_accepts_ol_grade_accepts(tmp_path):
+    """A class exported from Gradescope: each folder holds what its student uploaded (a bare spec.py, a
+    tinyllm/ folder, or a zip of either); a loose file of the export (a roster) is not a submission."""
+    import zipfile
+
+    spec = (REPO / "reference" / "tinyllm" / "infer" / "spec.py").read_text()
+    klass = tmp_path / "export"
+    (klass / "alice").mkdir(parents=True)
+    (klass / "alice" / "spec.py").write_text(spec)
+    (klass / "bob" / "tinyllm" / "infer").mkdir(parents=True)
+    (klass / "bob" / "tinyllm" / "infer" / "spec.py").write_text(spec)
+    (klass / "carol").mkdir()
+    with zipfile.ZipFile(klass / "carol" / "upload.zip", "w") as z:
+        z.writestr("tinyllm/infer/spec.py", spec)
+    (klass / "roster.csv").write_text("name\nalice\nbob\ncarol\n")
+    r = grade(tmp_path / "out", Path(os.path.relpath(klass, tmp_path)), "--seed", "3", "--ref-deps", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    got = rows(tmp_path / "out")
+    assert set(got) == {"alice", "bob", "carol"}, got.keys()
+    for name, row in got.items():
+        assert row["status"] == "graded" and row["failed"] == "0", (name, row)
