@@ -26,6 +26,7 @@ from ..wire import dumps, loads
 
 OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kept for the report
 MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
+PIPE_CHUNK = 1 << 16  # bytes written at once: a pipe's buffer, so a ready pipe never blocks the judge
 STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
 MEMORY_LIMIT = 4 * 1024**3  # address space of the worker: the tiny llama needs well under 1 GiB
 FILE_LIMIT = 256 * 1024**2  # the largest file a worker may write: it needs none
@@ -74,6 +75,7 @@ class WorkerTransport:
         self.workdir = tempfile.mkdtemp(prefix="ol-worker-")
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
+        os.set_blocking(self._to_worker, False)  # _send waits with a deadline, never in write()
         env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}  # an allow-list: no secrets pass
         env["HOME"] = self.workdir
         env["PYTHONPATH"] = str(REPO)  # the harness itself; the submission goes first on sys.path inside
@@ -154,14 +156,24 @@ class WorkerTransport:
             if not isinstance(msg, dict):
                 raise ValueError("not an object")
             return msg
-        except ValueError as e:
-            self._fail(Crashed(f"{op}: the worker broke the protocol ({e}): {line[:200]!r}"))
+        except (ValueError, RecursionError) as e:  # RecursionError: an array nested past the parser's depth
+            self._fail(Crashed(f"{op}: the worker broke the protocol ({type(e).__name__}: {str(e)[:100]}): {line[:200]!r}"))
 
-    def _send(self, msg, op: str) -> None:
-        try:
-            os.write(self._to_worker, dumps(msg))  # small messages; a full pipe blocks only briefly
-        except (BrokenPipeError, OSError):
-            self._fail(Crashed(f"{op}: the worker process is gone"))
+    def _send(self, msg, op: str, deadline: float) -> None:
+        """Write one message, never blocking past the deadline: a worker that stops reading is crashed."""
+        data = memoryview(dumps(msg))
+        while data:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(Crashed(f"{op}: the worker stopped reading the judge's messages (a reply was left unread)"))
+            try:
+                _, ready, _ = select.select([], [self._to_worker], [], left)
+                if ready:
+                    data = data[os.write(self._to_worker, data[:PIPE_CHUNK]):]
+            except BlockingIOError:
+                continue
+            except OSError:
+                self._fail(Crashed(f"{op}: the worker process is gone (its input closed)"))
 
     def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:
         start = time.perf_counter()
@@ -174,7 +186,7 @@ class WorkerTransport:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
 
     def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str):
-        self._send({"id": 0, "op": op, "args": args}, op)
+        self._send({"id": 0, "op": op, "args": args}, op, deadline)
         while True:
             msg = self._read(deadline, op, call)
             if "call" in msg:  # a callback: the judge answers it, then keeps waiting
@@ -182,7 +194,7 @@ class WorkerTransport:
                     reply = {"id": msg.get("id"), "ok": callbacks(msg["call"], msg.get("args") or {})}
                 except Exception as e:  # noqa: BLE001 -- a refused callback goes back to the submission
                     reply = {"id": msg.get("id"), "error": {"type": type(e).__name__, "message": str(e)}}
-                self._send(reply, op)
+                self._send(reply, op, deadline)
                 continue
             if msg.get("id") != 0:
                 self._fail(Crashed(f"{op}: the worker answered an unknown request id {msg.get('id')!r}"))

@@ -197,3 +197,49 @@ def test_megabytes_of_output_are_capped_and_ignored(tmp_path):
         assert len(tr._output()) < 2 * OUTPUT_CAP + 500
     finally:
         impl.close()
+
+
+# ---- protocol garbage: a deep array, a reply never read ---------------------------------------------
+
+def test_a_deeply_nested_answer_is_crashed_not_a_judge_crash(tmp_path):
+    sub = submission(tmp_path, """
+        import os as _os
+        def prompt_lookup(ctx, k, max_ngram, min_ngram):
+            _os.write(int(__import__("sys").argv[__import__("sys").argv.index("--out") + 1]),
+                      b'{"id": 0, "ok": ' + b"[" * 100000 + b"]" * 100000 + b"}\\n")
+            _os._exit(0)
+    """)
+    impl = open_impl(CH, str(sub))
+    try:
+        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=10)
+        assert isinstance(got, Crashed) and "RecursionError" in str(got), got
+        assert took < 10
+    finally:
+        impl.close()
+
+
+def test_a_worker_that_never_reads_the_judges_reply_is_crashed_within_the_deadline(tmp_path):
+    """It asks the judge's target for thousands of rows, then never reads the reply: the judge's write
+    would block forever on the full pipe; it stops at the call's deadline instead."""
+    from chapters.L10_8.judge.fake_target import FakeTarget
+    from harness.reference import pristine
+
+    sub = submission(tmp_path, """
+        import json as _json, os as _os, sys as _sys, time as _time
+        def generate(target, cfg, prompt, params, seed, max_new, eos):
+            out = int(_sys.argv[_sys.argv.index("--out") + 1])
+            _os.write(out, (_json.dumps({"id": "c1", "call": "target.extend", "args": {"ids": [1] * 4000}}) + "\\n").encode())
+            _time.sleep(600)
+    """)
+    impl = open_impl(CH, str(sub))
+    try:
+        start = time.monotonic()
+        try:
+            impl.generate(FakeTarget(pristine(), 16), {"draft": "none", "k": 4}, [1, 2, 3], {"temperature": 0.0}, 1, 5, [],
+                          deadline_s=3)
+            raise AssertionError("the call returned")
+        except Crashed as e:
+            assert "stopped reading" in str(e), e
+        assert time.monotonic() - start < 3 + SLACK_S
+    finally:
+        impl.close()
