@@ -1,0 +1,376 @@
+"""harness/sandbox.py: what a bubblewrap sandbox keeps a hostile command from doing.
+
+Each test runs a small Python snippet through `sandboxed([python, "-c", code], ...)` and checks
+what it could see or do from the outside (or from the JSON it prints). Skipped, with the reason,
+only where `available()` says the sandbox cannot run on this machine.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from harness.sandbox import Limits, available, sandboxed
+
+REPO = Path(__file__).resolve().parents[2]
+_why_not = available()
+pytestmark = pytest.mark.skipif(_why_not is not None, reason=f"sandbox unavailable here: {_why_not}")
+
+
+def _argv(code: str, *args: str, **kw) -> list[str]:
+    return sandboxed([sys.executable, "-c", textwrap.dedent(code), *args], **kw)
+
+
+def run(code: str, *args: str, timeout: float = 20, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(_argv(code, *args, **kw), stdin=subprocess.DEVNULL, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "OL_TEST_SECRET": "hunter2"})
+
+
+def run_json(code: str, *args: str, **kw):
+    r = run(code, *args, **kw)
+    assert r.returncode == 0, (r.returncode, r.stdout, r.stderr)
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ---- 1. network ---------------------------------------------------------------------------------
+def test_no_network():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    try:
+        out = run_json("""
+            import json, socket, sys
+            res = {}
+            for name, addr in [("host_listener", ("127.0.0.1", int(sys.argv[1]))), ("outside", ("1.1.1.1", 53)),
+                               ("outside_v6", ("2606:4700:4700::1111", 53))]:
+                try:
+                    socket.create_connection(addr, timeout=2).close(); res[name] = "connected"
+                except OSError as e:
+                    res[name] = type(e).__name__
+            try:
+                socket.getaddrinfo("pypi.org", 443); res["dns"] = "resolved"
+            except OSError as e:
+                res["dns"] = type(e).__name__
+            print(json.dumps(res))
+            """, str(port))
+        assert "connected" not in out.values() and out["dns"] != "resolved", out
+        listener.settimeout(0.2)
+        with pytest.raises(socket.timeout):  # nothing ever reached the host's listener
+            listener.accept()
+    finally:
+        listener.close()
+
+
+# ---- 2. the host's files ------------------------------------------------------------------------
+def test_host_files_are_invisible():
+    golden = REPO / "chapters/L10_8/fixtures/spec_golden.json"
+    with tempfile.NamedTemporaryFile(dir="/tmp", prefix="ol-sandbox-secret-", delete=False) as f:
+        f.write(b"secret")
+    os.chmod(f.name, 0o644)
+    try:
+        host_root = set(os.listdir("/root")) if os.access("/root", os.R_OK) else set()
+        probes = [str(golden), f.name, str(REPO / "pyproject.toml"), str(REPO / "harness" / "sandbox.py"),
+                  "/etc/passwd", "/etc/hostname", "/root/.bashrc", "/home"]
+        out = run_json("""
+            import json, os, sys
+            res = {}
+            for p in sys.argv[1:]:
+                try:
+                    open(p, "rb").read(1); res[p] = "read"
+                except OSError as e:
+                    res[p] = type(e).__name__
+            res["ls /root"] = sorted(os.listdir("/root")) if os.path.isdir("/root") else []
+            res["ls repo"] = sorted(os.listdir(%r)) if os.path.isdir(%r) else []
+            res["ls /tmp"] = sorted(os.listdir("/tmp"))
+            print(json.dumps(res))
+            """ % (str(REPO), str(REPO)), *probes)
+        for p in probes:
+            assert out[p] in ("FileNotFoundError", "IsADirectoryError", "PermissionError"), (p, out[p])
+            assert out[p] != "read"
+        # only the mount points leading to the interpreter (a pyenv under /root, the venv in the repo) remain
+        assert set(out["ls /root"]) <= {Path(p).relative_to("/root").parts[0] for p in (sys.base_prefix, sys.prefix)
+                                        if p.startswith("/root/")}, out["ls /root"]
+        assert not host_root or len(set(out["ls /root"])) < len(host_root)
+        assert not {"pyproject.toml", "harness", "chapters", "tests", "SECURITY.md"} & set(out["ls repo"]), out["ls repo"]
+        assert out["ls /tmp"] == [], out["ls /tmp"]
+    finally:
+        os.unlink(f.name)
+
+
+# ---- 3. read-only binds, a capped writable tmpfs ------------------------------------------------
+def test_visible_bind_is_read_only_and_tmpfs_is_capped():
+    private = tempfile.mkdtemp(prefix="ol-sandbox-")  # 0700: the sandbox's host uid cannot traverse it
+    try:
+        data = Path(private) / "pack"
+        data.mkdir(mode=0o755)
+        (data / "ops.py").write_text("X = 1\n")
+        os.chmod(data / "ops.py", 0o644)
+        out = run_json("""
+            import json, os, sys
+            res = {"read": open("/data/ops.py").read()}
+            open("/dev/null", "w").write("x")  # device nodes still work on the read-only /dev
+            for p in ["/data/ops.py", "/data/new.txt", "/usr/evil", "/evil", "/dev/evil", "/dev/shm/evil",
+                      sys.argv[1] + "/evil"]:
+                try:
+                    open(p, "a").write("x"); res[p] = "written"
+                except OSError as e:
+                    res[p] = type(e).__name__
+            open("small.txt", "w").write("ok")
+            res["cwd"] = os.getcwd(); res["small"] = open("small.txt").read()
+            try:
+                with open("big.bin", "wb") as f:
+                    for _ in range(8):
+                        f.write(b"\\0" * (1 << 20)); f.flush()
+                res["big"] = "written"
+            except OSError as e:
+                res["big"] = os.strerror(e.errno)
+            print(json.dumps(res))
+            """, sys.prefix, visible=[(str(data), "/data")], writable_tmp_mb=4)
+        assert out["read"] == "X = 1\n"
+        for p in ["/data/ops.py", "/data/new.txt", "/usr/evil", "/evil", "/dev/evil", "/dev/shm/evil", sys.prefix + "/evil"]:
+            assert out[p] != "written", (p, out)
+        assert out["/data/ops.py"] in ("OSError", "PermissionError")  # EROFS
+        assert (data / "ops.py").read_text() == "X = 1\n" and not (data / "new.txt").exists()
+        assert out["cwd"] == "/tmp" and out["small"] == "ok"
+        assert out["big"] == os.strerror(28), out  # ENOSPC: 8 MiB do not fit a 4 MiB tmpfs
+    finally:
+        import shutil
+        shutil.rmtree(private)
+
+
+# ---- 4. other processes -------------------------------------------------------------------------
+def test_processes_outside_are_out_of_reach():
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        out = run_json("""
+            import json, os, signal, time
+            child = os.fork()
+            if child == 0:
+                time.sleep(30); os._exit(0)
+            res = {"ppid": os.getppid(), "pid": os.getpid()}
+            os.kill(-1, signal.SIGKILL)   # everything it may signal
+            _, status = os.waitpid(child, 0)
+            res["child_signal"] = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            try:
+                os.kill(int(os.environ["HOST_SLEEPER"]), 0); res["host_sleeper"] = "reachable"
+            except OSError as e:
+                res["host_sleeper"] = type(e).__name__
+            print(json.dumps(res))
+            """, env={"HOST_SLEEPER": str(sleeper.pid)})
+        assert out["ppid"] != os.getpid() and out["ppid"] == 1, out  # its parent is the sandbox's init
+        assert out["child_signal"] == signal.SIGKILL  # kill(-1) did hit the sandbox's own processes
+        assert out["host_sleeper"] == "ProcessLookupError", out  # the host's pids do not exist in its PID namespace
+        time.sleep(0.1)
+        assert sleeper.poll() is None  # the host sleeper (and this test process) survived
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+# ---- 5. daemons die with the sandbox ------------------------------------------------------------
+def _marked(marker: str) -> list[int]:
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if marker.encode() in Path(f"/proc/{d}/cmdline").read_bytes():
+                    found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def _wait(pred, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(0.05)
+    return pred()
+
+
+DAEMON = """
+    import os, sys
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv(sys.executable, [sys.executable, "-S", "-c", "import time; time.sleep(60)", sys.argv[1]])
+        os._exit(0)
+    os.wait()
+    sys.stdin.read()   # the main process lives until its stdin closes
+    """
+
+
+@pytest.mark.parametrize("how", ["main_exits", "bwrap_killed"])
+def test_daemonized_grandchild_dies_with_the_sandbox(how):
+    marker = f"ol-sandbox-daemon-{uuid.uuid4().hex}"
+    proc = subprocess.Popen(_argv(DAEMON, marker), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert _wait(lambda: _marked(marker), 10), "the daemon never started"
+        if how == "main_exits":
+            proc.stdin.close()
+            proc.wait(timeout=10)
+        else:
+            proc.kill()  # SIGKILL to bwrap itself, as the judge's deadline does (it kills the group)
+            proc.wait(timeout=10)
+        assert _wait(lambda: not _marked(marker), 5), f"daemon survived: {_marked(marker)}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---- 6. limits ----------------------------------------------------------------------------------
+def test_address_space_limit_and_hard_limits_cannot_be_raised():
+    out = run_json("""
+        import json, resource as r
+        res = {}
+        try:
+            b = bytearray(1 << 30); res["alloc"] = "allocated"
+        except MemoryError:
+            res["alloc"] = "MemoryError"
+        for name in ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NOFILE"]:
+            lim = getattr(r, name)
+            res[name] = list(r.getrlimit(lim))
+            try:
+                r.setrlimit(lim, (r.RLIM_INFINITY, r.RLIM_INFINITY)); res[name + "_raise"] = "raised"
+            except (ValueError, OSError) as e:
+                res[name + "_raise"] = type(e).__name__
+        print(json.dumps(res))
+        """, limits=Limits(address_space=512 << 20, cpu_seconds=30, processes=32, file_size=8 << 20, open_files=64))
+    assert out["alloc"] == "MemoryError"
+    assert out["RLIMIT_AS"] == [512 << 20] * 2 and out["RLIMIT_CPU"] == [30, 30]
+    assert out["RLIMIT_NPROC"] == [32, 32] and out["RLIMIT_FSIZE"] == [8 << 20] * 2
+    assert out["RLIMIT_CORE"] == [0, 0] and out["RLIMIT_NOFILE"] == [64, 64]
+    for name in ["RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_NPROC", "RLIMIT_FSIZE", "RLIMIT_CORE", "RLIMIT_NOFILE"]:
+        assert out[name + "_raise"] == "ValueError", (name, out)
+
+
+def test_file_size_limit():
+    out = run_json("""
+        import json, os
+        try:
+            with open("f.bin", "wb") as f:
+                f.write(b"\\0" * (2 << 20))
+            res = "written"
+        except OSError as e:
+            res = os.strerror(e.errno)
+        print(json.dumps(res))
+        """, limits=Limits(file_size=1 << 20))
+    assert out == os.strerror(27)  # EFBIG (CPython ignores SIGXFSZ)
+
+
+def test_fork_bomb_hits_the_process_limit():
+    t0 = time.monotonic()
+    out = run_json("""
+        import json, os, time
+        forked, refused = 0, 0
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError:
+                refused += 1
+                continue
+            if pid == 0:
+                time.sleep(3); os._exit(0)
+            forked += 1
+        print(json.dumps({"forked": forked, "refused": refused}), flush=True)
+        os._exit(0)   # the sandbox's init dies with us and the kernel reaps the rest
+        """, limits=Limits(processes=12))
+    assert out["refused"] > 0 and out["forked"] < 12, out
+    assert time.monotonic() - t0 < 10
+    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+
+
+def test_cpu_limit_kills_a_busy_loop():
+    t0 = time.monotonic()
+    r = run("while True: pass\nprint('finished')", limits=Limits(cpu_seconds=1), timeout=15)
+    assert "finished" not in r.stdout
+    assert r.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL, -signal.SIGXCPU, 128 + signal.SIGXCPU), r
+    assert time.monotonic() - t0 < 8
+
+
+# ---- 7. environment -----------------------------------------------------------------------------
+def test_environment_holds_only_what_was_given():
+    out = run_json("import json, os; print(json.dumps(dict(os.environ)))", env={"PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp"})
+    assert "OL_TEST_SECRET" not in out and "hunter2" not in json.dumps(out)
+    assert out["PYTHONDONTWRITEBYTECODE"] == "1" and out["HOME"] == "/tmp"
+    # bwrap adds PWD; CPython's PEP 538 locale coercion may add LC_CTYPE
+    assert set(out) <= {"PYTHONDONTWRITEBYTECODE", "HOME", "PWD", "LC_CTYPE"}, out
+
+
+# ---- 8. the worker protocol's pipe pair ---------------------------------------------------------
+def test_pipe_pair_passes_through_both_ways():
+    to_r, to_w = os.pipe()
+    from_r, from_w = os.pipe()
+    code = """
+        import os, sys
+        fin, fout = os.fdopen(int(sys.argv[1]), "rb"), os.fdopen(int(sys.argv[2]), "wb")
+        line = fin.readline()
+        fout.write(b"echo:" + line.upper()); fout.flush()
+        """
+    proc = subprocess.Popen(_argv(code, str(to_r), str(from_w)), pass_fds=(to_r, from_w),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    os.close(to_r)
+    os.close(from_w)
+    try:
+        with os.fdopen(to_w, "wb") as w, os.fdopen(from_r, "rb") as r:
+            w.write(b'{"id": 1, "op": "hello"}\n')
+            w.flush()
+            assert r.readline() == b'echo:{"ID": 1, "OP": "HELLO"}\n'
+        assert proc.wait(timeout=10) == 0, proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---- 9. identity --------------------------------------------------------------------------------
+def test_uid_inside_is_not_root():
+    out = run_json("""
+        import json, os
+        caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapPrm"))]
+        print(json.dumps({"ids": [os.getuid(), os.geteuid(), os.getgid(), os.getegid()], "caps": caps}))
+        """)
+    assert 0 not in out["ids"], out
+    assert all(int(c, 16) == 0 for c in out["caps"]), out
+
+
+def test_namespaces_are_new():
+    inside = run_json('import json, os; print(json.dumps({n: os.readlink("/proc/self/ns/" + n) for n in os.listdir("/proc/self/ns")}))')
+    for ns in ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup"):
+        if os.path.exists(f"/proc/self/ns/{ns}"):
+            assert inside[ns] != os.readlink(f"/proc/self/ns/{ns}"), ns
+
+
+# ---- startup overhead ---------------------------------------------------------------------------
+def test_startup_overhead(capsys):
+    def median(argv):
+        times = []
+        for _ in range(10):
+            t = time.perf_counter()
+            subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+    plain = median([sys.executable, "-c", "pass"])
+    boxed = median(sandboxed([sys.executable, "-c", "pass"]))
+    with capsys.disabled():
+        print(f"\n[sandbox] python -c pass: plain {plain * 1000:.1f} ms, sandboxed {boxed * 1000:.1f} ms "
+              f"(+{(boxed - plain) * 1000:.1f} ms), median of 10")
+    assert boxed < plain + 1.0
