@@ -11,6 +11,8 @@ from pathlib import Path
 import sys
 from typing import Callable
 
+from .errors import UsageError
+
 
 @dataclass(frozen=True)
 class Language:
@@ -38,8 +40,6 @@ LANGUAGES = {"python": Language("python", _python_worker)}  # Python runs from s
 
 
 def language(name: str) -> Language:
-    from .errors import UsageError
-
     if name not in LANGUAGES:
         raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
     return LANGUAGES[name]

@@ -12,14 +12,14 @@ agreeing both ways (a test function with no row, or a row with no function, is a
 names both).
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 import ast
 import importlib
 import os
 from pathlib import Path
 import tomllib
 
-from .errors import RegistryError, UnknownChapter
+from .errors import RegistryError, UnknownChapter, UsageError
 from .paths import CHAPTERS_DIR
 
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
@@ -95,14 +95,12 @@ class Chapter:
         for m in self.mutants:
             if m.id == mid:
                 return m
-        from .errors import UsageError
         raise UsageError(f"chapter {self.chapter} has no mutant {mid!r}: it has {', '.join(m.id for m in self.mutants) or 'none'}")
 
     def language(self, name: str = "python") -> LanguageSpec:
         try:
             return self.languages[name]
         except KeyError:
-            from .errors import UsageError
             raise UsageError(f"chapter {self.chapter} is not graded in {name!r}: it has {', '.join(self.languages)}") from None
 
     def module(self, role: str):
@@ -243,4 +241,4 @@ def load_chapter(chapter: str) -> Chapter:
             raise RegistryError(f"{toml}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
     check_agreement(tests, ch.tests_files, toml)
     make_importable()
-    return Chapter(**{**ch.__dict__, "mutants": _mutants(ch.mutants_manifest, tests, chapter)})
+    return replace(ch, mutants=_mutants(ch.mutants_manifest, tests, chapter))
