@@ -380,9 +380,22 @@ def config_check(runtime_toml: Path) -> None:
 @click.pass_context
 def selftest(ctx) -> None:
     """Run ol's own test suite (pytest over tests/ and chapters/; extra arguments go to pytest)."""
+    import importlib.util
+
     import pytest
 
-    code = int(pytest.main([str(REPO / "tests"), str(REPO / "chapters"), *ctx.args]))
+    args = list(ctx.args)
+    # Every core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
+    # so the long tests balance). A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
+    # groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its groups are ignored.)
+    def chooses_workers(i: int, a: str) -> bool:
+        return (a in ("-n", "--numprocesses", "--dist", "-pno:xdist") or a.startswith(("--numprocesses=", "--dist="))
+                or (a.startswith("-n") and not a.startswith("--")) or (a == "-p" and args[i + 1 : i + 2] == ["no:xdist"]))
+
+    own = any(chooses_workers(i, a) for i, a in enumerate(args))
+    if not own and importlib.util.find_spec("xdist") is not None:
+        args = ["-n", "auto", "--dist", "worksteal", *args]
+    code = int(pytest.main([str(REPO / "tests"), str(REPO / "chapters"), *args]))
     if code == 5:
         err.print("ol selftest: pytest collected no tests: that is a failure, not a pass")
     if code == 4:  # pytest's usage error: ol's bad-input code

@@ -74,6 +74,7 @@ def test_a_submission_that_cannot_be_imported_is_one_message_with_file_and_line(
     assert "Traceback" not in r.stdout + r.stderr and r.stdout.count("NotImplementedError") == 0
 
 
+@pytest.mark.slow
 def test_an_exception_shows_the_students_own_file_line_and_source(tmp_path):
     sub = tmp_path / "sub"
     shutil.copytree(REPO / "reference" / "tinyllm", sub / "tinyllm", ignore=shutil.ignore_patterns("__pycache__"))
@@ -85,6 +86,7 @@ def test_an_exception_shows_the_students_own_file_line_and_source(tmp_path):
     assert "    return [ctx[len(ctx) + 1]]" in r.stdout and "harness/" not in r.stdout, r.stdout
 
 
+@pytest.mark.slow
 def test_start_prints_one_next_step_that_works(tmp_path):
     r = ol("start", "L10.8", "ws", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -115,6 +117,7 @@ def test_config_check_validates_a_runtime_file_with_the_engines_messages(tmp_pat
     assert r.returncode == 2 and "no runtime file at" in first_line(r), r.stderr
 
 
+@pytest.mark.slow
 def test_a_first_setup_without_network_says_what_is_missing_in_one_line(tmp_path):
     env = {"OL_VENV": str(tmp_path / "venv"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "no-wheels"),
            "PIP_CONFIG_FILE": os.devnull, "OL_PYTHON": sys.executable}

@@ -55,6 +55,7 @@ def test_reference_passes_all_with_valid_json_and_junit(tmp_path):
     assert int(suite.get("tests")) == N and int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
 
 
+@pytest.mark.slow
 def test_fresh_stub_fails_every_test_with_not_implemented(tmp_path):
     r = ol("start", "L10.8", tmp_path / "ws")
     assert r.returncode == 0, r.stderr

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
@@ -34,6 +35,7 @@ def outcomes(out: Path) -> dict[str, dict[str, str]]:
     return {name: {k: v for k, v in r.items() if k not in FIXED} for name, r in rows(out).items()}
 
 
+@pytest.mark.slow
 def test_grading_the_examples_twice_with_one_seed(tmp_path):
     expected = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
     runs = []
@@ -79,6 +81,7 @@ def verify_draft(rows, draft, draft_probs, p, prompt, output, rng):
 '''
 
 
+@pytest.mark.slow
 def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     sys.path.insert(0, str(REPO / "reference"))
     from tinyllm.rng import Pcg32
@@ -115,6 +118,7 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     assert all(fresh[t] == "fail" for t in DIFFERENTIAL), f"fresh cases must expose them: {fresh}"
 
 
+@pytest.mark.slow
 def test_the_readme_grade_command_works_from_another_folder_with_relative_paths(tmp_path):
     """`ol grade L10.8 examples/submissions --ref-deps ...` as a member of staff types it, from the project root
     and from elsewhere: every sample gets the grade expected.json states (no silent 0/16)."""
@@ -131,6 +135,7 @@ def test_the_readme_grade_command_works_from_another_folder_with_relative_paths(
             assert failing == want["must_fail"], f"{name} graded from {cwd}: {failing} != {want['must_fail']}"
 
 
+@pytest.mark.slow
 def test_a_submission_its_judge_cannot_grade_is_ungraded_never_zero(tmp_path):
     klass = tmp_path / "class"
     (klass / "empty").mkdir(parents=True)  # not a submission at all: the judge refuses it as input
@@ -160,6 +165,7 @@ def test_bad_outputs_are_refused_before_anyone_is_graded(tmp_path):
         assert not (tmp_path / "grades.csv").exists(), "nothing may be graded before the outputs are known good"
 
 
+@pytest.mark.slow
 def test_every_upload_layout_gradescope_accepts_ol_grade_accepts(tmp_path):
     """A class exported from Gradescope: each folder holds what its student uploaded (a bare spec.py, a
     tinyllm/ folder, or a zip of either); a loose file of the export (a roster) is not a submission."""

@@ -263,6 +263,7 @@ def test_bundle_names_are_relative_with_the_scripts_and_seed_at_the_root(tmp_pat
         assert {"ol", "pyproject.toml", "harness/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
 
 
+@pytest.mark.slow
 def test_setup_installs_python311_when_python3_is_older(tmp_path):
     """Ubuntu 22.04: python3 is 3.10, so setup.sh asks apt-get for python3.11 and python3.11-venv and uses it."""
     root = extract(build(tmp_path, SEED), tmp_path / "root")

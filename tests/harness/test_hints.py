@@ -4,6 +4,8 @@ pitfall answers (harness.hints): nothing is re-run after the tests."""
 
 import shutil
 
+import pytest
+
 from harness.check import run_check
 from harness.hints import HINT_MIN_CASES, HINT_SHARE, pitfall_matches
 from harness.mutants import kill_matrix
@@ -13,6 +15,7 @@ from harness.stub import write_stub
 CH = load_chapter("L10.8")
 
 
+@pytest.mark.slow
 def test_the_hint_names_each_mutant_and_nothing_else():
     result = kill_matrix(CH, jobs=2)
     assert result["reference_hints"] == [], f"the reference must get no hint: {result['reference_hints']}"
