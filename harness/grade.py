@@ -52,7 +52,9 @@ def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: P
            "--json", str(out)]
     if ref_deps:
         cmd.append("--ref-deps")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    tmp = scratch / f"{sub.name}.tmp"  # the judge's temporary files: removed with the scratch, even if it is killed
+    tmp.mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
     start = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=scratch,

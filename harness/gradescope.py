@@ -50,7 +50,8 @@ venv_py="${OL_VENV:-$src/.venv}/bin/python"                  # the environment .
 seed="$(cat "$src/{seed_file}" 2>/dev/null)" ||
   echo "run_autograder: $src/{seed_file} is missing: rebuild the bundle with ol gradescope (--seed keeps the cases)"
 private="$(mktemp -d)"   # the judge writes here: a report the submission planted in results/ is never read
-OL_PYTHON="$py" bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "$seed" \
+mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
+TMPDIR="$private/tmp" OL_PYTHON="$py" bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "$seed" \
   --gradescope "$private/results.json" 2>&1
 code=$?
 echo "run_autograder: ol check exited $code"

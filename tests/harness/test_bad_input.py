@@ -126,4 +126,7 @@ def test_a_first_setup_without_network_says_what_is_missing_in_one_line(tmp_path
     assert r.returncode == 3, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert lines[-1].startswith("ol: could not install ol's dependencies") and "Full log:" in lines[-1], r.stderr
+    log = Path(lines[-1].rsplit("Full log: ", 1)[1].strip())
+    assert log.is_file(), f"the log it names must exist: {log}"
+    log.unlink()
     assert len(lines) <= 2 and "Traceback" not in r.stderr, r.stderr

@@ -142,7 +142,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
     out = scratch / f"{sub.name}.json"  # where `ol grade` has each judge write its report
     cmd = [sys.executable, "-c", "from harness.cli import main; main()", "check", "L10.8", "--submission", str(sub), "--json", str(out)]
     start = time.monotonic()
-    r = subprocess.run(cmd, cwd=scratch, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+    r = subprocess.run(cmd, cwd=scratch, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
                        timeout=60, stdin=subprocess.DEVNULL)
     assert r.returncode == -signal.SIGKILL, f"the judge should have been killed: exit {r.returncode}\n{r.stderr[-2000:]}"
     assert time.monotonic() - start < 60
