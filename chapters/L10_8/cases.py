@@ -9,7 +9,7 @@ import numpy as np
 
 from harness.errors import SubmissionFailure
 
-from .judge.answers import ANSWERS
+from .judge.answers import ANSWERS, VERIFY_KEYS, case_inputs
 from .judge.judging import short, uniforms_drawn
 
 LOGPROB_TOL = 1e-9  # the chapter tests' tolerance on logprobs (float64; a port may sum in another order)
@@ -40,7 +40,7 @@ def _verify_text(v: dict) -> str:
 def _verify_row(c: dict, got, error, ref) -> dict | None:
     e = c["expect"]
     if error is None:
-        fields = [f for f in ("tokens", "n_accepted", "next_u32") if got[f] != e[f]]
+        fields = [f for f in VERIFY_KEYS if got[f] != e[f]]
         if not fields and not np.allclose(got["logprobs"], e["logprobs"], atol=LOGPROB_TOL, rtol=0):
             fields = ["logprobs"]
         if not fields:
@@ -59,7 +59,7 @@ def _request_row(section: str, c: dict, got, error) -> dict | None:
     """A generate or rollback case: its inputs, and the answers in the recorded shape."""
     if error is None and got == c["expect"]:
         return None
-    inputs = {k: v for k, v in c.items() if k not in ("id", "tags", "expect", "pitfalls")}
+    inputs = case_inputs(c)
     first = None
     if error is None and section == "generate" and isinstance(got, dict):
         first = _first_diff(c["expect"]["tokens"], got["tokens"])

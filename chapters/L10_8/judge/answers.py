@@ -8,6 +8,9 @@ from .fake_target import FakeTarget
 from .targets import filled_table
 
 REFUSED = "refused"  # the answer of a run the judge's target or pool refused (the misuse is the answer)
+VERIFY_KEYS = ("tokens", "n_accepted", "next_u32")  # a verify answer without its logprobs (they carry a tolerance)
+# the key order of a recorded answer, per section (the drafts' answers are plain lists); the oracle writes them so
+ANSWER_KEYS = {"verify": VERIFY_KEYS, "generate": ("tokens", "cached"), "rollback": ("released", "fills")}
 GREEDY = {"temperature": 0.0}  # the generate section is greedy: the fake target's argmax walk
 
 
@@ -36,9 +39,6 @@ def rollback_answer(impl, c: dict):
             return REFUSED
         raise
     return {"released": r["released"], "fills": [pool.fill(b) for b in r["table"]]}
-
-
-VERIFY_KEYS = ("tokens", "n_accepted", "next_u32")  # a verify answer without its logprobs (they carry a tolerance)
 
 
 def verify_answer(impl, ref, c: dict) -> dict:
@@ -72,8 +72,13 @@ def golden_section(impl, ref, golden: dict, section: str) -> list[tuple[dict, ob
     return wrong
 
 
+def case_inputs(c: dict) -> dict:
+    """A golden case's question: every field but its id, tags and answers."""
+    return {k: v for k, v in c.items() if k not in ("id", "tags", "expect", "pitfalls")}
+
+
 def golden_mismatch(golden: dict, section: str, wrong: list) -> str:
     c, got = wrong[0]
-    inputs = {k: v for k, v in c.items() if k not in ("id", "tags", "expect", "pitfalls")}
+    inputs = case_inputs(c)
     return (f"{len(wrong)} of {len(golden[section])} golden {section} cases differ from the Python reference. First: "
             f"case {c['id']} (tags {', '.join(c['tags'])}), {inputs}:\n  expected {c['expect']}\n  got      {got}")

@@ -9,6 +9,10 @@ from typing import Any, Sequence
 
 from harness.oracle_kit import Rand
 
+# REFUSED (a variant the reference's own objects refuse) and ANSWER_KEYS (a recorded answer's key order):
+# one definition, the judge's, so what the oracle records and what the tests record cannot drift apart
+from chapters.L10_8.judge.answers import ANSWER_KEYS, REFUSED  # noqa: F401
+
 MASTER_SEED = 0x4C31302E38  # = 327242755640, the ASCII bytes of "L10.8"; the ONLY source of randomness
 
 N_VERIFY = 120  # the chapter's section 4 promises 120 verification cases
@@ -34,12 +38,6 @@ MUST_SHOW = {"s04": 10, "s07": 10, "s09": 10, "s01": 5, "s02": 5, "s03": 5, "s10
 # each section's code in the per-case seed mix (harness.oracle_kit.case_seed); `generate` draws
 # nothing (its requests are the chapter test's), so it has no code
 SECTION_CODE = {"verify": 1, "prompt_lookup": 2, "ngram": 3, "rollback": 5}
-# a pitfall variant's answer when the reference's own objects refuse it (the fake target's budget,
-# the pool's fill bound): what a mutant's call ending in an exception is recorded as
-REFUSED = "refused"
-# the key order of a recorded pitfall answer, per section (the drafts' answers are plain lists)
-ANSWER_KEYS = {"verify": ("tokens", "n_accepted", "next_u32"), "generate": ("tokens", "cached"),
-               "rollback": ("released", "fills")}
 
 # ---- the fixed tag vocabulary (documented in fixtures/README.md; enumerated in the schema) ----
 

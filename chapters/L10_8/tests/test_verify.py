@@ -12,6 +12,7 @@ import pytest
 
 from chapters.L10_8.judge.judging import case, must_refuse, uniforms_drawn
 from chapters.L10_8.judge import stats
+from chapters.L10_8.judge.answers import VERIFY_KEYS
 from chapters.L10_8.judge.bad_inputs import bad_inputs
 from chapters.L10_8.judge.requests import GREEDY, HAND_ROWS, HAND_SEED, LOGPROB_TOL
 
@@ -113,8 +114,8 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
         with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
             got = impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"], c["output"], c["seed"])
         e = c["expect"]
-        impl.record(c["id"], {f: got[f] for f in ("tokens", "n_accepted", "next_u32")})  # for pitfall hints
-        fields = [f for f in ("tokens", "n_accepted", "next_u32") if got[f] != e[f]]
+        impl.record(c["id"], {f: got[f] for f in VERIFY_KEYS})  # for pitfall hints
+        fields = [f for f in VERIFY_KEYS if got[f] != e[f]]
         if not fields and not np.allclose(got["logprobs"], e["logprobs"], atol=LOGPROB_TOL, rtol=0):
             fields = ["logprobs"]
         if fields:
