@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from .confine import Mode
 from .errors import OlError, SubmissionFailure
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
@@ -98,17 +99,28 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                   load_error=_plain(failure).removeprefix("load: "))
 
 
+def sandbox_of(impl) -> str:
+    """How the Impl's code runs: its worker's sandbox mode, or in-process (trusted code)."""
+    mode = getattr(impl.transport, "mode", None)
+    return mode.name if mode is not None else "in-process"
+
+
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
-              golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None) -> Report:
-    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test.
+              golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None,
+              sandbox: Mode | None = None) -> Report:
+    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test, and says
+    how the code ran (`sandbox`: a worker's mode, default harness.confine.choose(); or in-process).
     A damaged golden file stops it before any test runs (harness.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
     start = time.perf_counter()
-    impl = open_impl(chapter, submission, ref_deps, transport)
+    impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox)
+    mode = sandbox_of(impl)
     try:
         failure = _load(impl)
         if failure is not None:
-            return _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
+            rep = _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
+            rep.sandbox = mode
+            return rep
         collector = _Collector(impl)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
@@ -132,7 +144,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed)
+    rep = Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode)
     if not rep.ok and chapter.mutants:
         rep.pitfall_matches = pitfall_matches(chapter, json.loads(Path(golden).read_text()), answers)
     return rep

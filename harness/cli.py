@@ -128,7 +128,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool) -> bool:
 @click.option("--ref-deps", is_flag=True, help="keep your chapter file, take earlier chapters' modules from the reference")
 @click.option("--ref-deps-if-missing", is_flag=True, help="--ref-deps only when the submission lacks an earlier chapter's file")
 @click.option("--transport", type=click.Choice(["auto", "worker"]), default="auto", help="run trusted code through the worker too")
-@click.option("--json", "json_path", default=None, help="write the report as JSON")
+@click.option("--json", "json_path", default=None, help="write the report as JSON (-: to stdout, the console to stderr)")
 @click.option("--junit", default=None, help="write JUnit XML")
 @click.option("--gradescope", default=None, help="write a Gradescope results.json")
 @click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
@@ -145,19 +145,39 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
             return _demo(ch)
     validate(ch, submission)
     ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing)
+    console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
+    mode = _sandbox_mode(console, ch, submission, transport)
     seed = None
     if fresh is not None:
         seed, golden = _fresh_cases(ch, fresh)
-        out.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
-    rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed)
-    show.report(out, rep)
-    show.hints(out, rep)
+        console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
+    rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode)
+    show.report(console, rep)
+    show.hints(console, rep)
     _write_outputs(rep, json_path, junit, gradescope)
     raise Exit(0 if rep.ok else 1)
 
 
+def _sandbox_mode(console, ch, submission: str, transport: str):
+    """How this check confines the code it runs (harness.confine); said once when it cannot, or when the
+    uid fallback leaves the answers readable."""
+    from .confine import answers_exposed, choose, exposure_advice
+
+    if transport != "worker" and (submission == "reference" or submission.startswith("mutant:")):
+        return None  # trusted code, in-process
+    mode = choose()
+    if not mode.confined:
+        console.print(f"[bold yellow]ol: not sandboxed[/]: your code runs as you, unconfined ({mode.why}).", markup=True)
+    elif exposed := answers_exposed(ch, mode):
+        console.print(f"[bold yellow]ol: sandbox mode uid[/] ({mode.why}): {exposure_advice(exposed)}", markup=True)
+    return mode
+
+
 def _write_outputs(rep, json_path, junit, gradescope) -> None:
-    if json_path:
+    if json_path == "-":
+        sys.stdout.write(json.dumps(rep.to_json()) + "\n")
+        sys.stdout.flush()
+    elif json_path:
         _write_json(json_path, rep.to_json())
     if junit:
         from .render.junit import junit_xml
@@ -280,20 +300,30 @@ def mutants(chapter, json_path, jobs) -> None:
 @click.option("--seed", default=None, help="the fresh cases' seed (default: a random one, recorded in the outputs)")
 @click.option("--shipped-cases", is_flag=True, help="grade on the shipped golden cases instead of fresh ones")
 @click.option("--ref-deps", is_flag=True, help="every submission holds only its chapter file; the rest comes from the reference")
-def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_cases, ref_deps) -> None:
+@click.option("--no-sandbox", is_flag=True, help="grade even where workers cannot be confined (they run as you: trusted code only)")
+def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_cases, ref_deps, no_sandbox) -> None:
     """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel."""
     import os
 
+    from .confine import SandboxError, answers_exposed, choose, exposure_advice
     from .grade import check_outputs, grade as run_grade, submissions_in
 
     ch = load_chapter(chapter)
+    mode = choose()
+    if not mode.confined and not no_sandbox:
+        raise SandboxError(f"ol grade runs untrusted code and will not run it unconfined: {mode.why}. Grade on a "
+                           "machine with unprivileged user namespaces (bubblewrap), or as root (workers then run as an "
+                           "unprivileged uid); or, for trusted submissions only, pass --no-sandbox.")
+    if exposed := answers_exposed(ch, mode):
+        raise SandboxError(f"ol grade in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}")
+    err.print(f"ol: grading in sandbox mode {mode.name}" + (f" ({mode.why})" if mode.why else ""))
     seed_value = None if shipped_cases else _seed("random" if seed is None else seed, "--seed")
     n = len(submissions_in(ch, submissions_dir))
     check_outputs(out_csv, results_dir)
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("grading", total=n)
         result = run_grade(ch, submissions_dir, jobs or os.cpu_count() or 1, seed_value, ref_deps, out_csv, results_dir,
-                           on_done=lambda r: progress.advance(task))
+                           on_done=lambda r: progress.advance(task), sandbox=mode.name)
     show.grades(out, ch.chapter, result)
     out.print(f"wrote {out_csv}" + (f" and {results_dir}/" if results_dir else "") +
               (f"; replay with --seed {seed_value}" if seed_value is not None else ""))

@@ -63,6 +63,9 @@ def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
     _write(path, oracle.dumps(oracle.build(pristine(), seed)))
+    for f in (path, digest_path(path)):  # the answers: the judge's alone (a uid-mode worker is another uid)
+        if f.exists():
+            f.chmod(0o600)
     return path
 
 

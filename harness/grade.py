@@ -46,31 +46,34 @@ def _judge_failure(code: int, stderr: str) -> str:
     return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
 
 
-def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path) -> tuple[Report, float]:
-    out = scratch / f"{sub.name}.json"
+def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str) -> tuple[Report, float]:
+    """One submission's judge: `ol check --json -` in a session of its own; its report comes back over the
+    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1."""
     cmd = [sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
-           "--json", str(out)]
+           "--json", "-"]
     if ref_deps:
         cmd.append("--ref-deps")
     tmp = scratch / f"{sub.name}.tmp"  # the judge's temporary files: removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp)}
+    tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox}
     start = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=scratch,
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=tmp,
                            stdin=subprocess.DEVNULL, start_new_session=True)
-        problem = None if r.returncode in (0, 1) and out.is_file() else _judge_failure(r.returncode, r.stderr)
+        problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr)
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
     report = None
     if problem is None:
         try:
-            report = Report.from_json(json.loads(out.read_text()))
+            report = Report.from_json(json.loads(r.stdout))
         except (ValueError, OlError) as e:
             problem = f"the judge's report was unreadable ({e})"
     if report is None:
         report = _ungraded(chapter, sub.name, ref_deps, problem)
+        report.sandbox = sandbox
     report.submission = sub.name
     return report, elapsed
 
@@ -136,20 +139,24 @@ class Ledger:
         if self.results_dir is not None:
             data = {**report.to_json(), "seed": self.result["seed"], "wall_s": round(wall, 2)}
             _atomic_write(self.results_dir / f"{report.submission}.json", json.dumps(data, indent=2) + "\n")
-            summary = {k: self.result[k] for k in ("chapter", "seed", "fresh", "ref_deps")} | {"summary": self.result["summary"]}
+            summary = {k: self.result.get(k) for k in ("chapter", "seed", "fresh", "ref_deps", "sandbox")} | {"summary": self.result["summary"]}
             _atomic_write(self.results_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
 def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, ref_deps: bool, out_csv: Path,
-          results_dir: Path | None = None, on_done=None) -> dict:
+          results_dir: Path | None = None, on_done=None, sandbox: str = "bwrap") -> dict:
+    """Grade every submission of the folder; `sandbox`: the mode every judge must confine its worker in
+    (harness.confine; a judge that cannot refuses, and the submission is ungraded, never unconfined)."""
     subs = submissions_in(chapter, submissions_dir)
     check_outputs(out_csv, results_dir)
     ledger = Ledger(chapter, seed, ref_deps, out_csv, results_dir)
+    ledger.result["sandbox"] = sandbox
     scratch = Path(tempfile.mkdtemp(prefix="ol-grade-"))
+    scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable, and the fresh cases are 0600
     try:
         golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch) for s in subs]
+            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox) for s in subs]
             for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
                 report, wall = f.result()
                 ledger.add(report, wall)

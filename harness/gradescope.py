@@ -110,6 +110,12 @@ cd "$src"
 OL_PYTHON="$py" bash ./ol --help >/dev/null   # makes the environment and installs ol into it, now, while there is a network
 echo "$py" > "$src/{python_file}"
 echo "setup.sh: ol runs on $py ($("$py" --version 2>&1)) in ${OL_VENV:-$src/.venv}"
+# Where the container refuses user namespaces, workers run as uid 65534 with no namespace (harness/confine.py):
+# the answers (the reference, the packs' golden files, tests and mutants, the samples) and the seed are made
+# the grader's (root's) alone, so that uid cannot read them. The judge copies what a worker needs.
+for private in reference chapters examples tests {seed_file}; do
+  [ ! -e "$src/$private" ] || chmod -R go-rwx "$src/$private"
+done
 """
 
 

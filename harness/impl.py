@@ -15,7 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import SubmissionFailure, Timeout
+from .errors import Crashed, SubmissionFailure, Timeout
+from .shapes import ShapeError, conform
 from .wire import floats
 
 DEFAULT_DEADLINE_S = 5.0  # a pure call answers in milliseconds; the margin is for a loaded grading machine
@@ -43,6 +44,7 @@ class Impl:
     """Calls into one implementation, each under a deadline and the current test's budget."""
 
     DEADLINES_S: dict[str, float] = {}  # per-op deadlines a chapter's client may set
+    ANSWERS: dict[str, object] = {}  # op -> the shape of its answer (harness.shapes), from the chapter's ops
 
     def __init__(self, transport, label: str, scratch: Path | None = None) -> None:
         self.transport = transport
@@ -73,7 +75,18 @@ class Impl:
         self.calls.append(info)
         if info.error is not None:
             raise info.error
-        return floats(info.value)
+        return self.conform(op, args, info.value)
+
+    def conform(self, op: str, args: dict, value):
+        """The answer checked against the op's declared shape (non-finite floats decoded); a mismatch is
+        Crashed: the worker broke the protocol (a Python submission cannot, through the ops; a raw write can)."""
+        shape = self.ANSWERS.get(op)
+        if shape is None:
+            return floats(value)
+        try:
+            return conform(shape(args) if callable(shape) else shape, value, f"{op}'s answer")
+        except ShapeError as e:
+            raise Crashed(f"{op}: the worker's answer breaks the protocol: {e}") from None
 
     def adopt(self, path: Path) -> None:
         """Remove `path` (a scratch folder this Impl depends on) when the Impl closes."""

@@ -1,23 +1,42 @@
 """The languages ol grades, as the engine sees them: how a submission's worker is started.
 
-A language is a worker command (argv given the pipe pair) and, for compiled languages, a build step
-that turns a submission into something that command runs. What a student writes in a language for a
-chapter (the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its
-chapter.toml); adding a language adds an entry here and a table in each pack that grades it.
+A language is a worker launcher and, for compiled languages, a build step that turns a submission
+into something the worker runs. The launcher is given the chapter, the submission's (built) folder and
+an empty folder of the worker's own, and returns a WorkerLaunch: the argv (given the protocol's pipe
+pair), the read-only paths the worker may see, and its environment. It copies what the worker needs
+into that folder, world-readable (harness.confine.readable_copy), so a confined worker reads copies,
+never the submission's or the project's own files. What a student writes in a language for a chapter
+(the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its chapter.toml);
+adding a language adds an entry here and a table in each pack that grades it.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+import shutil
 import sys
 from typing import Callable
 
+from .confine import readable_copy
 from .errors import UsageError
+from .paths import REPO
+
+# What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
+# of the harness (not the registry, not the reference's location), no fixture, test or oracle.
+PYTHON_WORKER_KIT = ("harness/__init__.py", "harness/wire.py", "harness/worker.py",
+                     "harness/transport/__init__.py", "harness/transport/session.py")
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    argv: Callable[[int, int], list[str]]         # (fd_in, fd_out) -> the worker's argv
+    visible: tuple[Path, ...] = ()                # read-only paths it may see, besides the interpreter
+    env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Language:
     name: str
-    worker: Callable[["object", Path], Callable[[int, int], list[str]]]  # (chapter, package dir) -> argv of fds
+    worker: Callable[["object", Path, Path], WorkerLaunch]  # (chapter, package dir, worker's own folder)
     # (chapter, submission's folder, an empty scratch folder) -> the folder the worker command is given
     # (what the build made there); None: the source runs as it is, as Python's does
     build: Callable[["object", Path, Path], Path] | None = None
@@ -26,14 +45,24 @@ class Language:
         return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch)
 
 
-def _python_worker(chapter, package_dir: Path) -> Callable[[int, int], list[str]]:
+def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
     lang = chapter.language("python")
+    kit = home / "kit"
+    for rel in PYTHON_WORKER_KIT:
+        (kit / rel).parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        shutil.copyfile(REPO / rel, kit / rel)
+    shutil.copyfile(chapter.ops_file, kit / "ol_chapter_ops.py")
+    for p in [kit, *kit.rglob("*")]:
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    sub = home / "sub"
+    sub.mkdir(mode=0o755)
+    readable_copy(Path(package_dir) / lang.package, sub / lang.package)
 
     def argv(fd_in: int, fd_out: int) -> list[str]:
         own = [a for f in lang.student_files for a in ("--own", f)]
-        return [sys.executable, "-m", "harness.worker", "--ops", str(chapter.ops_file), "--package", lang.package,
-                "--package-dir", str(Path(package_dir).resolve()), *own, "--in", str(fd_in), "--out", str(fd_out)]
-    return argv
+        return [sys.executable, "-m", "harness.worker", "--ops", str(kit / "ol_chapter_ops.py"), "--package", lang.package,
+                "--package-dir", str(sub), *own, "--in", str(fd_in), "--out", str(fd_out)]
+    return WorkerLaunch(argv, (kit, sub, *chapter.worker_data), {"PYTHONPATH": str(kit), "PYTHONDONTWRITEBYTECODE": "1"})
 
 
 LANGUAGES = {"python": Language("python", _python_worker)}  # Python runs from source: no build step

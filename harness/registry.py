@@ -81,6 +81,7 @@ class Chapter:
     mutants: tuple[MutantSpec, ...] = field(default=())
     demo: Path | None = None
     data: dict[str, Path] = field(default_factory=dict)  # named data paths the judge helpers use
+    worker_sees: dict[str, tuple[str, ...]] = field(default_factory=dict)  # data name -> the files in it a worker may read
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -108,6 +109,11 @@ class Chapter:
         if not self.modules.get(role):
             raise RegistryError(f"chapter {self.chapter} names no `{role}` module in {self.pack_dir / 'chapter.toml'}")
         return importlib.import_module(f"{PACKAGE}.{self.pack_dir.name}.{self.modules[role]}")
+
+    @property
+    def worker_data(self) -> tuple[Path, ...]:
+        """The files a worker may read (read-only, at the same paths): those [worker_sees] names."""
+        return tuple(self.data[name] / f for name, files in self.worker_sees.items() for f in files)
 
     @property
     def ops_file(self) -> Path:
@@ -232,7 +238,14 @@ def load_chapter(chapter: str) -> Chapter:
                      modules=modules, client_class=client_class, tests=tests, languages=languages,
                      mutants_manifest=pack / d.get("mutants", "mutants/manifest.toml"),
                      demo=(pack / d["demo"]).resolve() if "demo" in d else None,
-                     data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()})
+                     data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()},
+                     worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()})
+        unknown = [n for n in ch.worker_sees if n not in ch.data]
+        if unknown:
+            raise ValueError(f"worker_sees names {unknown}, which [data] does not define")
+        missing = [str(f) for f in ch.worker_data if not f.is_file()]
+        if missing:
+            raise ValueError(f"worker_sees lists files that do not exist: {missing}")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise RegistryError(f"{toml}: malformed chapter table ({type(e).__name__}: {e})") from e
     _unique([t.name for t in tests], "test", toml)

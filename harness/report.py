@@ -52,6 +52,7 @@ class Report:
     pitfall_matches: list[dict] = field(default_factory=list)  # mutants whose answers the submission's match
     ungraded: str | None = None  # why no grade could be given (the judge failed, not the submission's answers)
     load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
+    sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.confine), in-process (trusted), None: unknown
 
     @property
     def passed(self) -> int:
@@ -75,7 +76,7 @@ class Report:
                 "summary": {"passed": self.passed, "failed": len(self.tests) - self.passed, "total": len(self.tests),
                             "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
                 "pitfall_matches": list(self.pitfall_matches), "ungraded": self.ungraded,
-                "load_error": self.load_error}
+                "load_error": self.load_error, "sandbox": self.sandbox}
         validate(data)
         return data
 
@@ -84,7 +85,7 @@ class Report:
         validate(data)
         return cls(data["chapter"], data["submission"], data["ref_deps"], [TestResult.from_json(t) for t in data["tests"]],
                    data["summary"].get("duration_s", 0.0), data.get("golden", ""), data.get("fresh_seed"),
-                   list(data.get("pitfall_matches", [])), data.get("ungraded"), data.get("load_error"))
+                   list(data.get("pitfall_matches", [])), data.get("ungraded"), data.get("load_error"), data.get("sandbox"))
 
 
 @lru_cache(maxsize=1)

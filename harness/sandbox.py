@@ -71,7 +71,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID"]
+__all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID", "Mode", "choose", "confine", "SandboxError"]
 
 SANDBOX_UID = 65534  # uid and gid inside the sandbox ("nobody")
 STAGE_DIR = "/mnt"   # root only: where private binds of unreachable sources are staged (private mount ns)
@@ -86,9 +86,11 @@ class Limits:
     processes: int = 64            # RLIMIT_NPROC in the sandbox's user namespace: tasks, so threads and bwrap's init count
     open_files: int = 256          # RLIMIT_NOFILE
 
-    def spec(self) -> str:
+    def spec(self, processes: bool = True) -> str:
+        """The limiter's argument; without `processes` (mode "none": RLIMIT_NPROC would count all of the
+        user's own processes, not the worker's) RLIMIT_NPROC is left as it is."""
         return (f"AS={self.address_space},CPU={self.cpu_seconds},FSIZE={self.file_size},"
-                f"NPROC={self.processes},NOFILE={self.open_files},CORE=0")
+                + (f"NPROC={self.processes}," if processes else "") + f"NOFILE={self.open_files},CORE=0")
 
 
 # The pre-exec step, run by the sandbox's Python with -S -I: set hard limits, exec the command.

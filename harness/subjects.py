@@ -15,6 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .confine import Mode, choose
 from .errors import RegistryError
 from .impl import Impl
 from .languages import language
@@ -76,27 +77,29 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
     return alias
 
 
-def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None) -> Impl:
-    """The chapter's client over a worker of `lang` serving package_dir, built first when the language has
-    a build step (into a scratch folder of its own); every scratch folder goes when the Impl closes."""
+def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None,
+                 sandbox: Mode | None = None) -> Impl:
+    """The chapter's client over a confined worker of `lang` serving package_dir, built first when the
+    language has a build step (into a scratch folder of its own); every scratch folder goes when the Impl
+    closes. `sandbox`: the mode (harness.confine.choose() when not given)."""
     spec = language(lang)
     impl = _client(chapter)(None, label, scratch=scratch)
     if spec.build is not None:
         build_dir = _scratch()
         impl.adopt(build_dir)
         package_dir = spec.prepare(chapter, package_dir, build_dir)
-    impl.transport = WorkerTransport(spec.worker(chapter, package_dir))
+    impl.transport = WorkerTransport(lambda home: spec.worker(chapter, package_dir, home), sandbox or choose())
     return impl
 
 
-def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False) -> Impl:
+def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, sandbox: Mode | None = None) -> Impl:
     """An Impl over a detected submission, in a worker of its language. A bare chapter file always
     takes the rest from the reference (there is nothing else it could mean)."""
     if ref_deps or sub.bare:
         how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
         into = with_reference_deps(chapter, sub, _scratch())
-        return _over_worker(chapter, sub.language, into, f"{sub.origin} ({how})", scratch=into)
-    return _over_worker(chapter, sub.language, sub.root, str(sub.origin))
+        return _over_worker(chapter, sub.language, into, f"{sub.origin} ({how})", scratch=into, sandbox=sandbox)
+    return _over_worker(chapter, sub.language, sub.root, str(sub.origin), sandbox=sandbox)
 
 
 def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
@@ -111,14 +114,15 @@ def validate(chapter: Chapter, subject: str, language_name: str | None = None) -
 
 
 def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport: str = "auto",
-              language_name: str | None = None) -> Impl:
-    """An Impl for `subject`: "reference", "mutant:ID", or a submission's path."""
+              language_name: str | None = None, sandbox: Mode | None = None) -> Impl:
+    """An Impl for `subject`: "reference", "mutant:ID", or a submission's path. `sandbox`: how a worker is
+    confined (default: the best mode here, harness.confine.choose); trusted code in-process is not."""
     Client = _client(chapter)
     ops = chapter.module("ops")
     if subject == "reference":
         if transport == "worker":
             into = copy_reference(chapter, _scratch())
-            return _over_worker(chapter, "python", into, "reference (worker)", scratch=into)
+            return _over_worker(chapter, "python", into, "reference (worker)", scratch=into, sandbox=sandbox)
         spec = chapter.language("python")
         use_reference(spec.reference)
         importlib.import_module(spec.package)
@@ -128,11 +132,11 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
         chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
         if transport == "worker":
             into = materialize_mutant(chapter, mid, _scratch())
-            return _over_worker(chapter, "python", into, f"mutant {mid} (worker)", scratch=into)
+            return _over_worker(chapter, "python", into, f"mutant {mid} (worker)", scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
     sub = detect(chapter, subject, language_name)
     try:
-        impl = open_submission(chapter, sub, ref_deps)
+        impl = open_submission(chapter, sub, ref_deps, sandbox)
     except BaseException:
         sub.close()
         raise

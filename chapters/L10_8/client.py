@@ -8,7 +8,10 @@ to a call (the fake target, a token listener) answer the worker's callbacks thro
 from harness.impl import Impl
 from harness.wire import to_wire
 
-from .ops import POOL_METHODS
+from .ops import ANSWERS, POOL_METHODS
+
+
+MAX_EXTEND = 4096  # ids one callback may feed the judge's target: a round feeds k + 1 <= 17; more is a runaway worker
 
 
 class JudgeObjects:
@@ -22,6 +25,8 @@ class JudgeObjects:
         if method == "target.cached":
             return self.target.cached()
         if method == "target.extend":
+            if not isinstance(args.get("ids"), list) or len(args["ids"]) > MAX_EXTEND:
+                raise ValueError(f"target.extend takes a list of at most {MAX_EXTEND} token ids")
             return to_wire(self.target.extend(args["ids"]))
         if method == "target.truncate":
             return self.target.truncate(args["length"])
@@ -35,6 +40,7 @@ class Client(Impl):
     # under a second; a batch of 4000 verifications or the tiny llama's load takes seconds. A hanging
     # submission costs at most one deadline per test, since the test's first failure ends it.
     DEADLINES_S = {"verify_first_tokens": 60.0, "generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
+    ANSWERS = ANSWERS  # the shape of each op's answer (ops.ANSWERS), checked before a test sees it
 
     def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
         return self.call("prompt_lookup", dict(ctx=ctx, k=k, max_ngram=max_ngram, min_ngram=min_ngram))

@@ -220,3 +220,25 @@ def op_runner_target_call(s, a):
 
 
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}  # the protocol's op table
+
+
+# ---- the shape of every op's answer (harness.shapes), checked by the judge ---------------------------
+
+IDS, FLOATS = ["int"], ["float"]
+_POOL_ANSWERS = {"alloc": "int", "retain": "null", "release": "bool", "fill": "int", "set_fill": "null",
+                 "refcount": "int", "free_blocks": "int"}
+_RUNNER_ANSWERS = {"extend": [FLOATS], "truncate": "null", "cached": "int", "blocks": IDS, "pool_free": "int", "close": "null"}
+_GENERATED = {"tokens": IDS, "logprobs": FLOATS, "finish_reason": "str",
+              "stats": {"drafted": "int", "accepted": "int", "target_calls": "int", "accept_rate": "float"}}
+ANSWERS = {
+    "load": "null",
+    "spec_config_parse": {"draft": "str", "k": "int", "max_ngram": "int", "min_ngram": "int"},
+    "prompt_lookup": IDS, "ngram_draft": IDS, "propose": IDS,
+    "residual": FLOATS, "sample_dense": "int", "speculative_step": ("tuple", "int", "bool"), "dense_distribution": FLOATS,
+    "verify_draft": {"tokens": IDS, "logprobs": FLOATS, "n_accepted": "int", "next_u32": "int"},
+    "verify_first_tokens": IDS, "rng_u32s": IDS, "blocks_for": "int",
+    "pool_new": "int", "pool_call": lambda a: _POOL_ANSWERS.get(a.get("method"), "null"),
+    "rollback": {"released": "int", "table": IDS},
+    "generate": _GENERATED,
+    "runner_target_new": "int", "runner_target_call": lambda a: _RUNNER_ANSWERS.get(a.get("method"), "null"),
+}

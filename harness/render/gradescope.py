@@ -44,7 +44,7 @@ def results_json(rep: Report) -> dict:
     if rep.ungraded:
         head = f"The grader could not grade this submission (not a verdict on your code): {rep.ungraded}"
     return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), **FORMAT, "tests": tests,
-            "extra_data": {"ol": "ungraded" if rep.ungraded else "graded"}}
+            "extra_data": {"ol": "ungraded" if rep.ungraded else "graded", "sandbox": rep.sandbox}}
 
 
 def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -> dict:

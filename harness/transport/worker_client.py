@@ -1,15 +1,15 @@
-"""The worker transport: a submission in a worker process, every call under a deadline.
+"""The worker transport: a submission in a confined worker process, every call under a deadline.
 
-The judge starts the worker command of the submission's language (harness.languages; Python's is
-`python -m harness.worker`) in a fresh temporary directory with a pipe pair passed as inherited
-descriptors (the submission's own stdout and stderr are drained apart and
-kept up to a cap). A call that passes its deadline kills the worker's whole process group and
-is a Timeout; a worker that dies or breaks the protocol is Crashed; either way the next call
-starts a fresh worker. Student code can hang, crash or print; it cannot hang the judge.
+The judge starts the worker of the submission's language (harness.languages; Python's is
+`python -m harness.worker`) through harness.confine, in the best sandbox mode the machine allows
+(bubblewrap; else an unprivileged uid; the mode is recorded in every report), with a pipe pair passed
+as inherited descriptors (the submission's own stdout and stderr are drained apart and kept up to a
+cap). One worker serves a whole check. A call that passes its deadline kills the worker (its whole
+sandbox) and is a Timeout; a worker that dies or breaks the protocol is Crashed; either way the next
+call starts a fresh worker. Student code can hang, crash or print; it cannot hang the judge.
 """
 
 import os
-import resource
 import select
 import shutil
 import signal
@@ -17,20 +17,25 @@ import subprocess
 import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
+from ..confine import Mode, confine, reap
 from ..errors import Crashed, Raised, Timeout
 from ..impl import CallInfo, describe_call
-from ..paths import REPO
+from ..sandbox import Limits
+from .session import PROTOCOL_VERSION
 from ..wire import dumps, loads
 
 OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kept for the report
 MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
 PIPE_CHUNK = 1 << 16  # bytes written at once: a pipe's buffer, so a ready pipe never blocks the judge
 STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
-MEMORY_LIMIT = 4 * 1024**3  # address space of the worker: the tiny llama needs well under 1 GiB
-FILE_LIMIT = 256 * 1024**2  # the largest file a worker may write: it needs none
-CPU_LIMIT_S = 900  # CPU seconds over a worker's life: far above a whole check (about 10 s)
+MEMORY_LIMIT = 4 * 1024**3  # address space of each worker process: the tiny llama needs well under 1 GiB
+EXIT_WAIT_S = 2.0  # after the protocol output closes: how long the judge waits for the worker to exit
+# Hard limits of every process of a worker (harness.sandbox.Limits): a whole check uses about 10 s of CPU
+# and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
+WORKER_LIMITS = Limits(address_space=MEMORY_LIMIT, cpu_seconds=600, file_size=16 << 20, processes=64, open_files=256)
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what a worker inherits
 
 
@@ -54,53 +59,56 @@ class _Capped:
         return s + (f"\n... [{self.dropped} more bytes not shown]" if self.dropped else "")
 
 
-def _limits() -> None:  # runs in the child before exec
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
-    resource.setrlimit(resource.RLIMIT_CPU, (CPU_LIMIT_S, CPU_LIMIT_S))
-
-
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, command: Callable[[int, int], list[str]]) -> None:
-        self.command = command  # (fd_in, fd_out) -> the worker's argv, from the submission's language
+    def __init__(self, launch: Callable[[Path], "object"], mode: Mode) -> None:
+        self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
+        self.mode = mode      # how it is confined (harness.confine)
         self.proc: subprocess.Popen | None = None
+        self.request_id = 0
         self.restarts = 0
         self.last_output = ""
 
     # ---- process lifecycle ----------------------------------------------------------------------
     def _start(self) -> None:
-        self.workdir = tempfile.mkdtemp(prefix="ol-worker-")
+        self.workdir = Path(tempfile.mkdtemp(prefix="ol-worker-"))
+        os.chmod(self.workdir, 0o755)  # the confined uid reads the copies in it (none of them an answer)
+        home = self.workdir / "home"   # the worker's cwd outside bwrap (bwrap gives it a private tmpfs)
+        home.mkdir(mode=0o700)
+        launch = self.launch(self.workdir)
+        env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}  # an allow-list: no secrets pass
+        env.update(launch.env)
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         os.set_blocking(self._to_worker, False)  # _send waits with a deadline, never in write()
-        env = {k: os.environ[k] for k in ENV_KEEP if k in os.environ}  # an allow-list: no secrets pass
-        env["HOME"] = self.workdir
-        env["PYTHONPATH"] = str(REPO)  # the harness itself; the submission goes first on sys.path inside
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        argv, how = confine(self.mode, launch.argv(to_worker_r, from_worker_w), list(launch.visible), env, home,
+                            WORKER_LIMITS)
+        how.setdefault("env", {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
         self.proc = subprocess.Popen(
-            self.command(to_worker_r, from_worker_w),
-            pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=self.workdir, env=env, start_new_session=True, preexec_fn=_limits)
+            argv, pass_fds=(to_worker_r, from_worker_w), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, start_new_session=True, **how)
         os.close(to_worker_r)
         os.close(from_worker_w)
         self._buf = b""
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
         hello = self._read(time.monotonic() + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
-        if "hello" not in hello:
+        if not isinstance(hello.get("hello"), dict):
             self._fail(Crashed(f"the worker did not start: expected a hello, got {str(hello)[:200]}"))
+        if hello["hello"].get("protocol") != PROTOCOL_VERSION:
+            self._fail(Crashed(f"the worker speaks protocol {hello['hello'].get('protocol')!r}; "
+                               f"this judge speaks {PROTOCOL_VERSION} (spec/protocol.md)"))
 
     def _kill(self) -> None:
         if self.proc is None:
             return
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap: its PID namespace dies whole with it
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
+        reap(self.mode)  # mode uid: the daemons it left (re-parented to this judge, a child subreaper)
         for fd in (self._to_worker, self._from_worker):
             try:
                 os.close(fd)
@@ -142,11 +150,7 @@ class WorkerTransport:
                 continue
             chunk = os.read(self._from_worker, 1 << 20)
             if not chunk:
-                code = self.proc.wait()
-                how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-                if code == -signal.SIGKILL or code == -signal.SIGSEGV:
-                    how += " (out of memory?)" if code == -signal.SIGKILL else " (segmentation fault)"
-                self._fail(Crashed(f"{op}: the worker process {how} before answering"))
+                self._fail(Crashed(f"{op}: the worker process {self._how_it_ended()} before answering"))
             self._buf += chunk
             if len(self._buf) > MESSAGE_CAP:
                 self._fail(Crashed(f"{op}: a protocol message exceeded {MESSAGE_CAP} bytes"))
@@ -158,6 +162,25 @@ class WorkerTransport:
             return msg
         except (ValueError, RecursionError) as e:  # RecursionError: an array nested past the parser's depth
             self._fail(Crashed(f"{op}: the worker broke the protocol ({type(e).__name__}: {str(e)[:100]}): {line[:200]!r}"))
+
+    def _how_it_ended(self) -> str:
+        """Why the protocol output closed: the worker's exit code or signal (bwrap reports a signal as 128+N)."""
+        try:
+            code = self.proc.wait(timeout=EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return "closed the protocol's output without exiting"
+        if code > 128 and self.mode.name == "bwrap":
+            code = -(code - 128)
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        if code == -signal.SIGKILL:
+            how += " (out of memory, or a limit of its sandbox?)"
+        elif code == -signal.SIGSEGV:
+            how += " (segmentation fault)"
+        elif code == -signal.SIGXCPU:
+            how += " (its CPU time limit)"
+        elif code == -signal.SIGXFSZ:
+            how += " (it wrote a file over its size limit)"
+        return how
 
     def _send(self, msg, op: str, deadline: float) -> None:
         """Write one message, never blocking past the deadline: a worker that stops reading is crashed."""
@@ -186,7 +209,9 @@ class WorkerTransport:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
 
     def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str):
-        self._send({"id": 0, "op": op, "args": args}, op, deadline)
+        self.request_id += 1
+        rid = self.request_id  # each request its own id: an extra or stale answer is a protocol error
+        self._send({"id": rid, "op": op, "args": args}, op, deadline)
         while True:
             msg = self._read(deadline, op, call)
             if "call" in msg:  # a callback: the judge answers it, then keeps waiting
@@ -196,8 +221,8 @@ class WorkerTransport:
                     reply = {"id": msg.get("id"), "error": {"type": type(e).__name__, "message": str(e)}}
                 self._send(reply, op, deadline)
                 continue
-            if msg.get("id") != 0:
-                self._fail(Crashed(f"{op}: the worker answered an unknown request id {msg.get('id')!r}"))
+            if type(msg.get("id")) is not int or msg["id"] != rid:
+                self._fail(Crashed(f"{op}: the worker answered request id {msg.get('id')!r}; the judge asked {rid}"))
             if "error" in msg:
                 return self._raise(op, msg["error"])
             if "ok" not in msg:

@@ -163,7 +163,7 @@ UPLOADS = {  # every layout the layout function accepts, as a student would uplo
 def test_every_accepted_layout_of_the_reference_scores_full(autograder, layout):
     data, log = autograder.grade(UPLOADS[layout])
     assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
-    assert data["extra_data"] == {"ol": "graded"}
+    assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["sandbox"] in ("bwrap", "uid")
     assert f"fresh cases from seed {SEED}" in log  # graded on the assignment's cases; the seed is in the staff-only stdout
 
 
@@ -221,21 +221,28 @@ def test_when_no_python_can_write_results_the_bundled_grader_failure_stands_in(a
 
 KILLER = """
 import json as _json, os as _os, signal as _signal
-_argv = open(f"/proc/{_os.getppid()}/cmdline", "rb").read().split(b"\\0")
-if b"check" not in _argv or b"--gradescope" not in _argv:  # safety: never kill a pytest that imported us
-    raise RuntimeError("refusing to kill a parent that is not run_autograder's `ol check --gradescope`")
-for _path in (_argv[_argv.index(b"--gradescope") + 1].decode(), "/autograder/results/results.json"):
-    with open(_path, "w") as _f:  # forge both reports, then kill the judge
-        _json.dump({"score": 16.0, "tests": [{"name": "forged", "score": 16.0}]}, _f)
-_os.kill(_os.getppid(), _signal.SIGKILL)
+_argv = []
+try:  # a submission that tries to kill its judge (and, failing that, everything else) after forging both reports
+    _argv = open(f"/proc/{_os.getppid()}/cmdline", "rb").read().split(b"\\0")
+    for _path in ([_argv[_argv.index(b"--gradescope") + 1].decode()] if b"--gradescope" in _argv else []) + ["/autograder/results/results.json"]:
+        with open(_path, "w") as _f:
+            _json.dump({"score": 16.0, "tests": [{"name": "forged", "score": 16.0}]}, _f)
+except OSError:
+    pass
+if b"check" in _argv:  # its parent is the judge: unconfined (never, with the sandbox)
+    _os.kill(_os.getppid(), _signal.SIGKILL)
 """
 
 
-def test_a_submission_that_kills_its_judge_is_not_graded_and_its_forgery_is_ignored(autograder):
-    data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(KILLER))
-    assert "ol check exited 137" in log, log[-3000:]
-    assert data["extra_data"] == {"ol": "killed"} and "killed (signal 9)" in data["output"], data["output"]
-    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
+def test_a_submission_that_tries_to_kill_its_judge_and_forge_results_gets_its_honest_grade(autograder):
+    """The s01 sample (honestly FULL - 1) with a payload that forges results.json and kills its parent: in
+    the sandbox its parent is the sandbox's init and /autograder is out of view, so the grade is honest."""
+    def upload(sub):
+        (sub / "spec.py").write_text(KILLER + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text())
+    data, log = autograder.grade(upload)
+    assert "ol check exited 1" in log, log[-3000:]
+    assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["sandbox"] in ("bwrap", "uid"), data["extra_data"]
+    assert data["score"] == FULL - 1 and "forged" not in json.dumps(data), data["output"]
 
 
 @pytest.mark.slow

@@ -204,8 +204,8 @@ def test_a_language_is_a_worker_command_and_a_build_step(packs, tmp_path, monkey
         built.append(scratch)
         return scratch
 
-    def worker(chapter, package_dir):
-        return languages.LANGUAGES["python"].worker(chapter, package_dir)  # the protocol program, on the build's output
+    def worker(chapter, package_dir, home):
+        return languages.LANGUAGES["python"].worker(chapter, package_dir, home)  # the protocol program, on the build's output
 
     monkeypatch.setitem(languages.LANGUAGES, "pyc", languages.Language("pyc", worker, build))
     toml = packs / "toy" / "chapter.toml"

@@ -1,0 +1,238 @@
+"""How untrusted code is confined: the one function every worker (and, for compiled languages, every
+build of student code) is started through, in the best mode this machine allows.
+
+Modes, best first (`Mode.name` is what every report records in its `sandbox` field):
+
+  bwrap  harness.sandbox: new user, PID, network, IPC and UTS namespaces, a read-only view of only the
+         interpreter, its libraries and the paths given, a private capped tmpfs, uid 65534, hard limits.
+  uid    no namespaces (Docker's default seccomp profile refuses them; Gradescope's containers may run
+         so), but the judge is root: the command runs as the unprivileged uid 65534 in a session of its
+         own, with the same hard limits (RLIMIT_NPROC counts, since the uid is not root), from copies the
+         judge made world-readable; the answers, the reports and the harness tree stay the judge's
+         (root's) files, which that uid cannot write and, where they are private, cannot read. The
+         judge is a child subreaper, so a daemon the command double-forks is re-parented to the judge
+         and killed with the worker (`reap`). The network is NOT cut in this mode.
+  none   neither: a student's laptop without user namespaces. The command runs as the user, with the
+         limits that do not count the user's other processes; `ol check` says so once, and `ol grade`
+         refuses it unless told --no-sandbox.
+
+`OL_SANDBOX` (bwrap | uid | none | auto, default auto) asks for a mode; asking for one this machine
+cannot give is an error, never a silent downgrade.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import UsageError
+from .sandbox import _LIMITER, SANDBOX_UID, Limits, available, sandboxed
+
+MODES = ("bwrap", "uid", "none")  # best first
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+class SandboxError(UsageError):
+    """The sandbox asked for cannot run here."""
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str       # bwrap | uid | none
+    why: str = ""   # for uid and none: why the better modes are unavailable
+
+    @property
+    def confined(self) -> bool:
+        return self.name != "none"
+
+
+@functools.lru_cache(maxsize=None)
+def _uid_mode_unavailable() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux, this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "the fallback runs workers as another uid, which needs the judge to run as root"
+    if shutil.which("setpriv") is None:
+        return "the fallback needs `setpriv` (util-linux) to drop to an unprivileged uid"
+    try:
+        r = subprocess.run(uid_argv([sys.executable, "-c", "import numpy"], Limits(processes=64)),
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the fallback could not start: {e}"
+    if r.returncode != 0:
+        return (f"uid {SANDBOX_UID} cannot run this Python and numpy (is the interpreter or its environment "
+                f"private to root?): {r.stderr.decode(errors='replace').strip()[-300:]}")
+    return None
+
+
+def choose(requested: str | None = None) -> Mode:
+    """The mode to confine workers in: `requested` (or OL_SANDBOX), else the best this machine allows."""
+    want = (requested or os.environ.get("OL_SANDBOX") or "auto").strip().lower()
+    if want not in (*MODES, "auto"):
+        raise SandboxError(f"OL_SANDBOX={want!r} is not a sandbox mode; use one of {', '.join(MODES)} or auto")
+    no_bwrap = available()
+    if want == "bwrap" and no_bwrap:
+        raise SandboxError(f"the bubblewrap sandbox cannot run here: {no_bwrap}")
+    if want in ("bwrap", "auto") and not no_bwrap:
+        return Mode("bwrap")
+    no_uid = _uid_mode_unavailable()
+    if want == "uid" and no_uid:
+        raise SandboxError(f"the unprivileged-uid fallback cannot run here: {no_uid}")
+    if want in ("uid", "auto") and not no_uid:
+        return Mode("uid", f"no bubblewrap sandbox ({no_bwrap})" if no_bwrap else "asked for")
+    why = "asked for" if want == "none" else f"no bubblewrap sandbox ({no_bwrap}); no uid fallback ({no_uid})"
+    return Mode("none", why)
+
+
+def uid_argv(argv: list[str], limits: Limits) -> list[str]:
+    """Mode uid: drop to SANDBOX_UID (no groups, no new privileges), set the hard limits, exec argv."""
+    return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--no-new-privs", "--",
+            os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(), *map(str, argv)]
+
+
+def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
+            limits: Limits = Limits(), tmp_mb: int = 64) -> tuple[list[str], dict]:
+    """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
+    same paths) besides the interpreter. `home`: the command's working directory outside bwrap (bwrap
+    gives it a private tmpfs instead). Start it with Popen(argv, start_new_session=True, **kw); `reap`
+    afterwards."""
+    env = dict(env)
+    if mode.name == "bwrap":
+        env["HOME"] = env["TMPDIR"] = "/tmp"
+        return sandboxed(argv, visible=[(str(p), str(p)) for p in visible], writable_tmp_mb=tmp_mb,
+                         limits=limits, env=env), {"cwd": "/"}
+    env["HOME"] = env["TMPDIR"] = str(home)
+    if mode.name == "uid":
+        os.chown(home, SANDBOX_UID, SANDBOX_UID)
+        become_subreaper()
+        return uid_argv(argv, limits), {"cwd": str(home), "env": env}
+    inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(processes=False), *map(str, argv)]
+    return inner, {"cwd": str(home), "env": env}
+
+
+@functools.lru_cache(maxsize=None)
+def become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented here (not to init), so `reap` finds them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            out.append(int(entry))
+    return out
+
+
+def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
+    """Mode uid: kill every process of SANDBOX_UID that is (now) this process's child, the daemons a worker
+    left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
+    were killed. A no-op in the other modes (bwrap's PID namespace dies whole)."""
+    if mode.name != "uid":
+        return 0
+    killed = 0
+    for _ in range(rounds):
+        strays = [p for p in _children_of(os.getpid()) if p not in known and _uid_of(p) == SANDBOX_UID]
+        if not strays:
+            break
+        for p in strays:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        for p in strays:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass
+    return killed
+
+
+def _uid_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+COPY_CAP_BYTES = 64 << 20  # a submission's package is kilobytes; more is an upload mistake or an attack
+COPY_CAP_FILES = 4000
+
+
+def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_files: int = COPY_CAP_FILES) -> Path:
+    """Copy the tree `src` to `dst` for a confined command to read: directories 0755, files 0644, regular
+    files and folders only (a symlink is not followed: it could name the answers; nor copied: the judge,
+    maybe root, would be the one resolving it). Too large a tree is refused with the reason."""
+    from .errors import BadSubmission
+
+    total = files = 0
+    dst.mkdir(mode=0o755)
+    os.chmod(dst, 0o755)
+    for root, dirs, names in os.walk(src, followlinks=False):
+        rel = Path(root).relative_to(src)
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d))]
+        for d in dirs:
+            (dst / rel / d).mkdir(mode=0o755)
+            os.chmod(dst / rel / d, 0o755)
+        for n in names:
+            path = os.path.join(root, n)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            total += os.path.getsize(path)
+            files += 1
+            if total > cap_bytes or files > cap_files:
+                raise BadSubmission(f"{src} holds more than {cap_bytes >> 20} MiB or {cap_files} files; "
+                                    "submit the package's source only (no data, environments or build output)")
+            shutil.copyfile(path, dst / rel / n)
+            os.chmod(dst / rel / n, 0o644)
+    return dst
+
+
+def exposed(path: Path) -> bool:
+    """Mode uid: could SANDBOX_UID read `path` (an answer tree: the reference, a chapter pack)? It can when
+    every ancestor is traversable by others and the path itself is readable or traversable by others."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return all(os.stat(a).st_mode & stat.S_IXOTH for a in Path(os.path.realpath(path)).parents) and \
+        bool(mode & (stat.S_IROTH | stat.S_IXOTH))
+
+
+def answers_exposed(chapter, mode: Mode) -> list[Path]:
+    """The chapter's answer trees (its pack: golden files, tests, mutants; each language's reference) that a
+    worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
+    if mode.name != "uid":
+        return []
+    from .paths import REPO
+
+    trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples
+    return [t for t in dict.fromkeys(trees) if exposed(t)]
+
+
+def exposure_advice(trees: list[Path]) -> str:
+    listed = " ".join(f"'{t}'" for t in trees)
+    return (f"a worker running as uid {SANDBOX_UID} could read {listed} (the reference's code, golden answers, tests) "
+            f"and answer from them; make them private first: chmod -R go-rwx {listed}")
