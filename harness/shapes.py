@@ -19,7 +19,12 @@ Shapes:
 Checking walks the shape, not the value, so it recurses no deeper than the shape, whatever is nested.
 """
 
+import reprlib
+
 from .wire import NON_FINITE
+
+_SHOWN = reprlib.Repr()  # bounded, whatever the nesting (Python 3.11's Repr takes no keywords)
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring, _SHOWN.maxother = 3, 6, 4, 40, 40
 
 
 class ShapeError(ValueError):
@@ -27,8 +32,7 @@ class ShapeError(ValueError):
 
 
 def _found(value) -> str:
-    r = repr(value)
-    return f"{r[:60]}{'...' if len(r) > 60 else ''} ({'boolean' if type(value) is bool else type(value).__name__})"
+    return f"{_SHOWN.repr(value)} ({'boolean' if type(value) is bool else type(value).__name__})"
 
 
 def conform(shape, value, where: str = "the answer"):

@@ -1,0 +1,209 @@
+"""harness/confine.py and harness/shapes.py: the sandbox modes a worker runs in, the copies it reads, the
+uid fallback where namespaces are refused, and the judge's check of an answer's shape.
+
+The uid fallback runs where bubblewrap cannot (Docker's default profile) and the judge is root. This
+machine has namespaces, so the uid tests force it (OL_SANDBOX=uid) inside a private mount namespace in
+which /root is a traversable tmpfs holding the real ~/.pyenv: the interpreter must be reachable by uid
+65534 there, as it is in a Gradescope image (/usr/bin/python3). Nothing of the host changes.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.confine import Mode, SandboxError, answers_exposed, choose, readable_copy
+from harness.errors import BadSubmission
+from harness.registry import load_chapter
+from harness.sandbox import available
+from harness.shapes import ShapeError, conform
+
+REPO = Path(__file__).resolve().parents[2]
+CH = load_chapter("L10.8")
+S07 = REPO / "examples" / "submissions" / "s07-draws-u-resample-only-on-rejection"
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+# ---- choosing a mode ------------------------------------------------------------------------------
+
+def test_an_unknown_mode_is_refused_with_the_choices(monkeypatch):
+    monkeypatch.setenv("OL_SANDBOX", "chroot")
+    with pytest.raises(SandboxError, match="bwrap, uid, none or auto"):
+        choose()
+
+
+def test_auto_takes_bwrap_where_it_runs_and_none_is_never_silent(monkeypatch):
+    monkeypatch.setenv("OL_SANDBOX", "none")
+    assert choose() == Mode("none", "asked for") and not choose().confined
+    monkeypatch.delenv("OL_SANDBOX")
+    if available() is None:
+        assert choose().name == "bwrap"
+    else:
+        assert choose().why, "a mode below bwrap always says why"
+
+
+def test_ol_grade_refuses_to_run_submissions_unconfined_unless_told(tmp_path):
+    subs = tmp_path / "subs"
+    shutil.copytree(S07, subs / "s07")
+    cmd = [sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps", "--out", str(tmp_path / "g.csv"),
+           "--jobs", "1", "--seed", "3"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**ENV, "OL_SANDBOX": "none"}, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2 and "will not run it unconfined" in r.stderr and "--no-sandbox" in r.stderr, r.stderr
+    assert not (tmp_path / "g.csv").exists(), "refused before anyone is graded"
+    r = subprocess.run(cmd + ["--no-sandbox"], capture_output=True, text=True, env={**ENV, "OL_SANDBOX": "none"},
+                       timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    row = (tmp_path / "g.csv").read_text().splitlines()[1].split(",")
+    assert row[0] == "s07" and row[4] == "15.0" and row[8] == "none", row  # the mode is on the grade's row
+
+
+# ---- the copies a worker reads --------------------------------------------------------------------
+
+def test_a_copy_for_the_worker_is_readable_follows_no_symlink_and_is_capped(tmp_path):
+    src = tmp_path / "src"
+    (src / "pkg" / "__pycache__").mkdir(parents=True)
+    (src / "pkg" / "a.py").write_text("x = 1\n")
+    (src / "pkg" / "a.py").chmod(0o600)
+    (src / "pkg" / "__pycache__" / "a.pyc").write_bytes(b"\0")
+    (src / "pkg" / "answers.json").symlink_to(CH.golden)   # a link to the answers, resolved by the judge: never
+    (src / "pkg" / "tree").symlink_to(REPO, target_is_directory=True)
+    out = readable_copy(src, tmp_path / "out")
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == ["pkg", "pkg/a.py"]
+    assert (out / "pkg" / "a.py").stat().st_mode & 0o777 == 0o644 and (out / "pkg").stat().st_mode & 0o777 == 0o755
+    (src / "pkg" / "big.bin").write_bytes(b"\0" * 2048)
+    with pytest.raises(BadSubmission, match="more than"):
+        readable_copy(src, tmp_path / "out2", cap_bytes=1024)
+
+
+# ---- the shape of an answer ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, value, problem", [
+    (["int"], [1, True, 3], "[1] is True (boolean), expected an integer"),
+    (["int"], [1, 7.0], "[1] is 7.0 (float), expected an integer"),
+    (["int"], [1, "nan"], "[1] is 'nan' (str), expected an integer"),
+    (["int"], {"0": 1}, "expected a list"),
+    ("int", None, "expected an integer"),
+    ({"tokens": ["int"], "n": "int"}, {"tokens": [1]}, "has the keys ['tokens'], expected ['n', 'tokens']"),
+    ({"tokens": ["int"]}, [[1]], "expected an object"),
+    (("tuple", "int", "bool"), [3, 1], "[1] is 1 (int), expected true or false"),
+    ([["float"]], [[0.5], [[[[0.5]]]]], "[1][0] is [[[0.5]]] (list), expected a number"),
+])
+def test_an_answer_of_the_wrong_shape_is_named_where_it_breaks(shape, value, problem):
+    with pytest.raises(ShapeError) as e:
+        conform(shape, value, "ans")
+    assert problem in str(e.value), str(e.value)
+
+
+def test_non_finite_floats_are_decoded_at_any_depth_and_ints_pass_as_they_are():
+    got = conform({"rows": [["float"]], "stats": {"rate": "float"}, "ids": ["int"]},
+                  {"rows": [[0.5, "-inf"], ["nan"]], "stats": {"rate": "inf"}, "ids": [1, 2]})
+    assert got["rows"][0] == [0.5, -math.inf] and math.isnan(got["rows"][1][0]) and got["stats"]["rate"] == math.inf
+    assert got["ids"] == [1, 2] and conform(("any", "int", "null"), None) is None
+
+
+def test_a_nested_answer_is_checked_no_deeper_than_its_shape():
+    deep = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(ShapeError, match=r"\[0\] is \[\[\[\[\.\.\.\]\]\]\] \(list\)"):
+        conform(["int"], deep)
+
+
+# ---- the uid fallback -------------------------------------------------------------------------------
+
+STAGE = """set -e
+mkdir -p /mnt/ol-test-pyenv
+mount --bind /root/.pyenv /mnt/ol-test-pyenv
+mount -t tmpfs -o mode=0755,size=1m ol-test-root /root
+mkdir /root/.pyenv
+mount --bind /mnt/ol-test-pyenv /root/.pyenv
+exec "$@"
+"""
+
+
+def _uid_namespace() -> list[str]:
+    """The argv prefix of a private mount namespace in which uid 65534 can reach this interpreter."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        pytest.skip("the uid fallback needs root, unshare and setpriv (util-linux)")
+    real = os.path.realpath(sys.executable)
+    if not real.startswith("/root/.pyenv/") and not all(os.stat(a).st_mode & 0o001 for a in Path(real).parents):
+        pytest.skip(f"this interpreter ({real}) is neither reachable by uid 65534 nor under /root/.pyenv")
+    prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", STAGE, "ol-test"]
+    return prefix if real.startswith("/root/.pyenv/") else []
+
+
+DAEMON = '''
+import os as _os, sys as _sys
+if _os.fork() == 0:
+    _os.setsid()
+    if _os.fork() == 0:  # a daemon outside the worker's session: the judge (a child subreaper) must reap it
+        _os.execv(_sys.executable, [_sys.executable, "-c", "import time; time.sleep(300)", "ol-test-uid-daemon-{tag}"])
+    _os._exit(0)
+if _os.getuid() != 65534:
+    raise RuntimeError("not the sandbox's uid")
+try:
+    open({golden!r}).read()
+    raise RuntimeError("read the judge's 0600 answers")  # a load error: the score would show it
+except PermissionError:
+    pass
+try:
+    open({fixture!r}, "a").write("forged")
+except PermissionError:
+    pass
+'''
+
+
+@pytest.mark.slow
+def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(tmp_path):
+    """Mode uid: the worker runs as 65534, cannot write the project's files nor read a 0600 golden file, its
+    setsid daemon dies with the check, and the report says `uid`."""
+    prefix = _uid_namespace()
+    tag = str(time.time_ns())
+    reachable = Path(tempfile.mkdtemp(prefix="ol-test-uid-", dir="/tmp"))  # every ancestor traversable by others
+    reachable.chmod(0o755)
+    secret = reachable / "fresh.json"  # stands for the fresh cases: the judge's, 0600, at a path the worker can reach
+    secret.write_text("{}")
+    secret.chmod(0o600)
+    sub = tmp_path / "sub"
+    shutil.copytree(S07, sub)
+    spec = sub / "tinyllm" / "infer" / "spec.py"
+    spec.write_text(DAEMON.format(tag=tag, golden=str(secret), fixture=str(CH.golden)) + spec.read_text())
+    before = CH.golden.read_bytes()
+    out = tmp_path / "rep.json"
+    r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(sub), "--ref-deps",
+                        "--json", str(out)], capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                       env={**ENV, "OL_SANDBOX": "uid"})
+    assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
+    rep = json.loads(out.read_text())
+    assert rep["sandbox"] == "uid" and rep["summary"]["score"] == 15.0, rep["summary"]
+    assert "sandbox mode uid" in r.stdout and "chmod -R go-rwx" in r.stdout, "the readable answers are named, with the remedy"
+    assert CH.golden.read_bytes() == before, "the worker's uid cannot write the project's files"
+    left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith(f"ol-test-uid-daemon-{tag}")]
+    assert not left, "the daemon must die with the check"
+    shutil.rmtree(reachable)
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
+    prefix = _uid_namespace()
+    subs = tmp_path / "subs"
+    shutil.copytree(S07, subs / "s07")
+    r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
+                        "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**ENV, "OL_SANDBOX": "uid"})
+    assert r.returncode == 2 and "chmod -R go-rwx" in r.stderr and str(CH.pack_dir) in r.stderr, r.stderr[-2000:]
+    assert answers_exposed(CH, Mode("bwrap")) == [], "bwrap sees none of them"
