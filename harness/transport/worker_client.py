@@ -140,11 +140,11 @@ class WorkerTransport:
         raise error
 
     # ---- messages ---------------------------------------------------------------------------------
-    def _read(self, deadline: float, op: str, call: str = "") -> dict:
+    def _read(self, deadline: float, op: str, call="") -> dict:  # call: what a timeout names (a str, or a function making it)
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._fail(Timeout(f"{call or op}: no answer within the deadline; the worker was stopped"))
+                self._fail(Timeout(f"{call() if callable(call) else (call or op)}: no answer within the deadline; the worker was stopped"))
             ready, _, _ = select.select([self._from_worker], [], [], left)
             if not ready:
                 continue
@@ -189,12 +189,10 @@ class WorkerTransport:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail(Crashed(f"{op}: the worker stopped reading the judge's messages (a reply was left unread)"))
-            try:
-                _, ready, _ = select.select([], [self._to_worker], [], left)
-                if ready:
-                    data = data[os.write(self._to_worker, data[:PIPE_CHUNK]):]
+            try:  # write first (the pipe is non-blocking, and usually has room); wait only when it is full
+                data = data[os.write(self._to_worker, data[:PIPE_CHUNK]):]
             except BlockingIOError:
-                continue
+                select.select([], [self._to_worker], [], left)
             except OSError:
                 self._fail(Crashed(f"{op}: the worker process is gone (its input closed)"))
 
@@ -203,7 +201,7 @@ class WorkerTransport:
         try:
             if self.proc is None:
                 self._start()
-            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s, describe_call(op, args, deadline_s))
+            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s, lambda: describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)

@@ -207,3 +207,13 @@ def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
                        env={**ENV, "OL_SANDBOX": "uid"})
     assert r.returncode == 2 and "chmod -R go-rwx" in r.stderr and str(CH.pack_dir) in r.stderr, r.stderr[-2000:]
     assert answers_exposed(CH, Mode("bwrap")) == [], "bwrap sees none of them"
+
+
+def test_ol_check_says_once_that_it_is_not_sandboxed_and_json_dash_is_stdouts_only_content(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(S07), "--ref-deps",
+                        "--json", "-"], capture_output=True, text=True, timeout=180, cwd=tmp_path,
+                       env={**ENV, "OL_SANDBOX": "none"})
+    assert r.returncode == 1, r.stderr[-2000:]
+    rep = json.loads(r.stdout)  # the whole of stdout is the report (ol grade reads it over a pipe)
+    assert rep["sandbox"] == "none" and rep["summary"]["score"] == 15.0
+    assert r.stderr.count("not sandboxed") == 1 and "15 of 16 passed" in r.stderr, r.stderr[-2000:]
