@@ -26,7 +26,7 @@ from .subjects import open_impl
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
 
-LOAD_DEADLINE_S = 60.0  # importing a submission (numpy, scipy, the student's modules) on a loaded machine
+LOAD_DEADLINE_S = 30.0  # importing the submission's modules (the worker has numpy already): a slow correct import of 25 s fits; a hang costs this
 
 
 class _Collector:
