@@ -51,6 +51,7 @@ seed="$(cat "$src/{seed_file}" 2>/dev/null)" ||
   echo "run_autograder: $src/{seed_file} is missing: rebuild the bundle with ol gradescope (--seed keeps the cases)"
 private="$(mktemp -d)"   # the judge writes here: a report the submission planted in results/ is never read
 mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
+chmod 0711 "$private" "$private/tmp"  # the uid fallback's worker reaches its own folder in tmp/ by name, lists nothing
 TMPDIR="$private/tmp" OL_PYTHON="$py" bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "$seed" \
   --gradescope "$private/results.json" 2>&1
 code=$?

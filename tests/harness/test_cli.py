@@ -53,6 +53,7 @@ def test_reference_passes_all_with_valid_json_and_junit(tmp_path):
     suite = ET.parse(tmp_path / "r.xml").getroot()
     suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
     assert int(suite.get("tests")) == N and int(suite.get("failures")) == 0 and int(suite.get("errors")) == 0
+    assert report["sandbox"] == "in-process" and suite.find("properties/property[@name='sandbox']").get("value") == "in-process"
 
 
 @pytest.mark.slow
