@@ -37,6 +37,34 @@ from .sandbox import _LIMITER, SANDBOX_UID, Limits, available, sandboxed
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+# Mode uid: the uid a worker runs as. RLIMIT_NPROC counts every process of a uid on the machine (no user
+# namespace separates them), bwrap sandboxes started by root included (they run as host uid 65534); so
+# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uids), lest a
+# fork bomb starve its siblings. OL_SANDBOX_UID carries the choice to a judge.
+SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
+
+
+def worker_uid() -> int:
+    return int(os.environ.get("OL_SANDBOX_UID") or SANDBOX_UID)
+
+
+def slot_uids(n: int) -> list[int]:
+    """n uids for concurrent uid-mode judges: no account has them and no process runs as them."""
+    import pwd
+
+    busy = {_uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    free = []
+    for uid in SLOT_UIDS:
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        if uid not in busy:
+            free.append(uid)
+        if len(free) == n:
+            return free
+    raise SandboxError(f"no {n} free uids in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
 
 
 class SandboxError(UsageError):
@@ -67,7 +95,7 @@ def _uid_mode_unavailable() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the fallback could not start: {e}"
     if r.returncode != 0:
-        return (f"uid {SANDBOX_UID} cannot run this Python and numpy (is the interpreter or its environment "
+        return (f"uid {worker_uid()} cannot run this Python and numpy (is the interpreter or its environment "
                 f"private to root?): {r.stderr.decode(errors='replace').strip()[-300:]}")
     return None
 
@@ -92,8 +120,9 @@ def choose(requested: str | None = None) -> Mode:
 
 
 def uid_argv(argv: list[str], limits: Limits) -> list[str]:
-    """Mode uid: drop to SANDBOX_UID (no groups, no new privileges), set the hard limits, exec argv."""
-    return ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--no-new-privs", "--",
+    """Mode uid: drop to worker_uid() (no groups, no new privileges), set the hard limits, exec argv."""
+    uid = worker_uid()
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--",
             os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(), *map(str, argv)]
 
 
@@ -110,7 +139,7 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
                          limits=limits, env=env), {"cwd": "/"}
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
-        os.chown(home, SANDBOX_UID, SANDBOX_UID)
+        os.chown(home, worker_uid(), worker_uid())
         become_subreaper()
         return uid_argv(argv, limits), {"cwd": str(home), "env": env}
     inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(processes=False), *map(str, argv)]
@@ -142,14 +171,14 @@ def _children_of(pid: int) -> list[int]:
 
 
 def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
-    """Mode uid: kill every process of SANDBOX_UID that is (now) this process's child, the daemons a worker
+    """Mode uid: kill every process of worker_uid() that is (now) this process's child, the daemons a worker
     left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
     were killed. A no-op in the other modes (bwrap's PID namespace dies whole)."""
     if mode.name != "uid":
         return 0
     killed = 0
     for _ in range(rounds):
-        strays = [p for p in _children_of(os.getpid()) if p not in known and _uid_of(p) == SANDBOX_UID]
+        strays = [p for p in _children_of(os.getpid()) if p not in known and _uid_of(p) == worker_uid()]
         if not strays:
             break
         for p in strays:
@@ -211,7 +240,7 @@ def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_fil
 
 
 def exposed(path: Path) -> bool:
-    """Mode uid: could SANDBOX_UID read `path` (an answer tree: the reference, a chapter pack)? It can when
+    """Mode uid: could the worker's uid read `path` (an answer tree: the reference, a chapter pack)? It can when
     every ancestor is traversable by others and the path itself is readable or traversable by others."""
     try:
         mode = os.stat(path).st_mode
@@ -234,5 +263,5 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
 
 def exposure_advice(trees: list[Path]) -> str:
     listed = " ".join(f"'{t}'" for t in trees)
-    return (f"a worker running as uid {SANDBOX_UID} could read {listed} (the reference's code, golden answers, tests) "
+    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests) "
             f"and answer from them; make them private first: chmod -R go-rwx {listed}")

@@ -14,6 +14,7 @@ report are rewritten atomically as every submission finishes, so an interrupted 
 from concurrent.futures import ThreadPoolExecutor, as_completed
 import json
 import os
+import queue
 import shutil
 from pathlib import Path
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 
+from .confine import slot_uids
 from .errors import BadSubmission, OlError, UsageError
 from .golden import fresh_golden
 from .outcomes import Outcome
@@ -46,9 +48,21 @@ def _judge_failure(code: int, stderr: str) -> str:
     return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
 
 
-def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str) -> tuple[Report, float]:
+def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
+           uids: "queue.Queue | None" = None) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -` in a session of its own; its report comes back over the
-    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1."""
+    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
+    `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one."""
+    uid = uids.get() if uids is not None else None
+    try:
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid)
+    finally:
+        if uid is not None:
+            uids.put(uid)
+
+
+def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
+               uid: int | None) -> tuple[Report, float]:
     cmd = [sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
            "--json", "-"]
     if ref_deps:
@@ -57,6 +71,8 @@ def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: P
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox}
+    if uid is not None:
+        env["OL_SANDBOX_UID"] = str(uid)
     start = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=tmp,
@@ -155,8 +171,13 @@ def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, 
     scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable, and the fresh cases are 0600
     try:
         golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
+        uids = None
+        if sandbox == "uid":  # each concurrent judge's worker a uid of its own: a fork bomb starves only itself
+            uids = queue.Queue()
+            for uid in slot_uids(max(1, jobs)):
+                uids.put(uid)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox) for s in subs]
+            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox, uids) for s in subs]
             for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
                 report, wall = f.result()
                 ledger.add(report, wall)

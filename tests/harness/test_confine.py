@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.confine import Mode, SandboxError, answers_exposed, choose, readable_copy
+from harness.confine import Mode, SandboxError, answers_exposed, choose, readable_copy, slot_uids
 from harness.errors import BadSubmission
 from harness.registry import load_chapter
 from harness.sandbox import available
@@ -146,8 +146,8 @@ if _os.fork() == 0:
     if _os.fork() == 0:  # a daemon outside the worker's session: the judge (a child subreaper) must reap it
         _os.execv(_sys.executable, [_sys.executable, "-c", "import time; time.sleep(300)", "ol-test-uid-daemon-{tag}"])
     _os._exit(0)
-if _os.getuid() != 65534:
-    raise RuntimeError("not the sandbox's uid")
+if _os.getuid() != {uid}:
+    raise RuntimeError("not the fallback's uid")
 try:
     open({golden!r}).read()
     raise RuntimeError("read the judge's 0600 answers")  # a load error: the score would show it
@@ -174,12 +174,13 @@ def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(t
     sub = tmp_path / "sub"
     shutil.copytree(S07, sub)
     spec = sub / "tinyllm" / "infer" / "spec.py"
-    spec.write_text(DAEMON.format(tag=tag, golden=str(secret), fixture=str(CH.golden)) + spec.read_text())
+    uid = slot_uids(1)[0]  # not 65534: the root-run bwrap sandboxes of tests running alongside count against that uid
+    spec.write_text(DAEMON.format(tag=tag, golden=str(secret), fixture=str(CH.golden), uid=uid) + spec.read_text())
     before = CH.golden.read_bytes()
     out = tmp_path / "rep.json"
     r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(sub), "--ref-deps",
                         "--json", str(out)], capture_output=True, text=True, timeout=180, cwd=tmp_path,
-                       env={**ENV, "OL_SANDBOX": "uid"})
+                       env={**ENV, "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(uid)})
     assert r.returncode == 1, r.stdout[-3000:] + r.stderr[-3000:]
     rep = json.loads(out.read_text())
     assert rep["sandbox"] == "uid" and rep["summary"]["score"] == 15.0, rep["summary"]
@@ -204,7 +205,7 @@ def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
     shutil.copytree(S07, subs / "s07")
     r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
                         "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env={**ENV, "OL_SANDBOX": "uid"})
+                       env={**ENV, "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
     assert r.returncode == 2 and "chmod -R go-rwx" in r.stderr and str(CH.pack_dir) in r.stderr, r.stderr[-2000:]
     assert answers_exposed(CH, Mode("bwrap")) == [], "bwrap sees none of them"
 

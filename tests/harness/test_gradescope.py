@@ -23,6 +23,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from harness.confine import slot_uids
 from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,12 +99,14 @@ class Autograder:
     def dir(self) -> Path:
         return self.root / "autograder"
 
-    def run(self, command: str, offline: bool) -> subprocess.CompletedProcess:
-        """`command` at /autograder, /autograder being ROOT/autograder; `offline`: no network either."""
-        script = f'mount --bind "{self.dir}" /autograder && cd /autograder && {command}'
+    def run(self, command: str, offline: bool, prelude: str = "", env_extra: dict | None = None) -> subprocess.CompletedProcess:
+        """`command` at /autograder, /autograder being ROOT/autograder; `offline`: no network either;
+        `prelude`: shell run first in the namespace."""
+        script = f'{prelude}mount --bind "{self.dir}" /autograder && cd /autograder && {command}'
         env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}  # the scripts' default, /autograder
         return subprocess.run(["unshare", *(["--net"] if offline else []), *self.flags, "bash", "-c", script],
-                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S, env={**env, "OL_VENV": str(VENV)})
+                              capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+                              env={**env, "OL_VENV": str(VENV), **(env_extra or {})})
 
     def setup(self) -> str:
         _stamp_matches(self.dir / "source")
@@ -111,14 +114,14 @@ class Autograder:
         assert r.returncode == 0, r.stdout + r.stderr
         return r.stdout + r.stderr
 
-    def grade(self, upload) -> tuple[dict, str]:
+    def grade(self, upload, prelude: str = "", env_extra: dict | None = None) -> tuple[dict, str]:
         """Put an upload in submission/, run run_autograder, and return results.json (checked) and its stdout."""
         sub, res = self.dir / "submission", self.dir / "results"
         for d in (sub, res):
             shutil.rmtree(d, ignore_errors=True)
         sub.mkdir()
         upload(sub)
-        r = self.run("/autograder/run_autograder", offline=True)
+        r = self.run("/autograder/run_autograder", offline=True, prelude=prelude, env_extra=env_extra)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         data = json.loads((res / "results.json").read_text())
         jsonschema.validate(data, SCHEMA)
@@ -243,6 +246,37 @@ def test_a_submission_that_tries_to_kill_its_judge_and_forge_results_gets_its_ho
     assert "ol check exited 1" in log, log[-3000:]
     assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["sandbox"] in ("bwrap", "uid"), data["extra_data"]
     assert data["score"] == FULL - 1 and "forged" not in json.dumps(data), data["output"]
+
+
+PEEKER = """
+import os as _os
+for _path in ("/autograder/source/chapters/L10_8/fixtures/spec_golden.json", "/autograder/source/reference/tinyllm/infer/spec.py",
+              "/autograder/source/.ol-assignment-seed"):
+    try:
+        open(_path).read(1)
+    except OSError:
+        continue
+    raise RuntimeError(f"read {_path}")   # the answers were readable: a load error, a score of 0
+if _os.getuid() == 0:
+    raise RuntimeError("not the fallback's uid")
+"""
+# Where Docker refuses user namespaces: /root is a traversable tmpfs holding the real ~/.pyenv (so uid 65534
+# reaches this interpreter, as it reaches /usr/bin/python3 in a Gradescope image); OL_SANDBOX=uid forces the fallback.
+STAGE_ROOT = ("mkdir -p /mnt/ol-gs-pyenv && mount --bind /root/.pyenv /mnt/ol-gs-pyenv && "
+              "mount -t tmpfs -o mode=0755,size=1m ol-gs-root /root && mkdir /root/.pyenv && mount --bind /mnt/ol-gs-pyenv /root/.pyenv && ")
+
+
+@pytest.mark.slow
+def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot_read_the_answers(autograder):
+    """Gradescope's own advice, where bubblewrap cannot run: the worker is uid 65534, and setup.sh made the
+    answers, the reference and the seed root's alone. The s01 sample with a payload that raises if it can
+    read any of them keeps its honest FULL - 1."""
+    if not os.path.realpath(sys.executable).startswith("/root/.pyenv/"):
+        pytest.skip("the staging of /root is for an interpreter under /root/.pyenv")
+    data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(PEEKER + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
+                                 prelude=STAGE_ROOT, env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+    assert data["extra_data"] == {"ol": "graded", "sandbox": "uid"}, (data["extra_data"], log[-3000:])
+    assert data["score"] == FULL - 1, (data["output"], log[-3000:])
 
 
 @pytest.mark.slow
