@@ -86,6 +86,7 @@ class Impl:
         try:
             return conform(shape(args) if callable(shape) else shape, value, f"{op}'s answer")
         except ShapeError as e:
+            self.transport.restart()  # it may yet send the answer it owes: a fresh worker serves the next call
             raise Crashed(f"{op}: the worker's answer breaks the protocol: {e}") from None
 
     def adopt(self, path: Path) -> None:

@@ -16,9 +16,11 @@ What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/tes
   The command runs as uid/gid 65534 inside, with no capabilities.
 * Network: only a loopback of its own; no route to the host's listeners or anywhere else, no DNS.
 * Processes: it sees and can signal only its own processes (`kill(-1, SIGKILL)` kills the sandbox
-  only); `getppid()` is the sandbox's init. When the sandboxed command exits, or the `bwrap` process
-  the caller started is killed, the PID namespace dies and every process in it (daemons included)
-  is killed by the kernel.
+  only). The command itself is the PID namespace's init (`--as-pid-1`: no bwrap reaper runs inside,
+  so every process in the sandbox has the command's limits and nothing in it can be ptraced into
+  escaping them); `getppid()` is 0. When the command exits, or the `bwrap` process the caller
+  started is killed, the PID namespace dies and every process in it (daemons included) is killed
+  by the kernel. Orphans are re-parented to the command (it need not reap them: they die with it).
 * Files: a read-only view of /usr, the /bin, /lib* links or dirs, /etc/ld.so.cache and
   /etc/localtime, the Python installation that runs the command (its base prefix and, for a venv,
   the venv), and the caller's `visible` binds (read-only). Nothing else of the host: not the repo,
@@ -171,7 +173,7 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
         return host
 
     size = str(int(writable_tmp_mb) << 20)
-    a = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session",
+    a = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--as-pid-1",
          "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "ol-sandbox",
          "--ro-bind", "/usr", "/usr"]
     for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):

@@ -91,7 +91,7 @@ class WorkerTransport:
             stderr=subprocess.PIPE, start_new_session=True, **how)
         os.close(to_worker_r)
         os.close(from_worker_w)
-        self._buf = b""
+        self._buf, self._scanned = bytearray(), 0  # bytes read, not yet a whole line; how far scanned
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
         hello = self._read(time.monotonic() + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
         if not isinstance(hello.get("hello"), dict):
@@ -124,6 +124,10 @@ class WorkerTransport:
     def close(self) -> None:
         self._kill()
 
+    def restart(self) -> None:
+        """Drop this worker (the next call starts a fresh one): its protocol state can no longer be trusted."""
+        self._kill()
+
     def _output(self) -> str:
         parts = []
         if self._out.kept or self._out.dropped:
@@ -141,7 +145,8 @@ class WorkerTransport:
 
     # ---- messages ---------------------------------------------------------------------------------
     def _read(self, deadline: float, op: str, call="") -> dict:  # call: what a timeout names (a str, or a function making it)
-        while b"\n" not in self._buf:
+        while (end := self._buf.find(b"\n", self._scanned)) < 0:
+            self._scanned = len(self._buf)  # each byte is scanned once: an oversize line costs linear time
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail(Timeout(f"{call() if callable(call) else (call or op)}: no answer within the deadline; the worker was stopped"))
@@ -154,7 +159,9 @@ class WorkerTransport:
             self._buf += chunk
             if len(self._buf) > MESSAGE_CAP:
                 self._fail(Crashed(f"{op}: a protocol message exceeded {MESSAGE_CAP} bytes"))
-        line, self._buf = self._buf.split(b"\n", 1)
+        line = bytes(self._buf[:end])
+        del self._buf[:end + 1]
+        self._scanned = 0
         try:
             msg = loads(line)
             if not isinstance(msg, dict):

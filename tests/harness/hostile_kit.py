@@ -1,14 +1,21 @@
 """What the hostile-submission tests share: a submission made from the reference with code appended,
 one call with a short deadline as data, and process checks."""
 
+import hashlib
+import json
 import os
+import re
 import shutil
+import signal
+import subprocess
+import sys
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 from harness.errors import SubmissionFailure
-from harness.paths import REFERENCE_DIR
+from harness.paths import REFERENCE_DIR, REPO
 from harness.registry import load_chapter
 
 CH = load_chapter("L10.8")
@@ -16,12 +23,14 @@ HAND_PL = dict(ctx=[5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)  # the ref
 SLACK_S = 3.0  # killing and reaping a worker, on a loaded machine
 
 
-def submission(root: Path, code: str, name: str = "sub") -> Path:
-    """The reference package in root/name/tinyllm, with `code` appended to infer/spec.py."""
+def submission(root: Path, code: str, name: str = "sub", **consts) -> Path:
+    """The reference package in root/name/tinyllm, with `code` appended to infer/spec.py, after PROBE_KIT's
+    helpers (_ol_report, _ol_out, _ol_request_id, _ol_spawn) and one `NAME = repr(value)` line per const."""
     d = root / name
     shutil.copytree(REFERENCE_DIR / "tinyllm", d / "tinyllm", ignore=shutil.ignore_patterns("__pycache__"))
+    header = "".join(f"{k} = {v!r}\n" for k, v in consts.items())
     with open(d / "tinyllm" / "infer" / "spec.py", "a") as f:
-        f.write("\n\n# ---- appended by a hostile test ----\n" + textwrap.dedent(code))
+        f.write("\n\n# ---- appended by a hostile test ----\n" + textwrap.dedent(PROBE_KIT) + header + textwrap.dedent(code))
     return d
 
 
@@ -47,3 +56,125 @@ def alive(pid: int) -> bool:
 
 def outcomes(rep) -> dict:
     return {t.name: t.outcome for t in rep.tests}
+
+
+# ---- observing a confined worker from outside ------------------------------------------------------
+# The worker sees nothing of the host (not tmp_path, not the judge's /proc), so hostile code reports what
+# it saw through the judge: in an exception's message (which reaches the report), or on its stdout
+# (which the judge captures: `impl.transport.last_output` once the worker is closed). Processes it starts
+# are found on the host by a unique marker in their command line.
+
+PROBE_KIT = """
+    import json as _json, os as _os, sys as _sys
+
+    def _ol_report(res):
+        '''What the hostile code saw, as one line a test can parse (see hostile_kit.probe).'''
+        return "OL-PROBE " + _json.dumps(res, sort_keys=True, default=repr) + " OL-END"
+
+    def _ol_out():
+        return int(_sys.argv[_sys.argv.index("--out") + 1])   # the protocol's output descriptor
+
+    def _ol_request_id():
+        '''The id of the request being served, from the worker loop's frame (what a forger would do).'''
+        f = _sys._getframe()
+        while f is not None:
+            m = f.f_locals.get("msg")
+            if isinstance(m, dict) and "op" in m:
+                return m["id"]
+            f = f.f_back
+        raise RuntimeError("no request on the stack")
+
+    def _ol_spawn(marker, seconds=60):
+        '''A child process (fork + exec) that sleeps with `marker` on its command line; returns its pid.'''
+        pid = _os.fork()
+        if pid == 0:
+            try:
+                _os.execv(_sys.executable, [_sys.executable, "-S", "-c", f"import time; time.sleep({seconds})", marker])
+            finally:
+                _os._exit(127)
+        return pid
+"""
+
+
+def probe(text: str) -> dict:
+    """The report a hostile submission made with `_ol_report` (from a message or captured output)."""
+    m = re.search(r"OL-PROBE (\{.*?\}) OL-END", text, re.S)
+    assert m, f"no probe report in: {text[:2000]!r}"
+    return json.loads(m.group(1))
+
+
+def marker() -> str:
+    return f"ol-hostile-{uuid.uuid4().hex}"
+
+
+def marked(text: str) -> list[int]:
+    """Pids of the host's processes whose command line holds `text`."""
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if text.encode() in Path(f"/proc/{d}/cmdline").read_bytes() and alive(int(d)):
+                    found.append(int(d))
+            except OSError:
+                pass
+    return found
+
+
+def wait_for(pred, timeout: float, step: float = 0.02) -> bool:
+    """Poll `pred` until it holds or `timeout` seconds pass; its last value."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(step)
+    return bool(pred())
+
+
+def kill_marked(text: str) -> None:
+    """Clean up after a failed test: SIGKILL what this test started (found by its marker)."""
+    for pid in marked(text):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def worker_pids(impl) -> list[int]:
+    """The host pids of the Python worker process(es) of this Impl (the sandbox's own, not bwrap's)."""
+    workdir = str(impl.transport.workdir)
+    out = []
+    for pid in marked(workdir):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv[1:3] == [b"-m", b"harness.worker"]:
+            out.append(pid)
+    return out
+
+
+def ol_check(sub: Path, cwd: Path, *extra: str, env: dict | None = None, timeout: float = 120):
+    """`ol check L10.8 --submission SUB --json - EXTRA...` in a subprocess judge started in `cwd`, its report
+    taken over its stdout as `ol grade` takes it (no report path on its command line for a forger to find):
+    (CompletedProcess, the report's JSON or None, wall seconds)."""
+    cmd = [sys.executable, "-m", "harness.cli", "check", CH.chapter, "--submission", str(sub), "--json", "-", *extra]
+    start = time.monotonic()
+    r = subprocess.run(cmd, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, capture_output=True,
+                       text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    wall = time.monotonic() - start
+    try:
+        report = json.loads(r.stdout)
+    except ValueError:
+        report = None
+    return r, report, wall
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    """sha256 of every file under `roots` (bytecode caches aside: the judge itself may write them)."""
+    out = {}
+    for root in roots:
+        for p in sorted(root.rglob("*")):
+            if "__pycache__" in p.parts or not p.is_file():
+                continue
+            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out

@@ -3,12 +3,14 @@
 Each submission is the reference's tinyllm copied into tmp_path with code appended to
 infer/spec.py that rebinds a function (or runs at import). Most cases go straight through
 open_impl + Impl.call with a short deadline (fast); a few go through run_check(..., only=[...])
-to see the per-test outcome and message a student gets, and one runs `ol check` in a subprocess:
-a submission that kills its parent must never run inside this test process. One strict xfail test
-pins down a weakness the harness does not defend yet (see SECURITY.md): it fails once that changes.
+to see the per-test outcome and message a student gets. The worker is confined (harness.confine):
+what it does is observed from outside, through the judge's answers and captured output, and by
+processes found on the host by a marker in their command line. test_hostile_judge.py attacks the judge
+itself, test_threats.py the machine (one test per threat class).
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -18,19 +20,20 @@ from harness.impl import DEFAULT_DEADLINE_S
 from harness.subjects import open_impl
 from harness.transport.worker_client import OUTPUT_CAP
 
-from tests.harness.hostile_kit import CH, HAND_PL, SLACK_S, alive, attempt, outcomes, submission
+from tests.harness.hostile_kit import (CH, HAND_PL, SLACK_S, alive, attempt, kill_marked, marked, marker, outcomes,
+                                      submission, wait_for)
 
 
 # ---- (a) a function that loops forever ----------------------------------------------------------
 
 def test_infinite_loop_is_a_timeout_and_the_next_call_gets_a_fresh_worker(tmp_path):
+    """T1: a call that spins (with a spinning child) is a timeout at its deadline; the worker's whole
+    sandbox, the child included, is killed; the next call runs on a fresh worker."""
+    mark = marker()
     sub = submission(tmp_path, f"""
-        import os as _os
         def prompt_lookup(ctx, k, max_ngram, min_ngram):
-            if _os.fork() == 0:  # a child in the same process group spins too
-                open({str(tmp_path / 'child.pid')!r}, "w").write(str(_os.getpid()))
-                while True:
-                    pass
+            if _os.fork() == 0:  # a child that spins too, found on the host by its marker
+                _os.execv(_sys.executable, [_sys.executable, "-S", "-c", "while True: pass", {mark!r}])
             while True:
                 pass
     """)
@@ -39,22 +42,23 @@ def test_infinite_loop_is_a_timeout_and_the_next_call_gets_a_fresh_worker(tmp_pa
         got, took = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2
         first = impl.transport.proc.pid
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=1.0)
+        with ThreadPoolExecutor(1) as pool:  # the call runs in a thread; this one watches the host's processes
+            call = pool.submit(attempt, impl, "prompt_lookup", HAND_PL, 1.0)
+            started = wait_for(lambda: marked(mark) or call.done(), 5.0) and bool(marked(mark))
+            got, took = call.result()
+        assert started, "the spinning child never started (or was gone before the deadline)"
         assert isinstance(got, Timeout) and got.outcome == "timeout", got
         assert "no answer within the deadline" in str(got) and "prompt_lookup" in str(got)
         assert took < 1.0 + SLACK_S, f"a 1 s deadline took {took:.1f}s"
         assert impl.transport.proc is None and impl.transport.restarts == 1
         assert not alive(first), "the hung worker must be killed"
-        child = int((tmp_path / "child.pid").read_text())
-        deadline = time.monotonic() + SLACK_S
-        while alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not alive(child), "the worker's child in its process group must be killed too"
+        assert wait_for(lambda: not marked(mark), SLACK_S), f"the worker's child outlived it: {marked(mark)}"
         got, _ = attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))
         assert got == 3, got
         assert impl.transport.proc.pid != first, "the next call must run on a fresh worker"
     finally:
         impl.close()
+        kill_marked(mark)
 
 
 # ---- (b) (c) (d) (e) through run_check: per-test outcomes and messages ---------------------------

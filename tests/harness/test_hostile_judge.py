@@ -1,13 +1,14 @@
 """Hostile submissions against the judge itself (the second half of test_hostile.py): writing results
-files, monkeypatching the judge, exhausting memory, killing the parent, daemonizing. Helpers are
-test_hostile.py's."""
+files, monkeypatching the judge, exhausting memory, killing the parent, daemonizing. The worker runs
+in bubblewrap (harness.confine): each test states what the sandbox now guarantees and observes it from
+outside (the report, the judge's captured output of the worker, the host's /proc). Helpers are
+hostile_kit's."""
 
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,26 +16,54 @@ import pytest
 import chapters.L10_8.judge.judging as judging
 import harness.pytest_plugin
 from harness.check import run_check
+from harness.confine import choose
 from harness.errors import Raised, SubmissionFailure
 from harness.impl import DEFAULT_DEADLINE_S
 from harness.paths import REPO
 from harness.subjects import open_impl
-from harness.transport.worker_client import MEMORY_LIMIT
+from harness.transport.worker_client import MEMORY_LIMIT, WORKER_LIMITS
 
-from tests.harness.hostile_kit import CH, HAND_PL, alive, attempt, outcomes, submission
+from tests.harness.hostile_kit import (CH, HAND_PL, SLACK_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
+                                       probe, submission, wait_for, worker_pids)
+
+MODE = choose()
+pytestmark = pytest.mark.skipif(MODE.name != "bwrap", reason=f"these tests state the bubblewrap sandbox's guarantees; "
+                                                             f"workers here run in mode {MODE.name} ({MODE.why})")
+
+
+def _printed(sub: Path) -> tuple[dict, Path]:
+    """Load `sub` in a worker of its own and close it: the probe report its import printed, and the host
+    folder the worker ran from."""
+    impl = open_impl(CH, str(sub))
+    try:
+        got, _ = attempt(impl, "load", {}, deadline_s=30)
+        assert got is None, got
+        workdir = impl.transport.workdir
+    finally:
+        impl.close()
+    return probe(impl.transport.last_output), workdir
 
 
 # ---- (f) writing results files ------------------------------------------------------------------
 
 FORGER = """
-    import json as _json, os as _os, pathlib as _pathlib
+    import pathlib as _pathlib
+    _forged = _json.dumps({"summary": {"passed": 16, "failed": 0, "total": 16, "score": 16.0}, "tests": [], "by": MARK})
     _here = _pathlib.Path(__file__).resolve()
-    _forged = _json.dumps({"summary": {"passed": 16, "failed": 0, "total": 16, "score": 16.0}, "tests": []})
-    _judge_cwd = _pathlib.Path(_os.readlink(f"/proc/{_os.getppid()}/cwd"))
-    for _d in {_pathlib.Path.cwd(), _here.parents[3], _judge_cwd}:
-        (_d / "results.json").write_text(_forged)
-        (_d / "grades.csv").write_text("submission,score\\nsub,16\\n")
-    (_here.parents[3] / "worker_cwd.txt").write_text(_os.getcwd())
+    _wrote = {}
+    try:  # its parent's cwd: with bwrap the worker is its sandbox's init and has no parent in view
+        _parent_cwd = [_pathlib.Path(_os.readlink(f"/proc/{_os.getppid()}/cwd"))]
+    except OSError:
+        _parent_cwd = []
+    for _d in [_pathlib.Path.cwd(), _here.parents[3], *_parent_cwd, *map(_pathlib.Path, HOST_DIRS), _pathlib.Path("/")]:
+        for _name, _text in [("results.json", _forged), ("grades.csv", f"submission,score\\n{MARK},16\\n")]:
+            try:
+                (_d / _name).write_text(_text)
+                _wrote[str(_d / _name)] = "written"
+            except OSError as _e:
+                _wrote[str(_d / _name)] = type(_e).__name__
+    print(_ol_report({"wrote": _wrote, "cwd": _os.getcwd(), "here": str(_here)}), flush=True)
+    _ol_spawn(MARK, seconds=120)   # a process that would rewrite the report once the judge is done
 
     def prompt_lookup(ctx, k, max_ngram, min_ngram):   # and the chapter's work is wrong
         return []
@@ -42,45 +71,84 @@ FORGER = """
 
 
 def test_writing_results_files_does_not_change_the_grade(tmp_path, monkeypatch):
+    """T7: a submission writes forged results.json/grades.csv wherever it can (its cwd, beside itself, the
+    judge's cwd, host folders it knows the names of). Guarantee: nothing reaches the host (the worker's
+    only writable place is its private tmpfs, gone with it), the grade is the judge's, and run_check
+    returns only once the submission's processes are dead."""
     judge_cwd = tmp_path / "judge"
     judge_cwd.mkdir()
     monkeypatch.chdir(judge_cwd)
-    sub = submission(tmp_path, FORGER)
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+    host_dirs = [judge_cwd, tmp_path, tmp_path / "sub", REPO]
+    mark = marker()
+    sub = submission(tmp_path, FORGER, HOST_DIRS=list(map(str, host_dirs)), MARK=mark)
+    try:
+        rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+        assert not marked(mark), "run_check returns (and `ol check` writes its report) only once the submission's processes are dead"
+    finally:
+        kill_marked(mark)
     assert outcomes(rep) == {"hand_example_prompt_lookup": "fail", "rollback_hand_example": "pass"}
-    assert rep.score == 1 and not rep.ok
-    worker_cwd = Path((tmp_path / "worker_cwd.txt").read_text())
-    assert worker_cwd != judge_cwd and worker_cwd.name.startswith("ol-worker-"), "the worker runs in a temp dir of its own"
-    assert not worker_cwd.exists(), "the worker's temp dir goes when the worker does"
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(sub))], \
-        "run_check returns (and `ol check` writes its report) only once the submission's workers are dead"
-    # NOT defended (same uid): the forger could write beside the submission and into the judge's cwd.
-    # Those files are inert: the judge's verdict lives in its memory and goes only where it is told.
-    assert (judge_cwd / "results.json").exists() and (tmp_path / "grades.csv").exists()
+    assert rep.score == 1 and not rep.ok and rep.sandbox == "bwrap"
+    assert not _forgeries(host_dirs + [Path("/tmp"), Path("/")], mark), "the forger wrote on the host"
+
+    saw, workdir = _printed(sub)  # the same forger once more, to read what it saw and did
+    wrote = saw["wrote"]
+    assert saw["cwd"] == "/tmp" and saw["here"].startswith(str(workdir)), saw
+    for d in host_dirs + [Path("/")]:
+        assert wrote[str(d / "results.json")] != "written", (d, wrote)  # invisible (FileNotFoundError) or read-only
+    assert wrote["/tmp/results.json"] == "written", "its cwd is a private writable tmpfs"
+    assert not workdir.exists(), "the worker's host folder goes when the worker does"
+    assert not _forgeries(host_dirs + [Path("/tmp"), Path("/")], mark), "its /tmp is a tmpfs of its own, not the host's"
+    kill_marked(mark)
+
+
+def _forgeries(dirs: list[Path], mark: str) -> list[Path]:
+    """The forger's files (those holding its marker) among results.json and grades.csv in `dirs`."""
+    out = []
+    for d in dirs:
+        for name in ("results.json", "grades.csv"):
+            try:
+                if mark in (d / name).read_text(errors="replace"):
+                    out.append(d / name)
+            except OSError:
+                pass
+    return out
 
 
 # ---- (g) monkeypatching the judge ---------------------------------------------------------------
 
+PATCHER = """
+    _patched = {}
+    def _patch(module, attr, value):
+        try:
+            m = __import__(module, fromlist=["_"])
+            setattr(m, attr, value)
+            _patched[module] = m.__file__
+        except ImportError as e:
+            _patched[module] = type(e).__name__
+    _patch("chapters.L10_8.judge.judging", "must_refuse", lambda fn, what: None)
+    _patch("chapters.L10_8.judge.judging", "case", lambda label: __import__("contextlib").nullcontext())
+    _patch("harness.pytest_plugin", "classify", lambda excinfo: "pass")
+    _patch("harness.check", "classify", lambda excinfo: "pass")
+    _patch("harness.errors", "Raised", Exception)
+    _patch("chapters.L10_8.judge.stats", "ALPHA", 0.0)
+    _patch("pytest", "fail", lambda *a, **k: None)
+    import builtins as _b
+    _b.AssertionError = type("AssertionError", (Exception,), {})
+    print(_ol_report({"patched": _patched}), flush=True)
+
+    def prompt_lookup(ctx, k, max_ngram, min_ngram):    # wrong
+        return [0]
+
+    def _check_rows(rows, draft, draft_probs):          # no shape checks at all
+        return [np.asarray(r, dtype=np.float64) for r in rows], list(draft), draft_probs
+"""
+
+
 def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
-    sub = submission(tmp_path, """
-        import harness.pytest_plugin, harness.check, harness.errors
-        import chapters.L10_8.judge.judging as judging, chapters.L10_8.judge.stats as stats
-        import pytest as _pytest
-        judging.must_refuse = lambda fn, what: None
-        judging.case = lambda label: __import__("contextlib").nullcontext()
-        harness.pytest_plugin.classify = lambda excinfo: "pass"
-        harness.errors.Raised.describe = lambda self: "all good"
-        stats.ALPHA = 0.0
-        _pytest.fail = lambda *a, **k: None
-        import builtins as _b
-        _b.AssertionError = type("AssertionError", (Exception,), {})
-
-        def prompt_lookup(ctx, k, max_ngram, min_ngram):    # wrong
-            return [0]
-
-        def _check_rows(rows, draft, draft_probs):          # no shape checks at all
-            return [np.asarray(r, dtype=np.float64) for r in rows], list(draft), draft_probs
-    """)
+    """T8: a submission patches the judge's modules, pytest and builtins. Guarantee: the judge's modules
+    are not even in the worker's view (only the worker kit's copy of harness is); what it can patch
+    (its own pytest, builtins) is its own process's; the grade is unchanged."""
+    sub = submission(tmp_path, PATCHER)
     must_refuse, classify = judging.must_refuse, harness.pytest_plugin.classify
     rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "verify_rejects_bad_shapes", "rollback_hand_example"])
     assert outcomes(rep) == {"hand_example_prompt_lookup": "fail", "verify_rejects_bad_shapes": "fail", "rollback_hand_example": "pass"}, \
@@ -89,13 +157,21 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     assert "instead of SpecError" in bad.message, bad.message
     assert judging.must_refuse is must_refuse and harness.pytest_plugin.classify is classify, "the judge's modules are its own"
 
+    saw, workdir = _printed(sub)
+    patched = saw["patched"]
+    for judge_module in ("chapters.L10_8.judge.judging", "chapters.L10_8.judge.stats", "harness.pytest_plugin",
+                         "harness.check", "harness.errors"):
+        assert patched[judge_module] == "ModuleNotFoundError", (judge_module, patched)
+    assert patched["pytest"].startswith(sys.prefix), patched  # the venv's pytest is visible: patching it is harmless
+
 
 # ---- (h) exhausting memory ------------------------------------------------------------------------
 
 def test_memory_exhaustion_hits_the_address_space_limit(tmp_path):
-    # Untouched allocations: they reach RLIMIT_AS at once without making the machine page. (A loop of
-    # touched bytearrays reaches it too, but at this VM's page-fault speed only after the call deadline:
-    # then the outcome is a timeout, equally harmless.)
+    """T5: untouched 1 GiB allocations in a loop (they reach RLIMIT_AS at once without making the machine
+    page; a loop of touched bytearrays reaches it too, but at this VM's page-fault speed only after the
+    call deadline: then a timeout, equally harmless). Guarantee: the worker process, seen from the host,
+    has the hard 4 GiB limit; the allocation is a MemoryError; the run goes on."""
     sub = submission(tmp_path, """
         def prompt_lookup(ctx, k, max_ngram, min_ngram):
             hog = []
@@ -107,15 +183,17 @@ def test_memory_exhaustion_hits_the_address_space_limit(tmp_path):
     impl = open_impl(CH, str(sub))
     try:
         got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
-        pid = impl.transport.proc.pid
-        limits = Path(f"/proc/{pid}/limits").read_text()
-        line = next(l for l in limits.splitlines() if l.startswith("Max address space"))
-        assert str(MEMORY_LIMIT) in line, line
+        assert got == 2
+        (pid,) = worker_pids(impl)
+        limits = {l[:26].strip(): l[26:].split()[:2] for l in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
+        assert limits["Max address space"] == [str(MEMORY_LIMIT)] * 2, limits  # soft = hard: it cannot be raised
+        assert limits["Max processes"] == [str(WORKER_LIMITS.processes)] * 2, limits
+        assert limits["Max file size"] == [str(WORKER_LIMITS.file_size)] * 2, limits
         got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
         assert isinstance(got, SubmissionFailure) and got.outcome in ("error", "timeout", "crashed"), f"no limit stopped it: {got}"
         assert isinstance(got, Raised) and got.type == "MemoryError", got
         got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
-        assert got == 2, "the run goes on"
+        assert got == 2 and impl.transport.restarts == 0, "the run goes on, on the same worker"
     finally:
         impl.close()
 
@@ -123,84 +201,89 @@ def test_memory_exhaustion_hits_the_address_space_limit(tmp_path):
 # ---- (i) killing its parent ----------------------------------------------------------------------
 
 KILLER = """
-    import json as _json, os as _os, signal as _signal
-    _argv = open(f"/proc/{_os.getppid()}/cmdline", "rb").read().split(b"\\0")
-    if b"check" not in _argv or b"--json" not in _argv:  # safety: never kill a pytest that imported us
-        raise RuntimeError("refusing to kill a parent that is not an `ol check --json` subprocess")
-    with open(_argv[_argv.index(b"--json") + 1], "w") as _f:  # forge the judge's report, then kill the judge
-        _json.dump({"forged": True, "tests": [], "summary": {"passed": 16, "failed": 0, "total": 16, "score": 16.0,
-                                                             "max_score": 16.0}}, _f)
-    _os.kill(_os.getppid(), _signal.SIGKILL)
+    import signal as _signal
+    if _os.readlink("/proc/self/ns/pid") == HOST_PID_NS:  # safety: never signal the host's processes
+        raise RuntimeError("refusing to run: this worker is not in a PID namespace of its own")
+    _res = {"ppid": _os.getppid()}
+    try:
+        with open(JUDGE_JSON, "w") as _f:  # forge the judge's report (the submission guessed its path)
+            _json.dump({"forged": True, "tests": [], "summary": {"passed": 16, "failed": 0, "total": 16, "score": 16.0,
+                                                                 "max_score": 16.0}}, _f)
+        _res["forge"] = "written"
+    except OSError as _e:
+        _res["forge"] = type(_e).__name__
+    _os.kill(_os.getppid(), _signal.SIGKILL)          # kill the parent...
+    _child = _ol_spawn(MARK)
+    _os.kill(-1, _signal.SIGKILL)                     # ...and everything it may signal
+    _res["child_signal"] = _os.WTERMSIG(_os.waitpid(_child, 0)[1])
+    _res["alive"] = True
+
+    def prompt_lookup(ctx, k, max_ngram, min_ngram):   # what it saw, as an error the report shows
+        raise RuntimeError(_ol_report(_res))
 """
 
 
 def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
-    """Run in a subprocess judge (`ol check`): in-process, the parent would be this pytest."""
-    sub = submission(tmp_path, KILLER)
+    """T9, T7: at import a submission forges a report where the judge's may be, SIGKILLs its parent and
+    calls kill(-1, SIGKILL). Guarantee: it cannot reach the host's files; it is the sandbox's init (no parent
+    in view: kill(getppid()) is kill(0), its own group, and init ignores SIGKILL from inside); kill(-1) reaches only the sandbox's own processes; so the judge (a subprocess
+    `ol check`, never this pytest) lives and grades it on its merits."""
+    mark = marker()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    out = scratch / f"{sub.name}.json"  # where `ol grade` has each judge write its report
-    cmd = [sys.executable, "-c", "from harness.cli import main; main()", "check", "L10.8", "--submission", str(sub), "--json", str(out)]
-    start = time.monotonic()
-    r = subprocess.run(cmd, cwd=scratch, env={**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}, capture_output=True, text=True,
-                       timeout=60, stdin=subprocess.DEVNULL)
-    assert r.returncode == -signal.SIGKILL, f"the judge should have been killed: exit {r.returncode}\n{r.stderr[-2000:]}"
-    assert time.monotonic() - start < 60
-    # This process, which started that judge, is untouched (we are here to assert it). The orphaned
-    # worker sees its protocol pipe close and exits: nothing of the submission lingers.
-    deadline, lingering = time.monotonic() + 5, []
-    while time.monotonic() < deadline:
-        lingering = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline_has(p, str(sub))]
-        if not lingering:
-            break
-        time.sleep(0.1)
-    assert not lingering, f"processes of the submission outlived their judge: {[p.name for p in lingering]}"
-    # The judge died before writing: what is at `out` is the submission's forgery. `ol grade` trusts a
-    # report only from a judge that exited 0 or 1, so the forgery scores 0 with a message.
-    assert json.loads(out.read_text()).get("forged") is True
-    import harness.grade
-    monkeypatch.setattr(harness.grade.subprocess, "run", lambda *a, **k: r)
-    report, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch)
-    assert report.passed == 0 and report.score == 0, report.to_json()["summary"]
-    assert "forged" not in report.to_json() and all(t.outcome == "error" for t in report.tests)
-    assert "killed" in report.tests[0].message and report.ungraded, report.tests[0].message
-
-
-def _cmdline_has(proc: Path, text: str) -> bool:
+    out = scratch / "report.json"  # where the forger guesses the report goes
+    sub = submission(tmp_path, KILLER, HOST_PID_NS=os.readlink("/proc/self/ns/pid"), JUDGE_JSON=str(out), MARK=mark)
     try:
-        return text.encode() in (proc / "cmdline").read_bytes()
-    except OSError:
-        return False
+        r, report, wall = ol_check(sub, scratch, timeout=90)
+        assert r.returncode == 1, f"the judge should have lived and graded a wrong submission: exit {r.returncode}\n{r.stderr[-2000:]}"
+        assert wall < 60, f"the check took {wall:.0f}s"
+        assert report is not None and "forged" not in report and report["sandbox"] == "bwrap", report
+        assert not out.exists(), "the forger wrote into the judge's folder"
+        got = {t["name"]: t for t in report["tests"]}
+        assert got["rollback_hand_example"]["outcome"] == "pass", "it is graded on its merits"
+        assert got["hand_example_prompt_lookup"]["outcome"] == "error"
+        saw = probe(got["hand_example_prompt_lookup"]["message"])
+        assert saw["ppid"] == 0 and saw["alive"] and saw["forge"] != "written", saw  # the sandbox's init: no parent in view
+        assert saw["child_signal"] == signal.SIGKILL, "kill(-1) did reach the sandbox's own processes"
+        assert wait_for(lambda: not marked(mark), SLACK_S), "a process of the submission outlived its judge"
+    finally:
+        kill_marked(mark)
+    # Had a submission killed its judge anyway (mode none), `ol grade` would trust no report from it: only
+    # a judge that exited 0 or 1 is read, whatever it printed before dying.
+    import harness.grade
+    forged = json.dumps({"forged": True, **report, "summary": {**report["summary"], "passed": 16, "score": 16.0}})
+    killed = subprocess.CompletedProcess(r.args, -signal.SIGKILL, stdout=forged, stderr="")
+    monkeypatch.setattr(harness.grade.subprocess, "run", lambda *a, **k: killed)
+    graded, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch, "bwrap")
+    assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
+    assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
+    assert "killed" in graded.tests[0].message, graded.tests[0].message
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="NOT defended: a worker's double-forked setsid() daemon leaves the worker's process "
-                                        "group, so killpg misses it; it can outlive the judge and rewrite its report "
-                                        "(fix: a PID namespace per worker, or PR_SET_CHILD_SUBREAPER in the judge)")
+# ---- (j) a daemon ----------------------------------------------------------------------------------
+
 def test_a_daemonized_grandchild_does_not_outlive_the_worker(tmp_path):
-    pidfile = tmp_path / "daemon.pid"
+    """T9: a call double-forks a setsid() daemon (it leaves the worker's process group and session).
+    Guarantee: it lives in the worker's PID namespace, which dies whole when the worker is closed."""
+    mark = marker()
     sub = submission(tmp_path, f"""
-        import os as _os, time as _time
         def blocks_for(tokens, block_tokens):
             if _os.fork() == 0:
                 _os.setsid()
-                if _os.fork() == 0:
-                    open({str(pidfile)!r}, "w").write(str(_os.getpid()))
-                    _time.sleep(30)
-                    _os._exit(0)
+                _ol_spawn({mark!r}, seconds=60)   # the daemon: a grandchild in a session of its own
                 _os._exit(0)
             _os.wait()
             return -(-tokens // block_tokens)
     """)
     impl = open_impl(CH, str(sub))
-    daemon = None
     try:
         got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2
+        assert wait_for(lambda: marked(mark), SLACK_S), "the daemon never started"
+        (daemon,) = marked(mark)
+        assert os.getsid(daemon) != os.getsid(impl.transport.proc.pid), "it did leave the worker's session"
         impl.close()
-        daemon = int(pidfile.read_text())
-        time.sleep(0.2)
-        assert not alive(daemon), f"the worker is gone but its daemon {daemon} runs on"
+        assert wait_for(lambda: not marked(mark), SLACK_S), f"the worker is gone but its daemon {marked(mark)} runs on"
     finally:
         impl.close()
-        if daemon is not None and alive(daemon):
-            os.kill(daemon, signal.SIGKILL)  # the daemon this test started
+        kill_marked(mark)  # the daemon this test started, if it survived
