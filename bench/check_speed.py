@@ -1,21 +1,34 @@
-"""Wall time of `ol check L10.8 --submission reference`, in-process and via the worker, over the import floor.
+"""Wall time of `ol check L10.8 --submission reference`: in-process, via the sandboxed worker, and via an
+unconfined worker, over the import floor.
 
-The import floor is `python -c "import numpy, scipy.stats, pytest"`; the three commands run side by
-side in one run and print as ratios to the floor.
+The import floor is `python -c "import numpy, scipy.stats, pytest"`; every command runs side by side
+in one run (interleaved) and prints as a ratio to the floor.
 
     python bench/check_speed.py [--repeat N] [--out F.json] [--quick]
 
+Rows:
+  import floor                      what any check pays before it runs a test
+  check in-process                  the reference in the judge's process (trusted code)
+  check via worker                  `--transport worker`: the worker path every submission takes, confined in
+                                    the best sandbox this machine gives (harness.confine; the mode printed is
+                                    the report's `sandbox` field, read from its --json)
+  check via worker, unconfined      the same with OL_SANDBOX=none: what the sandbox itself costs
+
 Each command runs as a fresh process (what a student waits for), N times; the median is reported.
-A check that does not pass all its tests (exit code not 0) stops the bench with exit 1.
+A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
+mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
-Goal (issue 6): in-process <= 3x the floor, worker <= 4x.
+Goals: in-process <= 3x the floor (issue 6); the sandboxed worker path <= 2.5x the floor (the sandbox
+issue), measured in the same run as the floor; the unconfined worker <= 4x (issue 6's worker goal).
 """
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,34 +38,71 @@ CLI = [sys.executable, "-m", "harness.cli"]  # `./ol` without its bootstrap: thi
 CHAPTER = "L10.8"  # the chapter whose check is timed
 REPEAT = 3  # runs per command; the median is reported (one slow moment of the machine does not decide)
 QUICK_REPEAT = 1  # the smoke run: every command once
-GOALS = {"check in-process": 3.0, "check via worker": 4.0}  # issue 6: at most these multiples of the import floor
 FLOOR = "import floor"  # the row every other is divided by
+IN_PROCESS, WORKER, UNCONFINED = "check in-process", "check via worker", "check via worker, unconfined"
+# at most these multiples of the import floor: issue 6 (in-process, the unconfined worker), the sandbox issue
+GOALS = {IN_PROCESS: 3.0, WORKER: 2.5, UNCONFINED: 4.0}
 
 
-def commands() -> dict[str, list[str]]:
+def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
+    """Each row's command and the environment it adds."""
     check = CLI + ["check", CHAPTER, "--submission", "reference"]
-    return {FLOOR: [sys.executable, "-c", "import numpy, scipy.stats, pytest"],
-            "check in-process": check,
-            "check via worker": check + ["--transport", "worker"]}
+    return {FLOOR: ([sys.executable, "-c", "import numpy, scipy.stats, pytest"], {}),
+            IN_PROCESS: (check, {}),
+            WORKER: (check + ["--transport", "worker"], {}),
+            UNCONFINED: (check + ["--transport", "worker"], {"OL_SANDBOX": "none"})}
 
 
-def wall(cmd: list[str]) -> float:
-    """Seconds one fresh process of `cmd` takes; a failing command ends the bench with its output."""
-    start = time.perf_counter()
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-    elapsed = time.perf_counter() - start
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout.decode()[-2000:]}{r.stderr.decode()[-2000:]}")
-    return elapsed
+def wall(cmd: list[str], extra_env: dict[str, str]) -> tuple[float, str | None]:
+    """Seconds one fresh process of `cmd` takes, and the sandbox its report names (for a check); a failing
+    command ends the bench with its output."""
+    report = None
+    if cmd[:len(CLI)] == CLI:
+        fd, report = tempfile.mkstemp(prefix="ol-check-speed-", suffix=".json")
+        os.close(fd)
+        cmd = cmd + ["--json", report]
+    try:
+        start = time.perf_counter()
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO), **extra_env})
+        elapsed = time.perf_counter() - start
+        if r.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout.decode()[-2000:]}{r.stderr.decode()[-2000:]}")
+        return elapsed, json.loads(Path(report).read_text()).get("sandbox") if report else None
+    finally:
+        if report:
+            os.unlink(report)
 
 
-def time_commands(cmds: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
-    """Every command's wall times, interleaved, so a slow moment of the machine hits every command alike."""
-    times = {k: [] for k in cmds}
+def time_commands(cmds: dict[str, tuple[list[str], dict[str, str]]], repeat: int) -> tuple[dict[str, list[float]], dict[str, str | None]]:
+    """Every command's wall times, interleaved, so a slow moment of the machine hits every command alike; and
+    the sandbox each check's report named (the same in every run, else the bench stops)."""
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    modes: dict[str, str | None] = {}
     for _ in range(repeat):
-        for k, cmd in cmds.items():
-            times[k].append(wall(cmd))
-    return times
+        for k, (cmd, extra_env) in cmds.items():
+            elapsed, mode = wall(cmd, extra_env)
+            times[k].append(elapsed)
+            if modes.setdefault(k, mode) != mode:
+                sys.exit(f"{k}: the report's sandbox changed between runs ({modes[k]} then {mode})")
+    return times, modes
+
+
+def check_modes(modes: dict[str, str | None]) -> None:
+    """Each row ran as it says: in-process trusted, the worker in a real sandbox when one exists, unconfined
+    when asked."""
+    sys.path.insert(0, str(REPO))
+    from harness.confine import choose
+
+    want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none"}
+    wrong = {k: (modes.get(k), v) for k, v in want.items() if modes.get(k) != v}
+    if wrong:
+        sys.exit(f"the reports' sandbox is not what each row asks for (got, wanted): {wrong}")
+
+
+def label(name: str, mode: str | None) -> str:
+    if name == WORKER:
+        return f"{name} (sandbox {mode})" if mode != "none" else f"{name} (NOT sandboxed: none here)"
+    return name
 
 
 def goal_text(name: str, ratio: float) -> str:
@@ -75,13 +125,21 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
-    times = time_commands(commands(), a.repeat)
+    times, modes = time_commands(commands(), a.repeat)
+    check_modes(modes)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = {k: v / med[FLOOR] for k, v in med.items()}
-    print(f"{'command':<20} {'median s':>9} {'x floor':>8}  goal")
+    labels = {k: label(k, modes.get(k)) for k in med}
+    width = max(map(len, labels.values()))
+    print(f"{'command':<{width}} {'median s':>9} {'x floor':>8}  goal")
     for k, v in med.items():
-        print(f"{k:<20} {v:9.2f} {ratio[k]:8.2f}  {goal_text(k, ratio[k])}")
-    write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "times_s": times, "median_s": med, "ratio_to_floor": ratio})
+        print(f"{labels[k]:<{width}} {v:9.2f} {ratio[k]:8.2f}  {goal_text(k, ratio[k])}")
+    if WORKER in med and UNCONFINED in med:
+        print(f"the sandbox's own cost: {med[WORKER] - med[UNCONFINED]:+.2f} s a check "
+              f"({med[WORKER] / med[UNCONFINED]:.2f}x the unconfined worker)")
+    write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "sandbox": modes, "times_s": times, "median_s": med,
+                          "ratio_to_floor": ratio, "goals_x_floor": GOALS,
+                          "goals_met": {k: ratio[k] <= g for k, g in GOALS.items() if k in ratio}})
     return 0
 
 

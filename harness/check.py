@@ -8,6 +8,7 @@ worded for a student and, for a test that did not pass, the chapter's known pitf
 import contextlib
 import io
 import json
+import threading
 import time
 from pathlib import Path
 
@@ -29,11 +30,41 @@ MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 LOAD_DEADLINE_S = 30.0  # importing the submission's modules (the worker has numpy already): a slow correct import of 25 s fits; a hang costs this
 
 
+class _Loader:
+    """`load` in a thread of its own, so that the worker's start and the submission's import overlap the
+    judge's own start (pytest, the chapter's tests and helpers); `wait` gives its failure, or None."""
+
+    def __init__(self, impl) -> None:
+        self.impl, self.failure, self.error = impl, None, None
+        self.thread = threading.Thread(target=self._run, name="ol-load", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.failure = _load(self.impl)
+        except BaseException as e:  # noqa: BLE001 -- the judge's own error (a sandbox that cannot start): re-raised
+            self.error = e
+
+    def wait(self) -> SubmissionFailure | None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.failure
+
+
 class _Collector:
-    def __init__(self, impl=None) -> None:
-        self.ol_impl = impl  # the loaded implementation the plugin's `impl` fixture hands to every test
+    def __init__(self, impl=None, loader: _Loader | None = None) -> None:
+        self._impl, self._loader = impl, loader
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
+
+    @property
+    def ol_impl(self):
+        """The loaded implementation the plugin's `impl` fixture hands to every test, once its load is done;
+        a submission that did not load ends the session before any test runs (run_check reports it)."""
+        if self._loader is not None and self._loader.wait() is not None:
+            pytest.exit("the submission did not load", returncode=pytest.ExitCode.INTERRUPTED)
+        return self._impl
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -115,17 +146,22 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     start = time.perf_counter()
     impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox)
     mode = sandbox_of(impl)
+    loader = None
     try:
-        failure = _load(impl)
+        impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
+        loader = _Loader(impl)
+        collector = _Collector(impl, loader)
+        sink = io.StringIO()
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
+        failure = loader.wait()
         if failure is not None:
             rep = _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
             rep.sandbox = mode
             return rep
-        collector = _Collector(impl)
-        sink = io.StringIO()
-        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
     finally:
+        if loader is not None:
+            loader.thread.join()  # bounded by the load's deadline; the worker is not closed under its feet
         impl.close()
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade

@@ -155,8 +155,9 @@ def become_subreaper() -> None:
         pass
 
 
-def _children_of(pid: int) -> list[int]:
-    out = []
+def _parents() -> dict[int, int]:
+    """pid -> parent pid, of every process this one can see (one pass over /proc)."""
+    out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -165,9 +166,36 @@ def _children_of(pid: int) -> list[int]:
                 stat = f.read()
         except OSError:
             continue
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-            out.append(int(entry))
+        out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
     return out
+
+
+def _children_of(pid: int) -> list[int]:
+    return [p for p, parent in _parents().items() if parent == pid]
+
+
+def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
+    """Every process below `pid` (children, theirs, ...), from one pass over /proc (or `parents`)."""
+    below: dict[int, list[int]] = {}
+    for p, parent in (parents or _parents()).items():
+        below.setdefault(parent, []).append(p)
+    out, todo = [], list(below.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += below.get(p, ())
+    return out
+
+
+def kill_all(pids) -> int:
+    n = 0
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+            n += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return n
 
 
 def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:

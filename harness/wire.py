@@ -55,8 +55,28 @@ def floats(x):
     return x
 
 
+def _plain(x):
+    """json's hook for what it cannot write itself: numpy arrays and scalars (a non-finite value then makes
+    json raise ValueError, and dumps takes the slow path)."""
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    raise TypeError(f"{type(x).__name__} is not plain data")
+
+
 def dumps(msg) -> bytes:
-    return (json.dumps(to_wire(msg), allow_nan=False, separators=(",", ":")) + "\n").encode()
+    """One protocol line. Most messages hold only finite numbers: json writes them as they are, without
+    a copy through to_wire (a judge sends thousands a check); one holding inf or nan is spelled by to_wire."""
+    try:
+        text = json.dumps(msg, allow_nan=False, separators=(",", ":"), default=_plain)
+    except ValueError:
+        text = json.dumps(to_wire(msg), allow_nan=False, separators=(",", ":"))
+    return (text + "\n").encode()
 
 
 def loads(line: bytes):

@@ -24,6 +24,9 @@ class InProcess:
         except Exception as e:  # noqa: BLE001 -- every exception of the implementation becomes data
             return CallInfo(op, error=Raised(op, self.session.error_data(e)), duration_s=time.perf_counter() - start)
 
+    def spawn(self) -> None:
+        pass  # nothing to start
+
     def close(self) -> None:
         pass
 

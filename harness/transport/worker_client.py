@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..confine import Mode, confine, reap
+from ..confine import Mode, _parents, confine, descendants, kill_all, reap
 from ..errors import Crashed, Raised, Timeout
 from ..impl import CallInfo, describe_call
 from ..sandbox import Limits
@@ -33,6 +33,8 @@ PIPE_CHUNK = 1 << 16  # bytes written at once: a pipe's buffer, so a ready pipe 
 STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
 MEMORY_LIMIT = 4 * 1024**3  # address space of each worker process: the tiny llama needs well under 1 GiB
 EXIT_WAIT_S = 2.0  # after the protocol output closes: how long the judge waits for the worker to exit
+SPIN_S = 0.0002  # how long the judge polls for an answer before it sleeps (see _poll)
+SWEEP_EVERY_S = 0.25  # the worker's child processes are killed this often at most (after a call), and after load
 # Hard limits of every process of a worker (harness.sandbox.Limits): a whole check uses about 10 s of CPU
 # and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
 WORKER_LIMITS = Limits(address_space=MEMORY_LIMIT, cpu_seconds=600, file_size=16 << 20, processes=64, open_files=256)
@@ -71,7 +73,13 @@ class WorkerTransport:
         self.last_output = ""
 
     # ---- process lifecycle ----------------------------------------------------------------------
-    def _start(self) -> None:
+    def spawn(self) -> None:
+        """Start the worker now, without waiting for its hello (the first call waits for it). Call it from a
+        thread that outlives the worker: bwrap's --die-with-parent follows the thread that started it."""
+        if self.proc is None:
+            self._spawn()
+
+    def _spawn(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="ol-worker-"))
         os.chmod(self.workdir, 0o755)  # the confined uid reads the copies in it (none of them an answer)
         home = self.workdir / "home"   # the worker's cwd outside bwrap (bwrap gives it a private tmpfs)
@@ -83,6 +91,7 @@ class WorkerTransport:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         os.set_blocking(self._to_worker, False)  # _send waits with a deadline, never in write()
+        os.set_blocking(self._from_worker, False)  # _poll spins briefly, then waits in select
         argv, how = confine(self.mode, launch.argv(to_worker_r, from_worker_w), list(launch.visible), env, home,
                             WORKER_LIMITS)
         how.setdefault("env", {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
@@ -91,14 +100,20 @@ class WorkerTransport:
             stderr=subprocess.PIPE, start_new_session=True, **how)
         os.close(to_worker_r)
         os.close(from_worker_w)
+        self._swept = 0.0  # when its child processes were last killed
         self._buf, self._scanned = bytearray(), 0  # bytes read, not yet a whole line; how far scanned
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
-        hello = self._read(time.monotonic() + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
+        self._greeted, self._spawned_at = False, time.monotonic()
+
+    def _greet(self) -> None:
+        """Read the worker's hello, within STARTUP_S of its start."""
+        hello = self._read(self._spawned_at + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
         if not isinstance(hello.get("hello"), dict):
             self._fail(Crashed(f"the worker did not start: expected a hello, got {str(hello)[:200]}"))
         if hello["hello"].get("protocol") != PROTOCOL_VERSION:
             self._fail(Crashed(f"the worker speaks protocol {hello['hello'].get('protocol')!r}; "
                                f"this judge speaks {PROTOCOL_VERSION} (spec/protocol.md)"))
+        self._greeted = True
 
     def _kill(self) -> None:
         if self.proc is None:
@@ -150,10 +165,9 @@ class WorkerTransport:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail(Timeout(f"{call() if callable(call) else (call or op)}: no answer within the deadline; the worker was stopped"))
-            ready, _, _ = select.select([self._from_worker], [], [], left)
-            if not ready:
+            chunk = self._poll(left)
+            if chunk is None:
                 continue
-            chunk = os.read(self._from_worker, 1 << 20)
             if not chunk:
                 self._fail(Crashed(f"{op}: the worker process {self._how_it_ended()} before answering"))
             self._buf += chunk
@@ -169,6 +183,20 @@ class WorkerTransport:
             return msg
         except (ValueError, RecursionError) as e:  # RecursionError: an array nested past the parser's depth
             self._fail(Crashed(f"{op}: the worker broke the protocol ({type(e).__name__}: {str(e)[:100]}): {line[:200]!r}"))
+
+    def _poll(self, left: float) -> bytes | None:
+        """The next bytes from the worker (b"" at its end), or None when `left` seconds pass first. An answer
+        usually comes within microseconds: the judge polls for SPIN_S before it sleeps in select (a
+        sleeping process takes tens of microseconds to wake, and a check makes thousands of calls)."""
+        spin_end = time.perf_counter() + min(SPIN_S, left)
+        while True:
+            try:
+                return os.read(self._from_worker, 1 << 20)
+            except BlockingIOError:
+                if time.perf_counter() >= spin_end:
+                    break
+        ready, _, _ = select.select([self._from_worker], [], [], left)
+        return os.read(self._from_worker, 1 << 20) if ready else None
 
     def _how_it_ended(self) -> str:
         """Why the protocol output closed: the worker's exit code or signal (bwrap reports a signal as 128+N)."""
@@ -207,11 +235,33 @@ class WorkerTransport:
         start = time.perf_counter()
         try:
             if self.proc is None:
-                self._start()
+                self._spawn()
+            if not self._greeted:
+                self._greet()
             value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s, lambda: describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
+        finally:
+            self._sweep(force=op == "load")
+
+    def _sweep(self, force: bool) -> None:
+        """Kill the worker's own child processes, which no call needs once it has answered: a fork bomb's
+        spinning children would otherwise steal the CPU for the rest of the check (and from its neighbours).
+        After `load` always; after other calls at most every SWEEP_EVERY_S (a pass over /proc costs ms)."""
+        now = time.monotonic()
+        if self.proc is None or (not force and now - self._swept < SWEEP_EVERY_S):
+            return
+        self._swept = now
+        parents = _parents()
+        worker = self.proc.pid  # uid and none: the process started is the worker
+        if self.mode.name == "bwrap":  # the worker is the one child of the bwrap process (its sandbox's init)
+            kids = [p for p, parent in parents.items() if parent == worker]
+            if len(kids) != 1:
+                return
+            worker = kids[0]
+        kill_all(descendants(worker, parents))
+        reap(self.mode, known={self.proc.pid})  # uid: the daemons it left, re-parented to this judge
 
     def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str):
         self.request_id += 1

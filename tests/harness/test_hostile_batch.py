@@ -1,0 +1,132 @@
+"""The whole hostile catalog (tests/harness/hostile_catalog.py) graded as one class by `ol grade --jobs 2`,
+beside a correct control: every submission is graded, confined, on time and on its merits, and the
+grader, the repository and the other submissions come out untouched."""
+
+import csv
+import hashlib
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.confine import choose
+
+from tests.harness import hostile_catalog as hc
+
+JOBS = 2
+BATCH_BOUND_S = 300.0  # the whole class
+AFTERLIFE_S = 25.0     # the forger's daemon rewrites for 20 s: the outputs must not change in this time after the run
+TREES = ("chapters", "harness", "reference", "fixtures")  # the repository's trees a submission must not touch
+
+
+def tree_digest(root: Path, skip_pycache: bool = True) -> dict[str, str]:
+    """sha256 of every file under root, by relative path (__pycache__ left out: the judge imports the
+    reference and the pack, and Python may write their bytecode)."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        if skip_pycache:
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for f in files:
+            p = Path(dirpath) / f
+            if p.is_symlink() or not p.is_file():
+                out[str(p.relative_to(root))] = "not a regular file"
+                continue
+            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def repo_digest() -> dict[str, str]:
+    return {f"{t}/{k}": v for t in TREES for k, v in tree_digest(hc.REPO / t).items()}
+
+
+def changed(before: dict, after: dict) -> list[str]:
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def outputs(out_csv: Path, results: Path) -> dict[str, bytes]:
+    files = {"grades.csv": out_csv.read_bytes()} if out_csv.exists() else {}
+    if results.is_dir():
+        files |= {f"results/{p.name}": p.read_bytes() for p in sorted(results.iterdir())}
+    return files
+
+
+def processes_mentioning(*needles: str) -> list[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(pid) != os.getpid() and any(n in cmd for n in needles):
+            found.append(f"{pid}: {cmd[:300]}")
+    return found
+
+
+@pytest.mark.slow
+def test_the_hostile_catalog_graded_as_one_class(tmp_path):
+    mode = choose()
+    if not mode.confined:
+        pytest.skip(f"no sandbox here ({mode.why}); ol grade refuses to run untrusted code unconfined")
+    subs, results, out_csv = tmp_path / "subs", tmp_path / "results", tmp_path / "grades.csv"
+    entries = hc.build(subs)
+    # every temporary file of the run lands here (a folder the sandbox's uid can traverse, unlike tmp_path's)
+    run_tmp = Path(tempfile.mkdtemp(prefix="hostile-batch-tmp-"))
+    run_tmp.chmod(0o711)
+    canary = secrets.token_hex(16)
+    env = hc.canary_env(canary) | {"TMPDIR": str(run_tmp)}
+    repo_before, subs_before = repo_digest(), tree_digest(subs, skip_pycache=False)
+    cmd = [sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--jobs", str(JOBS), "--out", str(out_csv),
+           "--results-dir", str(results)]
+    try:
+        with hc.CanaryListener() as listener:
+            start = time.monotonic()
+            r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BATCH_BOUND_S + 120)
+            batch_s = time.monotonic() - start
+            right_after = outputs(out_csv, results)
+            time.sleep(AFTERLIFE_S)  # the forger's daemon, had it escaped, is still rewriting now
+        later = outputs(out_csv, results)
+        leftover_tmp = sorted(str(p) for p in run_tmp.rglob("*"))
+        strays = processes_mentioning(str(tmp_path), str(run_tmp))
+    finally:
+        shutil.rmtree(run_tmp, ignore_errors=True)
+    log = f"ol grade exited {r.returncode} after {batch_s:.0f} s\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+
+    rows = {row["submission"]: row for row in csv.DictReader(out_csv.open())} if out_csv.exists() else {}
+    verdicts = {n: f"{row['status']} {row['score']} in {row['wall_s']} s" for n, row in rows.items()}
+    failures = []  # every check, so that one run shows every weakness
+
+    def check(ok: bool, what: str) -> None:
+        if not ok:
+            failures.append(what)
+
+    check(set(rows) == {e.name for e in entries}, f"grades.csv has rows {sorted(rows)}")
+    check(r.returncode == 0, f"ol grade exited {r.returncode}")
+    check(not [n for n, row in rows.items() if row["status"] != "graded"],
+          f"ungraded: { {n: row['reason'] for n, row in rows.items() if row['status'] != 'graded'} }")
+    check(all(row["sandbox"] == mode.name for row in rows.values()),
+          f"sandbox is not {mode.name} everywhere: { {n: row['sandbox'] for n, row in rows.items()} }")
+    for name in ("control", "slow-import"):
+        check(name in rows and rows[name]["score"] and float(rows[name]["score"]) == hc.MAX_SCORE,
+              f"{name} must score {hc.MAX_SCORE:g}: {verdicts.get(name)}")
+    failures += hc.problems(entries, rows, results)  # above honest, deterministic verdicts, load errors, bounds
+    check(batch_s < BATCH_BOUND_S, f"the class took {batch_s:.0f} s >= {BATCH_BOUND_S:g} s")
+
+    check(right_after == later, f"the outputs changed in the {AFTERLIFE_S:g} s after the run: {changed(right_after, later)}")
+    check(not any(hc.MARK.encode() in v for v in later.values()), "a forged output survived")
+    check(not any(canary.encode() in v for v in later.values()), "the judge's environment leaked into the outputs")
+    check(not listener.received, f"something got out to 127.0.0.1:{hc.CANARY_PORT}: {listener.received[:1]!r:.300}")
+    touched = changed(repo_before, repo_digest())
+    marked = [f for f in touched if (hc.REPO / f).is_file() and hc.MARK.encode() in (hc.REPO / f).read_bytes()]
+    check(not touched, f"the repository's files changed during the run: {touched}; holding the writer's mark: {marked} "
+                       "(the others may be a concurrent edit)")
+    subs_after = tree_digest(subs, skip_pycache=False)
+    check(subs_after == subs_before, f"submission folders changed: {changed(subs_before, subs_after)}")
+    check(not strays, f"processes left behind: {strays}")
+    check(not leftover_tmp, f"temporary files left behind: {leftover_tmp[:20]}")
+    assert not failures, "\n".join(failures) + f"\nverdicts: {verdicts}\n{log}"
