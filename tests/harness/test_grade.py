@@ -23,7 +23,10 @@ def grade(out: Path, submissions: Path, *extra, cwd: Path = REPO) -> subprocess.
                           capture_output=True, text=True, timeout=900, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-FIXED = {"submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason"}
+from harness.confine import choose  # noqa: E402
+from harness.render.csv import CSV_FIXED  # noqa: E402
+
+FIXED = set(CSV_FIXED)  # the columns before the tests' (one per test, named as the test)
 
 
 def rows(out: Path) -> dict[str, dict[str, str]]:
@@ -50,6 +53,7 @@ def test_grading_the_examples_twice_with_one_seed(tmp_path):
         failing = {t: o for t, o in got.items() if o != "pass"}
         assert failing == want["must_fail"], f"{name}: {failing} != {want['must_fail']}"
     assert all(r["status"] == "graded" for r in rows(tmp_path / "run1").values())
+    assert {r["sandbox"] for r in rows(tmp_path / "run1").values()} == {choose().name}, "every row says how its code ran"
     for report in (tmp_path / "run1" / "results").glob("*.json"):
         data = json.loads(report.read_text())
         if report.name != "summary.json":
