@@ -11,8 +11,6 @@ from functools import lru_cache
 import json
 from pathlib import Path
 
-import jsonschema
-
 from .errors import OlError
 from .outcomes import Outcome
 
@@ -90,6 +88,8 @@ class Report:
 
 @lru_cache(maxsize=1)
 def _validator():
+    import jsonschema  # on first use: a check printed to the console writes no JSON (importing it costs 0.1 s)
+
     return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
 
 
