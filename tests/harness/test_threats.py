@@ -45,6 +45,18 @@ NOT_PROMPT_LOOKUP = ["hand_example_greedy_verify", "rollback_hand_example"]  # t
 GOLDEN_SIGNATURE = b'"master_seed"'  # in every golden file's first lines
 
 
+def _two_tests(sub, expect_error: bool = False):
+    """run_check on two tests: one that calls the attacked prompt_lookup, one that never does; (report,
+    seconds). `expect_error`: the first must be an error (the attack's report) and the second pass."""
+    start = time.monotonic()
+    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+    wall = time.monotonic() - start
+    if expect_error:
+        assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
+            [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
+    return rep, wall
+
+
 def _report_of(rep, name: str) -> dict:
     (t,) = [t for t in rep.tests if t.name == name]
     return probe(t.message)
@@ -169,11 +181,7 @@ def test_the_reference_cannot_be_imported_by_path(tmp_path):
     """T6: a submission with no prompt_lookup of its own imports the pristine reference by path (or the
     judge's loader of it) and delegates. Guarantee: neither is visible; the test is an error."""
     sub = submission(tmp_path, REFERENCE_THIEF, REFERENCE=str(CH.language("python").reference))
-    start = time.monotonic()
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
-    wall = time.monotonic() - start
-    assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
-        [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
+    rep, wall = _two_tests(sub, expect_error=True)
     why = _report_of(rep, "hand_example_prompt_lookup")
     assert why["by path"] == "FileNotFoundError", why
     assert "imported" not in why.values(), why
@@ -227,9 +235,7 @@ def test_fixtures_and_harness_files_cannot_be_written(tmp_path):
     sub = submission(tmp_path, VANDAL, name="vandal", TARGETS=[str(t) for t in targets])
     roots = [REPO / "chapters", REPO / "harness", REPO / "reference", REPO / "fixtures", sub]
     before = tree_digest(*roots)
-    start = time.monotonic()
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
-    wall = time.monotonic() - start
+    rep, wall = _two_tests(sub)
     after = tree_digest(*roots)
     changed = sorted(set(before.items()) ^ set(after.items()))
     assert not changed, f"files changed while the vandal ran: {changed[:10]}"
@@ -443,11 +449,7 @@ def test_filling_the_disk_hits_the_tmpfs_cap_and_the_host_disk_is_untouched(tmp_
     name = f"ol-fill-{uuid.uuid4().hex}"
     sub = submission(tmp_path, FILLER, NAME=name)
     free = {p: shutil.disk_usage(p).free for p in ("/", "/tmp", str(tmp_path))}
-    start = time.monotonic()
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
-    wall = time.monotonic() - start
-    assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
-        [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
+    rep, wall = _two_tests(sub, expect_error=True)
     res = _report_of(rep, "hand_example_prompt_lookup")
     assert res["one file"] == os.strerror(errno.EFBIG) and res["one file size"] == WORKER_LIMITS.file_size, res
     assert res["many files"] == os.strerror(errno.ENOSPC) and 48 << 20 <= res["total"] <= 64 << 20, res
@@ -686,9 +688,8 @@ def test_an_answer_equal_to_the_right_one_but_of_the_wrong_type_fails_its_test(t
     """T3 through run_check: [7.0, 8.0, 5.0] compares equal to [7, 8, 5] in Python. Guarantee: the test
     does not pass; the next test (on a fresh worker) is graded on its merits."""
     sub = submission(tmp_path, RAW_ANSWER, ANSWER=b"[7.0, 8.0, 5.0]", PATCH="prompt_lookup")
-    start = time.monotonic()
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
-    assert time.monotonic() - start < HOSTILE_CHECK_S
+    rep, wall = _two_tests(sub)
+    assert wall < HOSTILE_CHECK_S
     got = {t.name: t for t in rep.tests}
     assert got["hand_example_prompt_lookup"].outcome in ("fail", "crashed", "error"), got["hand_example_prompt_lookup"]
     assert "expected an integer" in got["hand_example_prompt_lookup"].message
