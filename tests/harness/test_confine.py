@@ -3,8 +3,8 @@ uid fallback where namespaces are refused, and the judge's check of an answer's 
 
 The uid fallback runs where bubblewrap cannot (Docker's default profile) and the judge is root. This
 machine has namespaces, so the uid tests force it (OL_SANDBOX=uid) inside a private mount namespace in
-which /root is a traversable tmpfs holding the real ~/.pyenv: the interpreter must be reachable by uid
-65534 there, as it is in a Gradescope image (/usr/bin/python3). Nothing of the host changes.
+which the interpreter, its venv and the checkout are reachable by an unprivileged uid, as they are in a
+Gradescope image (tests/harness/uid_kit.py). Nothing of the host changes.
 """
 
 import json
@@ -24,6 +24,7 @@ from harness.errors import BadSubmission
 from harness.registry import load_chapter
 from harness.sandbox import available
 from harness.shapes import ShapeError, conform
+from tests.harness import uid_kit
 
 REPO = Path(__file__).resolve().parents[2]
 CH = load_chapter("L10.8")
@@ -118,27 +119,6 @@ def test_a_nested_answer_is_checked_no_deeper_than_its_shape():
 
 # ---- the uid fallback -------------------------------------------------------------------------------
 
-STAGE = """set -e
-mkdir -p /mnt/ol-test-pyenv
-mount --bind /root/.pyenv /mnt/ol-test-pyenv
-mount -t tmpfs -o mode=0755,size=1m ol-test-root /root
-mkdir /root/.pyenv
-mount --bind /mnt/ol-test-pyenv /root/.pyenv
-exec "$@"
-"""
-
-
-def _uid_namespace() -> list[str]:
-    """The argv prefix of a private mount namespace in which uid 65534 can reach this interpreter."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
-        pytest.skip("the uid fallback needs root, unshare and setpriv (util-linux)")
-    real = os.path.realpath(sys.executable)
-    if not real.startswith("/root/.pyenv/") and not all(os.stat(a).st_mode & 0o001 for a in Path(real).parents):
-        pytest.skip(f"this interpreter ({real}) is neither reachable by uid 65534 nor under /root/.pyenv")
-    prefix = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", STAGE, "ol-test"]
-    return prefix if real.startswith("/root/.pyenv/") else []
-
-
 DAEMON = '''
 import os as _os, sys as _sys
 if _os.fork() == 0:
@@ -164,7 +144,7 @@ except PermissionError:
 def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(tmp_path):
     """Mode uid: the worker runs as 65534, cannot write the project's files nor read a 0600 golden file, its
     setsid daemon dies with the check, and the report says `uid`."""
-    prefix = _uid_namespace()
+    prefix = uid_kit.namespace()
     tag = str(time.time_ns())
     reachable = Path(tempfile.mkdtemp(prefix="ol-test-uid-", dir="/tmp"))  # every ancestor traversable by others
     reachable.chmod(0o755)
@@ -200,7 +180,7 @@ def _cmdline(p: Path) -> str:
 
 @pytest.mark.slow
 def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
-    prefix = _uid_namespace()
+    prefix = uid_kit.namespace()
     subs = tmp_path / "subs"
     shutil.copytree(S07, subs / "s07")
     r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",

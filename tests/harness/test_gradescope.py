@@ -25,6 +25,7 @@ import pytest
 
 from harness.confine import slot_uids
 from harness.registry import load_chapter
+from tests.harness import uid_kit
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "harness" / "schemas" / "gradescope_results.schema.json").read_text())
@@ -260,21 +261,14 @@ for _path in ("/autograder/source/chapters/L10_8/fixtures/spec_golden.json", "/a
 if _os.getuid() == 0:
     raise RuntimeError("not the fallback's uid")
 """
-# Where Docker refuses user namespaces: /root is a traversable tmpfs holding the real ~/.pyenv (so uid 65534
-# reaches this interpreter, as it reaches /usr/bin/python3 in a Gradescope image); OL_SANDBOX=uid forces the fallback.
-STAGE_ROOT = ("mkdir -p /mnt/ol-gs-pyenv && mount --bind /root/.pyenv /mnt/ol-gs-pyenv && "
-              "mount -t tmpfs -o mode=0755,size=1m ol-gs-root /root && mkdir /root/.pyenv && mount --bind /mnt/ol-gs-pyenv /root/.pyenv && ")
-
-
 @pytest.mark.slow
 def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot_read_the_answers(autograder):
     """Gradescope's own advice, where bubblewrap cannot run: the worker is uid 65534, and setup.sh made the
     answers, the reference and the seed root's alone. The s01 sample with a payload that raises if it can
     read any of them keeps its honest FULL - 1."""
-    if not os.path.realpath(sys.executable).startswith("/root/.pyenv/"):
-        pytest.skip("the staging of /root is for an interpreter under /root/.pyenv")
+    uid_kit.namespace()  # skips where the uid fallback cannot run at all
     data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(PEEKER + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
-                                 prelude=STAGE_ROOT, env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+                                 prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]), env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
     assert data["extra_data"] == {"ol": "graded", "sandbox": "uid"}, (data["extra_data"], log[-3000:])
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
 
