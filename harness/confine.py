@@ -139,6 +139,11 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
                          limits=limits, env=env), {"cwd": "/"}
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
+        unreachable = [str(v) for v in [*visible, home.parent] if not _reachable(Path(v))]  # home: its own, 0700
+        if unreachable:
+            raise SandboxError(f"sandbox mode uid: the worker (uid {worker_uid()}) cannot reach {unreachable[:3]}: a folder "
+                               "on the way is private. Make the folders above them traversable (chmod o+x), or grade "
+                               "where bubblewrap runs.")
         os.chown(home, worker_uid(), worker_uid())
         become_subreaper()
         return uid_argv(argv, limits), {"cwd": str(home), "env": env}
@@ -265,6 +270,16 @@ def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_fil
             shutil.copyfile(path, dst / rel / n)
             os.chmod(dst / rel / n, 0o644)
     return dst
+
+
+def _reachable(path: Path) -> bool:
+    """Could another uid traverse to `path` (its ancestors o+x) and read it (o+r; a folder: o+x too)?"""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    wanted = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
+    return all(os.stat(a).st_mode & stat.S_IXOTH for a in Path(os.path.realpath(path)).parents) and mode & wanted == wanted
 
 
 def exposed(path: Path) -> bool:

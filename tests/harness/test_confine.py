@@ -198,3 +198,18 @@ def test_ol_check_says_once_that_it_is_not_sandboxed_and_json_dash_is_stdouts_on
     rep = json.loads(r.stdout)  # the whole of stdout is the report (ol grade reads it over a pipe)
     assert rep["sandbox"] == "none" and rep["summary"]["score"] == 15.0
     assert r.stderr.count("not sandboxed") == 1 and "15 of 16 passed" in r.stderr, r.stderr[-2000:]
+
+
+def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_path):
+    """A model file the worker needs, behind a private folder: a clear refusal before any test, not a grade."""
+    from harness.confine import confine
+
+    private = tmp_path / "private"
+    (private / "model").mkdir(parents=True)
+    (private / "model" / "w.bin").write_bytes(b"0")
+    private.chmod(0o700)
+    home = tmp_path / "w" / "home"
+    home.mkdir(parents=True)
+    with pytest.raises(SandboxError, match="cannot reach") as e:
+        confine(Mode("uid"), ["true"], [private / "model" / "w.bin"], {}, home)
+    assert str(private / "model" / "w.bin") in str(e.value)
