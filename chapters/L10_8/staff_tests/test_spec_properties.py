@@ -135,3 +135,20 @@ def test_the_statistical_check_drafts_what_prompt_lookup_drafts():
                                  SamplingParams(**stats.PARAMS), seed, stats.K + 1, [], lambda t, lp: False)
         rows = FakeTarget(REF, VOCAB).extend(stats.PROMPT + stats.DRAFT)[len(stats.PROMPT) - 1:]
         assert impl.verify_first_tokens([r.tolist() for r in rows], stats.DRAFT, None, stats.PARAMS, stats.PROMPT, [], [seed]) == g.tokens[:1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 400), min_size=2, max_size=20), st.integers(0, 2**32 - 1))
+def test_the_checks_pearson_statistic_is_scipys_chisquare(expected_counts, seed):
+    """judge/stats.pearson (scipy.special.chdtrc, so a check need not import scipy.stats) returns what
+    scipy.stats.chisquare does, on counts drawn around random expectations of the same total."""
+    from scipy.stats import chisquare
+
+    rng = np.random.default_rng(seed)
+    e = np.asarray(expected_counts, dtype=float)
+    o = rng.multinomial(int(e.sum()), e / e.sum()).astype(float)
+    e = e * (o.sum() / e.sum())  # chisquare wants equal totals
+    want = chisquare(o, e)
+    got = stats.pearson(o, e)
+    assert got[0] == pytest.approx(float(want.statistic), rel=1e-12, abs=1e-12)
+    assert got[1] == pytest.approx(float(want.pvalue), rel=1e-9, abs=1e-300)
