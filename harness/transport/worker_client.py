@@ -81,6 +81,13 @@ class WorkerTransport:
 
     def _spawn(self) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="ol-worker-"))
+        try:
+            self._launch()
+        except BaseException:  # a submission too large to copy, a sandbox that refuses: its folder goes too
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            raise
+
+    def _launch(self) -> None:
         os.chmod(self.workdir, 0o755)  # the confined uid reads the copies in it (none of them an answer)
         home = self.workdir / "home"   # the worker's cwd outside bwrap (bwrap gives it a private tmpfs)
         home.mkdir(mode=0o700)

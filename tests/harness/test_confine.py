@@ -142,8 +142,8 @@ except PermissionError:
 
 @pytest.mark.slow
 def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(tmp_path):
-    """Mode uid: the worker runs as 65534, cannot write the project's files nor read a 0600 golden file, its
-    setsid daemon dies with the check, and the report says `uid`."""
+    """Mode uid: the worker runs as an unprivileged uid, cannot write the project's files nor read a 0600
+    golden file, its setsid daemon dies with the check, and the report says `uid`."""
     prefix = uid_kit.namespace()
     tag = str(time.time_ns())
     reachable = Path(tempfile.mkdtemp(prefix="ol-test-uid-", dir="/tmp"))  # every ancestor traversable by others
@@ -158,6 +158,13 @@ def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(t
     spec.write_text(DAEMON.format(tag=tag, golden=str(secret), fixture=str(CH.golden), uid=uid) + spec.read_text())
     before = CH.golden.read_bytes()
     out = tmp_path / "rep.json"
+    try:
+        _check_in_uid_mode(prefix, sub, out, uid, tag, before, tmp_path)
+    finally:
+        shutil.rmtree(reachable)
+
+
+def _check_in_uid_mode(prefix, sub, out, uid, tag, before, tmp_path):
     r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(sub), "--ref-deps",
                         "--json", str(out)], capture_output=True, text=True, timeout=180, cwd=tmp_path,
                        env={**ENV, "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(uid)})
@@ -168,7 +175,6 @@ def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(t
     assert CH.golden.read_bytes() == before, "the worker's uid cannot write the project's files"
     left = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).endswith(f"ol-test-uid-daemon-{tag}")]
     assert not left, "the daemon must die with the check"
-    shutil.rmtree(reachable)
 
 
 def _cmdline(p: Path) -> str:
@@ -213,3 +219,24 @@ def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_pa
     with pytest.raises(SandboxError, match="cannot reach") as e:
         confine(Mode("uid"), ["true"], [private / "model" / "w.bin"], {}, home)
     assert str(private / "model" / "w.bin") in str(e.value)
+
+
+def test_a_submission_too_large_to_copy_is_refused_and_leaves_no_worker_folder(tmp_path):
+    """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed."""
+    from harness.confine import COPY_CAP_FILES
+    from harness.subjects import open_impl
+
+    sub = tmp_path / "big"
+    shutil.copytree(S07, sub)
+    junk = sub / "tinyllm" / "junk"
+    junk.mkdir()
+    for i in range(COPY_CAP_FILES + 1):
+        (junk / f"{i}.txt").write_text("x")
+    before = set(Path(tempfile.gettempdir()).glob("ol-worker-*"))
+    impl = open_impl(CH, str(sub))  # its own package, copied whole for the worker
+    try:
+        with pytest.raises(BadSubmission, match="more than"):
+            impl.transport.spawn()
+    finally:
+        impl.close()
+    assert set(Path(tempfile.gettempdir()).glob("ol-worker-*")) == before, "the worker's folder must go"
