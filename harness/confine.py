@@ -96,8 +96,14 @@ def _uid_mode_unavailable() -> str | None:
         return f"the fallback could not start: {e}"
     if r.returncode != 0:
         return (f"uid {worker_uid()} cannot run this Python and numpy (is the interpreter or its environment "
-                f"private to root?): {r.stderr.decode(errors='replace').strip()[-300:]}")
+                f"private to root?): {_last_line(r.stderr)}")
     return None
+
+
+def _last_line(output: bytes) -> str:
+    """The last line of a failed probe's output (the error, without its traceback)."""
+    lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else "(no output)"
 
 
 def choose(requested: str | None = None) -> Mode:
@@ -114,8 +120,8 @@ def choose(requested: str | None = None) -> Mode:
     if want == "uid" and no_uid:
         raise SandboxError(f"the unprivileged-uid fallback cannot run here: {no_uid}")
     if want in ("uid", "auto") and not no_uid:
-        return Mode("uid", f"no bubblewrap sandbox ({no_bwrap})" if no_bwrap else "asked for")
-    why = "asked for" if want == "none" else f"no bubblewrap sandbox ({no_bwrap}); no uid fallback ({no_uid})"
+        return Mode("uid", f"no bubblewrap sandbox ({no_bwrap})" if no_bwrap else "OL_SANDBOX=uid asked for it")
+    why = "OL_SANDBOX=none asked for it" if want == "none" else f"no bubblewrap sandbox ({no_bwrap}); no uid fallback ({no_uid})"
     return Mode("none", why)
 
 

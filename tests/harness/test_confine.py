@@ -42,7 +42,7 @@ def test_an_unknown_mode_is_refused_with_the_choices(monkeypatch):
 
 def test_auto_takes_bwrap_where_it_runs_and_none_is_never_silent(monkeypatch):
     monkeypatch.setenv("OL_SANDBOX", "none")
-    assert choose() == Mode("none", "asked for") and not choose().confined
+    assert choose() == Mode("none", "OL_SANDBOX=none asked for it") and not choose().confined
     monkeypatch.delenv("OL_SANDBOX")
     if available() is None:
         assert choose().name == "bwrap"
