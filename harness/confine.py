@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import UsageError
-from .sandbox import _LIMITER, SANDBOX_UID, Limits, available, sandboxed
+from .sandbox import _LIMITER, SANDBOX_UID, Limits, _reachable_by_other, available, sandboxed
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -166,7 +166,7 @@ def become_subreaper() -> None:
         pass
 
 
-def _parents() -> dict[int, int]:
+def process_parents() -> dict[int, int]:
     """pid -> parent pid, of every process this one can see (one pass over /proc)."""
     out = {}
     for entry in os.listdir("/proc"):
@@ -181,14 +181,10 @@ def _parents() -> dict[int, int]:
     return out
 
 
-def _children_of(pid: int) -> list[int]:
-    return [p for p, parent in _parents().items() if parent == pid]
-
-
 def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
     """Every process below `pid` (children, theirs, ...), from one pass over /proc (or `parents`)."""
     below: dict[int, list[int]] = {}
-    for p, parent in (parents or _parents()).items():
+    for p, parent in (parents or process_parents()).items():
         below.setdefault(parent, []).append(p)
     out, todo = [], list(below.get(pid, ()))
     while todo:
@@ -217,15 +213,11 @@ def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
         return 0
     killed = 0
     for _ in range(rounds):
-        strays = [p for p in _children_of(os.getpid()) if p not in known and _uid_of(p) == worker_uid()]
+        strays = [p for p, parent in process_parents().items()
+                  if parent == os.getpid() and p not in known and _uid_of(p) == worker_uid()]
         if not strays:
             break
-        for p in strays:
-            try:
-                os.kill(p, signal.SIGKILL)
-                killed += 1
-            except ProcessLookupError:
-                pass
+        killed += kill_all(strays)
         for p in strays:
             try:
                 os.waitpid(p, 0)
@@ -273,30 +265,41 @@ def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_fil
             if total > cap_bytes or files > cap_files:
                 raise BadSubmission(f"{src} holds more than {cap_bytes >> 20} MiB or {cap_files} files; "
                                     "submit the package's source only (no data, environments or build output)")
-            shutil.copyfile(path, dst / rel / n)
-            os.chmod(dst / rel / n, 0o644)
+            readable_file(Path(path), dst / rel / n)
     return dst
 
 
-def _reachable(path: Path) -> bool:
-    """Could another uid traverse to `path` (its ancestors o+x) and read it (o+r; a folder: o+x too)?"""
+def readable_file(src: Path, dst: Path) -> Path:
+    """Copy one file to `dst` (its missing folders made), world-readable, for a confined command to read."""
+    for folder in reversed([p for p in dst.parents if not p.exists()]):
+        folder.mkdir(mode=0o755)
+        os.chmod(folder, 0o755)  # whatever the umask
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+    return dst
+
+
+def _other_mode(path: Path) -> int | None:
+    """The permission bits another uid gets on `path` (0 when a folder above it is not traversable), or
+    None when it does not exist."""
     try:
         mode = os.stat(path).st_mode
     except OSError:
-        return False
-    wanted = stat.S_IROTH | (stat.S_IXOTH if stat.S_ISDIR(mode) else 0)
-    return all(os.stat(a).st_mode & stat.S_IXOTH for a in Path(os.path.realpath(path)).parents) and mode & wanted == wanted
+        return None
+    return mode & (stat.S_IROTH | stat.S_IXOTH) if _reachable_by_other(str(path)) else 0
+
+
+def _reachable(path: Path) -> bool:
+    """Could another uid read `path` (a folder: read and traverse it)?"""
+    bits = _other_mode(path)
+    wanted = stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)
+    return bits is not None and bits & wanted == wanted
 
 
 def exposed(path: Path) -> bool:
-    """Mode uid: could the worker's uid read `path` (an answer tree: the reference, a chapter pack)? It can when
-    every ancestor is traversable by others and the path itself is readable or traversable by others."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return all(os.stat(a).st_mode & stat.S_IXOTH for a in Path(os.path.realpath(path)).parents) and \
-        bool(mode & (stat.S_IROTH | stat.S_IXOTH))
+    """Mode uid: could the worker's uid read anything of `path` (an answer tree: the reference, a chapter
+    pack)? It can when it reaches it and may read or traverse it."""
+    return bool(_other_mode(path))
 
 
 def answers_exposed(chapter, mode: Mode) -> list[Path]:

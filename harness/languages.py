@@ -12,11 +12,10 @@ adding a language adds an entry here and a table in each pack that grades it.
 
 from dataclasses import dataclass, field
 from pathlib import Path
-import shutil
 import sys
 from typing import Callable
 
-from .confine import readable_copy
+from .confine import readable_copy, readable_file
 from .errors import UsageError
 from .paths import REPO
 
@@ -49,11 +48,8 @@ def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
     lang = chapter.language("python")
     kit = home / "kit"
     for rel in PYTHON_WORKER_KIT:
-        (kit / rel).parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-        shutil.copyfile(REPO / rel, kit / rel)
-    shutil.copyfile(chapter.ops_file, kit / "ol_chapter_ops.py")
-    for p in [kit, *kit.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
+        readable_file(REPO / rel, kit / rel)
+    readable_file(chapter.ops_file, kit / "ol_chapter_ops.py")
     sub = home / "sub"
     sub.mkdir(mode=0o755)
     readable_copy(Path(package_dir) / lang.package, sub / lang.package)

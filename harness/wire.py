@@ -8,6 +8,9 @@ their float64 value, lists, objects, booleans and null.
 
 import json
 import math
+import os
+import select
+import time
 
 import numpy as np
 
@@ -81,3 +84,22 @@ def dumps(msg) -> bytes:
 
 def loads(line: bytes):
     return json.loads(line)
+
+
+SPIN_S = 0.0002  # how long a side polls for the other's next message before it sleeps in select
+
+
+def read_some(fd: int, timeout: float | None = None) -> bytes | None:
+    """The next bytes from the non-blocking descriptor `fd` (b"" at its end), or None when `timeout` seconds
+    pass first (None: wait as long as it takes). Both sides of the protocol read this way: a message usually
+    comes within microseconds, so they poll for SPIN_S before sleeping (a sleeping process takes tens of
+    microseconds to wake, and a check exchanges thousands of messages)."""
+    spin_end = time.perf_counter() + (SPIN_S if timeout is None else min(SPIN_S, timeout))
+    while True:
+        try:
+            return os.read(fd, 1 << 20)
+        except BlockingIOError:
+            if time.perf_counter() >= spin_end:
+                break
+    ready, _, _ = select.select([fd], [], [], timeout)
+    return os.read(fd, 1 << 20) if ready else None

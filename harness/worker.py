@@ -11,9 +11,7 @@ captures apart. It computes and returns plain data; it never sees an expected an
 import argparse
 import importlib.util
 import os
-import select
 import sys
-import time
 
 
 def _load_ops(path: str):
@@ -34,11 +32,11 @@ def main() -> None:
     a = ap.parse_args()
     # the harness and the ops first, before the submission is on sys.path, so it cannot shadow them
     from harness.transport.session import PROTOCOL_VERSION, Session
-    from harness.wire import dumps, loads
+    from harness.wire import dumps, loads, read_some
     ops = _load_ops(a.ops)
 
     sys.path.insert(0, a.package_dir)
-    inbox = _Lines(a.fd_in)
+    inbox = _Lines(a.fd_in, read_some)
     outbox = os.fdopen(a.fd_out, "wb", buffering=0)
 
     def send(msg) -> None:
@@ -70,36 +68,22 @@ def main() -> None:
             send({"id": msg.get("id"), "error": session.error_data(e)})
 
 
-SPIN_S = 0.0002  # how long the worker polls for the judge's next message before it sleeps (as the judge does)
-
-
 class _Lines:
-    """Lines from a descriptor, polled for SPIN_S before sleeping: a check sends thousands of requests, and a
-    sleeping process takes tens of microseconds to wake."""
+    """Lines from the judge's descriptor, read as harness.wire.read_some reads (polling briefly first)."""
 
-    def __init__(self, fd: int) -> None:
-        self.fd, self.buf = fd, bytearray()
+    def __init__(self, fd: int, read_some) -> None:
+        self.fd, self.buf, self.read_some = fd, bytearray(), read_some
         os.set_blocking(fd, False)
 
     def readline(self) -> bytes:
         while (end := self.buf.find(b"\n")) < 0:
-            chunk = self._next()
+            chunk = self.read_some(self.fd)
             if not chunk:
                 return b""
             self.buf += chunk
         line = bytes(self.buf[:end + 1])
         del self.buf[:end + 1]
         return line
-
-    def _next(self) -> bytes:
-        spin_end = time.perf_counter() + SPIN_S
-        while True:
-            try:
-                return os.read(self.fd, 1 << 20)
-            except BlockingIOError:
-                if time.perf_counter() >= spin_end:
-                    select.select([self.fd], [], [])
-                    spin_end = time.perf_counter() + SPIN_S
 
 
 class JudgeRefused(RuntimeError):

@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..confine import Mode, _parents, confine, descendants, kill_all, reap
+from ..confine import Mode, confine, descendants, kill_all, process_parents, reap
 from ..errors import Crashed, Raised, Timeout
 from ..impl import CallInfo, describe_call
 from ..sandbox import Limits
 from .session import PROTOCOL_VERSION
-from ..wire import dumps, loads
+from ..wire import dumps, loads, read_some
 
 OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kept for the report
 MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
@@ -33,7 +33,6 @@ PIPE_CHUNK = 1 << 16  # bytes written at once: a pipe's buffer, so a ready pipe 
 STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a hello never should take 30
 MEMORY_LIMIT = 4 * 1024**3  # address space of each worker process: the tiny llama needs well under 1 GiB
 EXIT_WAIT_S = 2.0  # after the protocol output closes: how long the judge waits for the worker to exit
-SPIN_S = 0.0002  # how long the judge polls for an answer before it sleeps (see _poll)
 SWEEP_EVERY_S = 0.25  # the worker's child processes are killed this often at most (after a call), and after load
 # Hard limits of every process of a worker (harness.sandbox.Limits): a whole check uses about 10 s of CPU
 # and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
@@ -98,7 +97,7 @@ class WorkerTransport:
         to_worker_r, self._to_worker = os.pipe()
         self._from_worker, from_worker_w = os.pipe()
         os.set_blocking(self._to_worker, False)  # _send waits with a deadline, never in write()
-        os.set_blocking(self._from_worker, False)  # _poll spins briefly, then waits in select
+        os.set_blocking(self._from_worker, False)  # read_some polls briefly, then waits in select
         argv, how = confine(self.mode, launch.argv(to_worker_r, from_worker_w), list(launch.visible), env, home,
                             WORKER_LIMITS)
         how.setdefault("env", {"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
@@ -172,7 +171,7 @@ class WorkerTransport:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._fail(Timeout(f"{call() if callable(call) else (call or op)}: no answer within the deadline; the worker was stopped"))
-            chunk = self._poll(left)
+            chunk = read_some(self._from_worker, left)
             if chunk is None:
                 continue
             if not chunk:
@@ -190,20 +189,6 @@ class WorkerTransport:
             return msg
         except (ValueError, RecursionError) as e:  # RecursionError: an array nested past the parser's depth
             self._fail(Crashed(f"{op}: the worker broke the protocol ({type(e).__name__}: {str(e)[:100]}): {line[:200]!r}"))
-
-    def _poll(self, left: float) -> bytes | None:
-        """The next bytes from the worker (b"" at its end), or None when `left` seconds pass first. An answer
-        usually comes within microseconds: the judge polls for SPIN_S before it sleeps in select (a
-        sleeping process takes tens of microseconds to wake, and a check makes thousands of calls)."""
-        spin_end = time.perf_counter() + min(SPIN_S, left)
-        while True:
-            try:
-                return os.read(self._from_worker, 1 << 20)
-            except BlockingIOError:
-                if time.perf_counter() >= spin_end:
-                    break
-        ready, _, _ = select.select([self._from_worker], [], [], left)
-        return os.read(self._from_worker, 1 << 20) if ready else None
 
     def _how_it_ended(self) -> str:
         """Why the protocol output closed: the worker's exit code or signal (bwrap reports a signal as 128+N)."""
@@ -260,7 +245,7 @@ class WorkerTransport:
         if self.proc is None or (not force and now - self._swept < SWEEP_EVERY_S):
             return
         self._swept = now
-        parents = _parents()
+        parents = process_parents()
         worker = self.proc.pid  # uid and none: the process started is the worker
         if self.mode.name == "bwrap":  # the worker is the one child of the bwrap process (its sandbox's init)
             kids = [p for p, parent in parents.items() if parent == worker]

@@ -169,12 +169,16 @@ def ol_check(sub: Path, cwd: Path, *extra: str, env: dict | None = None, timeout
     return r, report, wall
 
 
-def tree_digest(*roots: Path) -> dict[str, str]:
-    """sha256 of every file under `roots` (bytecode caches aside: the judge itself may write them)."""
+def tree_digest(*roots: Path, skip_pycache: bool = True) -> dict[str, str]:
+    """sha256 of every file under `roots`, by path; a symlink or special file is recorded as such, so a new
+    one shows (bytecode caches aside unless `skip_pycache` is off: the judge itself may write them)."""
     out = {}
     for root in roots:
         for p in sorted(root.rglob("*")):
-            if "__pycache__" in p.parts or not p.is_file():
+            if skip_pycache and "__pycache__" in p.parts:
                 continue
-            out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+            if p.is_symlink() or not (p.is_file() or p.is_dir()):
+                out[str(p)] = "not a regular file"
+            elif p.is_file():
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out

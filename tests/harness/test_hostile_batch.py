@@ -3,8 +3,6 @@ beside a correct control: every submission is graded, confined, on time and on i
 grader, the repository and the other submissions come out untouched."""
 
 import csv
-import hashlib
-import os
 import secrets
 import shutil
 import subprocess
@@ -18,6 +16,7 @@ import pytest
 from harness.confine import choose
 
 from tests.harness import hostile_catalog as hc
+from tests.harness.hostile_kit import marked, tree_digest
 
 JOBS = 2
 BATCH_BOUND_S = 300.0  # the whole class
@@ -25,24 +24,8 @@ AFTERLIFE_S = 25.0     # the forger's daemon rewrites for 20 s: the outputs must
 TREES = ("chapters", "harness", "reference", "fixtures")  # the repository's trees a submission must not touch
 
 
-def tree_digest(root: Path, skip_pycache: bool = True) -> dict[str, str]:
-    """sha256 of every file under root, by relative path (__pycache__ left out: the judge imports the
-    reference and the pack, and Python may write their bytecode)."""
-    out = {}
-    for dirpath, dirs, files in os.walk(root):
-        if skip_pycache:
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-        for f in files:
-            p = Path(dirpath) / f
-            if p.is_symlink() or not p.is_file():
-                out[str(p.relative_to(root))] = "not a regular file"
-                continue
-            out[str(p.relative_to(root))] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
-
-
 def repo_digest() -> dict[str, str]:
-    return {f"{t}/{k}": v for t in TREES for k, v in tree_digest(hc.REPO / t).items()}
+    return tree_digest(*(hc.REPO / t for t in TREES))
 
 
 def changed(before: dict, after: dict) -> list[str]:
@@ -54,18 +37,6 @@ def outputs(out_csv: Path, results: Path) -> dict[str, bytes]:
     if results.is_dir():
         files |= {f"results/{p.name}": p.read_bytes() for p in sorted(results.iterdir())}
     return files
-
-
-def processes_mentioning(*needles: str) -> list[str]:
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(pid) != os.getpid() and any(n in cmd for n in needles):
-            found.append(f"{pid}: {cmd[:300]}")
-    return found
 
 
 @pytest.mark.slow
@@ -92,7 +63,7 @@ def test_the_hostile_catalog_graded_as_one_class(tmp_path):
             time.sleep(AFTERLIFE_S)  # the forger's daemon, had it escaped, is still rewriting now
         later = outputs(out_csv, results)
         leftover_tmp = sorted(str(p) for p in run_tmp.rglob("*"))
-        strays = processes_mentioning(str(tmp_path), str(run_tmp))
+        strays = marked(str(tmp_path)) + marked(str(run_tmp))
     finally:
         shutil.rmtree(run_tmp, ignore_errors=True)
     log = f"ol grade exited {r.returncode} after {batch_s:.0f} s\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
@@ -122,8 +93,8 @@ def test_the_hostile_catalog_graded_as_one_class(tmp_path):
     check(not any(canary.encode() in v for v in later.values()), "the judge's environment leaked into the outputs")
     check(not listener.received, f"something got out to 127.0.0.1:{hc.CANARY_PORT}: {listener.received[:1]!r:.300}")
     touched = changed(repo_before, repo_digest())
-    marked = [f for f in touched if (hc.REPO / f).is_file() and hc.MARK.encode() in (hc.REPO / f).read_bytes()]
-    check(not touched, f"the repository's files changed during the run: {touched}; holding the writer's mark: {marked} "
+    with_mark = [f for f in touched if Path(f).is_file() and hc.MARK.encode() in Path(f).read_bytes()]
+    check(not touched, f"the repository's files changed during the run: {touched}; holding the writer's mark: {with_mark} "
                        "(the others may be a concurrent edit)")
     subs_after = tree_digest(subs, skip_pycache=False)
     check(subs_after == subs_before, f"submission folders changed: {changed(subs_before, subs_after)}")
