@@ -15,8 +15,8 @@ is only not what the catalog expects (a deterministic score lower than honest, a
 printed as NOT and recorded, but is not a failure of the bench.
 --quick: the control and four fast classes (well under a minute).
 Goal (the hostile-class issue): every verdict within its bound (60 s; 30 s for a submission that never
-loads, but 35 s for a hang at import, which costs the 30 s load deadline itself), the whole class
-within 300 s, no score above honest.
+loads, a hang at import included: the load deadline is 27 s), the whole class within 300 s, no score
+above honest.
 """
 
 import argparse

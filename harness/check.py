@@ -27,7 +27,9 @@ from .subjects import open_impl
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
 
-LOAD_DEADLINE_S = 30.0  # importing the submission's modules (the worker has numpy already): a slow correct import of 25 s fits; a hang costs this
+# Importing the submission's modules (the worker has numpy already). A slow correct import of 25 s fits (its
+# modules add well under a second); a hang costs this plus the judge's own start, within the 30 s it may take.
+LOAD_DEADLINE_S = 27.0
 
 
 class _Loader:

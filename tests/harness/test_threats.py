@@ -40,7 +40,6 @@ pytestmark = pytest.mark.skipif(MODE.name != "bwrap", reason=f"these tests state
 
 IMPORT_FAILURE_S = 30.0  # a check of a submission that fails at import ends within this
 HOSTILE_CHECK_S = 60.0   # any hostile check ends within this
-HANG_AT_IMPORT_S = LOAD_DEADLINE_S + 5.0  # a hang at import costs the load deadline, plus starting and killing the worker
 NOT_PROMPT_LOOKUP = ["hand_example_greedy_verify", "rollback_hand_example"]  # tests that never call prompt_lookup
 GOLDEN_SIGNATURE = b'"master_seed"'  # in every golden file's first lines
 
@@ -733,16 +732,14 @@ def test_a_crash_at_import_is_one_message_and_no_test_runs(tmp_path, how, code, 
 @pytest.mark.slow
 def test_a_hang_at_import_is_a_timeout_within_the_bound(tmp_path):
     """T1: the import spins forever (after starting a child). Guarantee: a load timeout naming the
-    import, every test a timeout without running, the worker's processes gone, within the load deadline
-    and a few seconds (HANG_AT_IMPORT_S). The issue's 30 s goal for failures at import is met by crashes,
-    not by a hang: the load deadline (30 s) must admit a correct 25 s import, so a hang costs just over it."""
+    import, every test a timeout without running, the worker's processes gone, within IMPORT_FAILURE_S."""
     mark = marker()
     try:
         rep, wall = _check_unloadable(tmp_path, "_ol_spawn(MARK, 300)\nwhile True:\n    pass\n", MARK=mark)
         assert rep.load_error and "no answer within the deadline" in rep.load_error, rep.load_error
         assert {t.outcome for t in rep.tests} == {"timeout"}, outcomes(rep)
         assert wait_for(lambda: not marked(mark), SLACK_S), "the hung import's child outlived it"
-        assert wall < HANG_AT_IMPORT_S, f"a check that hangs at import took {wall:.0f}s (load deadline {LOAD_DEADLINE_S:.0f} s)"
+        assert wall < IMPORT_FAILURE_S, f"a check that hangs at import took {wall:.0f}s (load deadline {LOAD_DEADLINE_S:.0f} s)"
     finally:
         kill_marked(mark)
 
