@@ -99,13 +99,15 @@ def _plain(e: BaseException) -> str:
 
 
 def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
-                only: list[str] | None) -> list[str]:
+                only: list[str] | None, language: str | None = None) -> list[str]:
     args = [*map(str, chapter.tests_files), "-p", "harness.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
             f"--rootdir={chapter.pack_dir}"]
     if ref_deps:
         args.append("--ref-deps")
+    if language:
+        args += ["--lang", language]
     if golden:
         args += ["--golden", str(golden)]
     if only:
@@ -126,6 +128,8 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                 duration_s: float) -> Report:
     """Every test fails at once with the one reason: the submission could not be loaded."""
     why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
+    if getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
+        why = f"not run: your crate did not compile: {failure.first_error}"
     tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
              if not only or t.name in only]
     return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,
@@ -140,13 +144,13 @@ def sandbox_of(impl) -> str:
 
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
               golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None,
-              sandbox: Mode | None = None) -> Report:
+              sandbox: Mode | None = None, language: str | None = None) -> Report:
     """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test, and says
     how the code ran (`sandbox`: a worker's mode, default harness.confine.choose(); or in-process).
     A damaged golden file stops it before any test runs (harness.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
     start = time.perf_counter()
-    impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox)
+    impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
     mode = sandbox_of(impl)
     loader = None
     try:
@@ -155,7 +159,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         collector = _Collector(impl, loader)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only), plugins=[collector])
+            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only, language), plugins=[collector])
         failure = loader.wait()
         if failure is not None:
             rep = _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)

@@ -83,13 +83,24 @@ def tests(chapter: str) -> None:
 @click.argument("chapter")
 @click.argument("workspace", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="overwrite an existing file")
-def start(chapter: str, workspace: Path | None, force: bool) -> None:
-    """Write the stub of the chapter's file into WORKSPACE (default ./py)."""
-    from .stub import write_stub
+@click.option("--lang", default="python", help="the language you write the chapter in: python (default) or rust")
+def start(chapter: str, workspace: Path | None, force: bool, lang: str) -> None:
+    """Write the stub of the chapter's file into WORKSPACE (default ./py, or ./rust with --lang rust)."""
+    from .stub import write_rust_workspace, write_stub
 
     ch = load_chapter(chapter)
-    ws = workspace or Path(ch.language().default_workspace)
-    path, missing = write_stub(ch, ws, force)
+    ws = workspace or Path(ch.language(lang).default_workspace)
+    if lang == "rust":
+        path, standing_in = write_rust_workspace(ch, ws, force)
+        out.print(f"wrote the cargo workspace {ws}: {path} has every item of the contract (spec/rust.md), "
+                  "each body todo!(); its doc comment is the rule.")
+        if standing_in:
+            out.print(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference (L10.1 is not yours yet; "
+                      "each file says so at its top).")
+        flags = "" if str(ws) == ch.language(lang).default_workspace else f" --submission {ws}"
+        out.print(f"next: `ol check {ch.chapter}{flags}`, or `cargo test` in {ws}")
+        return
+    path, missing = write_stub(ch, ws, force, lang)
     out.print(f"wrote {path}: every function raises NotImplementedError; its docstring is the rule.")
     flags = "" if str(ws) == ch.language().default_workspace else f" --submission {ws}"
     if missing:
@@ -112,12 +123,12 @@ def _fresh_cases(ch, fresh: str) -> tuple[int, str]:
     return seed, str(fresh_golden(ch, seed, fresh_dir))
 
 
-def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool) -> bool:
+def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str | None = None) -> bool:
     if ref_deps or not if_missing or submission == "reference" or submission.startswith("mutant:"):
         return ref_deps
     from .layout import detect
 
-    sub = detect(ch, submission)
+    sub = detect(ch, submission, lang)
     sub.close()
     return bool(sub.missing_deps)
 
@@ -134,36 +145,57 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool) -> bool:
 @click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
               help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed)")
 @click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
-def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden) -> None:
+@click.option("--lang", default=None, help="python or rust: the reference's or a mutant's language, or the only one to look for")
+def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict."""
     from .check import run_check
 
     ch = load_chapter(chapter)
-    if submission is None:
-        submission = ch.language().default_workspace
-        if not Path(submission).exists():
-            return _demo(ch)
-    validate(ch, submission)
-    ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing)
+    if lang is not None:
+        ch.language(lang)  # an unknown language is a usage error before anything runs
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
-    mode = _sandbox_mode(console, ch, submission, transport)
+    if submission is None:
+        submission = _default_submission(ch, lang, console)
+        if submission is None:
+            return _demo(ch)
+    validate(ch, submission, lang)
+    ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing, lang)
+    mode = _sandbox_mode(console, ch, submission, transport, lang)
     seed = None
     if fresh is not None:
         seed, golden = _fresh_cases(ch, fresh)
         console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
-    rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode)
+    rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang)
     show.report(console, rep)
     show.hints(console, rep)
     _write_outputs(rep, json_path, junit, gradescope)
     raise Exit(0 if rep.ok else 1)
 
 
-def _sandbox_mode(console, ch, submission: str, transport: str):
+def _default_submission(ch, lang: str | None, console) -> str | None:
+    """With no --submission: this folder when it is a workspace (e.g. ./rust, where `cargo test` runs the
+    check), else the chapter's workspace folder of each language that exists here, the chapter's first
+    language first (L10.8 is a Rust chapter; a student has ./py from L8.6 too); None: nothing to grade."""
+    langs = [lang] if lang else list(ch.languages)
+    if any(Path(ch.language(n).student_file).is_file() for n in langs):
+        return "."
+    found = [n for n in langs if Path(ch.language(n).default_workspace).exists()]
+    if not found:
+        return None
+    if len(found) > 1:
+        first = ch.default_language if ch.default_language in found else found[0]
+        others = ", ".join(f"./{ch.language(n).default_workspace} (--lang {n})" for n in found if n != first)
+        console.print(f"grading ./{ch.language(first).default_workspace} ({first}); also here: {others}")
+        found = [first]
+    return ch.language(found[0]).default_workspace
+
+
+def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None = None):
     """How this check confines the code it runs (harness.confine); said once when it cannot, or when the
     uid fallback leaves the answers readable."""
     from .confine import answers_exposed, choose, exposure_advice
 
-    if transport != "worker" and (submission == "reference" or submission.startswith("mutant:")):
+    if transport != "worker" and (submission == "reference" or submission.startswith("mutant:")) and lang in (None, "python"):
         return None  # trusted code, in-process
     mode = choose()
     if not mode.confined:
@@ -231,15 +263,25 @@ def _demo(ch) -> None:
 @click.option("--ref-deps", is_flag=True)
 @click.option("--json", "json_path", default=None, help="write the divergences as JSON")
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
-def diff(chapter, submission, ref_deps, json_path, show_all) -> None:
+@click.option("--lang", default=None, help="python or rust (the reference's or a mutant's; a submission's comes from its layout)")
+@click.option("--case", "case_id", default=None, help="print this golden case as a test you can paste (with --lang rust: a #[test])")
+def diff(chapter, submission, ref_deps, json_path, show_all, lang, case_id) -> None:
     """The differential view: the submission against every golden case."""
     from .diff import run_diff
 
     ch = load_chapter(chapter)
-    submission = submission or ch.language().default_workspace
-    validate(ch, submission)
+    if lang is not None:
+        ch.language(lang)
+    if case_id is not None:
+        from .diff import case_literal
+
+        verify_golden(ch)
+        sys.stdout.write(case_literal(ch, case_id, lang or "python") + "\n")  # verbatim: no wrapping, no markup
+        raise Exit(0)
+    submission = submission or _default_submission(ch, lang, out) or ch.language().default_workspace
+    validate(ch, submission, lang)
     verify_golden(ch)
-    result = run_diff(ch, submission, ref_deps)
+    result = run_diff(ch, submission, ref_deps, language=lang)
     show.diff(out, result, show_all)
     if json_path:
         _write_json(json_path, result)

@@ -133,19 +133,23 @@ def uid_argv(argv: list[str], limits: Limits) -> list[str]:
 
 
 def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
-            limits: Limits = Limits(), tmp_mb: int = 64) -> tuple[list[str], dict]:
+            limits: Limits = Limits(), tmp_mb: int = 64, writable: list[Path] = ()) -> tuple[list[str], dict]:
     """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
-    same paths) besides the interpreter. `home`: the command's working directory outside bwrap (bwrap
-    gives it a private tmpfs instead). Start it with Popen(argv, start_new_session=True, **kw); `reap`
-    afterwards."""
+    same paths) besides the interpreter, and `writable` (folders the caller made for its output: a
+    build's) read-write. `home`: the command's working directory outside bwrap (bwrap gives it a private
+    tmpfs instead). Start it with Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
     env = dict(env)
+    if mode.name != "none" and os.geteuid() == 0:
+        owner = SANDBOX_UID if mode.name == "bwrap" else worker_uid()
+        for folder in writable:  # the confined uid writes there: its own, nobody else's
+            _chown_tree(Path(folder), owner)
     if mode.name == "bwrap":
         env["HOME"] = env["TMPDIR"] = "/tmp"
         return sandboxed(argv, visible=[(str(p), str(p)) for p in visible], writable_tmp_mb=tmp_mb,
-                         limits=limits, env=env), {"cwd": "/"}
+                         limits=limits, env=env, writable=[str(w) for w in writable]), {"cwd": "/"}
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
-        unreachable = [str(v) for v in [*visible, home.parent] if not _reachable(Path(v))]  # home: its own, 0700
+        unreachable = [str(v) for v in [*visible, *writable, home.parent] if not _reachable(Path(v))]  # home: its own, 0700
         if unreachable:
             raise SandboxError(f"sandbox mode uid: the worker (uid {worker_uid()}) cannot reach {unreachable[:3]}: a folder "
                                "on the way is private. Make the folders above them traversable (chmod o+x), or grade "
@@ -155,6 +159,14 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
         return uid_argv(argv, limits), {"cwd": str(home), "env": env}
     inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(processes=False), *map(str, argv)]
     return inner, {"cwd": str(home), "env": env}
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Give a folder the judge made (and everything in it) to `uid`; symlinks are changed, not followed."""
+    os.chown(root, uid, uid, follow_symlinks=False)
+    for base, dirs, files in os.walk(root):
+        for n in dirs + files:
+            os.chown(os.path.join(base, n), uid, uid, follow_symlinks=False)
 
 
 @functools.lru_cache(maxsize=None)

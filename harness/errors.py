@@ -42,8 +42,9 @@ class SubmissionFailure(Exception):
 class Raised(SubmissionFailure):
     """The implementation raised an exception."""
 
-    def __init__(self, op: str, data: dict) -> None:
+    def __init__(self, op: str, data: dict, language: str = "python") -> None:
         self.op = op
+        self.language = language
         self.type = data.get("type", "Exception")
         self.message = data.get("message", "")
         self.spec_error = bool(data.get("spec_error"))
@@ -61,13 +62,21 @@ class Raised(SubmissionFailure):
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
     def where(self) -> str:
-        """The innermost lines of the student's own files, as Python prints a traceback."""
+        """The innermost lines of the student's own files, as Python prints a traceback (as rustc points at
+        a line, for Rust)."""
+        if self.language == "rust":
+            return "".join(f"\n  --> {f.get('file')}:{f.get('line')}" + (f"\n   | {f.get('source')}" if f.get("source") else "")
+                           for f in self.frames)
         return "".join(f"\n  {f.get('file')}, line {f.get('line')}, in {f.get('function')}" +
                        (f"\n    {f.get('source')}" if f.get("source") else "") for f in self.frames)
 
     def describe(self) -> str:
+        if self.not_implemented and self.language == "rust":
+            return f"{self.op}: not implemented (your code still calls todo!(): {self.message}){self.where()}"
         if self.not_implemented:
             return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
+        if self.type == "panic":
+            return f"{self.op}: {self.message}{self.where()}"
         if self.import_failed:
             return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}{self.where()}\n"
                     "Fix the import; if an earlier chapter's module is what is missing, try --ref-deps.")

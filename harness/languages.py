@@ -36,12 +36,13 @@ class WorkerLaunch:
 class Language:
     name: str
     worker: Callable[["object", Path, Path], WorkerLaunch]  # (chapter, package dir, worker's own folder)
-    # (chapter, submission's folder, an empty scratch folder) -> the folder the worker command is given
-    # (what the build made there); None: the source runs as it is, as Python's does
-    build: Callable[["object", Path, Path], Path] | None = None
+    # (chapter, submission's folder, an empty scratch folder, the sandbox mode) -> the folder the worker
+    # command is given (what the build made there), the build confined like the worker; None: the source
+    # runs as it is, as Python's does
+    build: Callable[["object", Path, Path, "object"], Path] | None = None
 
-    def prepare(self, chapter, package_dir: Path, scratch: Path) -> Path:
-        return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch)
+    def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
+        return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
 
 
 def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
@@ -61,7 +62,22 @@ def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
     return WorkerLaunch(argv, (kit, sub, *chapter.worker_data), {"PYTHONPATH": str(kit), "PYTHONDONTWRITEBYTECODE": "1"})
 
 
-LANGUAGES = {"python": Language("python", _python_worker)}  # Python runs from source: no build step
+def _rust_worker(chapter, built: Path, home: Path) -> WorkerLaunch:
+    from .rust import worker_files
+
+    binary = worker_files(built, home)
+    return WorkerLaunch(lambda fd_in, fd_out: [str(binary), "--in", str(fd_in), "--out", str(fd_out)],
+                        (binary.parent, *chapter.worker_data), {"RUST_BACKTRACE": "0"})
+
+
+def _rust_build(chapter, package_dir: Path, scratch: Path, mode) -> Path:
+    from .rust import build
+
+    return build(chapter, package_dir, scratch, mode)
+
+
+LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step
+             "rust": Language("rust", _rust_worker, _rust_build)}
 
 
 def language(name: str) -> Language:

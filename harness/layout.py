@@ -86,6 +86,15 @@ def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
     return None
 
 
+def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
+    """`path` when it is the package folder of a nested package name (a Rust crate `tl-engine/` whose place
+    in the workspace is `crates/tl-engine`), holding the chapter's file; else None."""
+    pkg = Path(lang.package)
+    if len(pkg.parts) > 1 and path.name == pkg.name and (path / Path(lang.student_file).relative_to(pkg)).is_file():
+        return path
+    return None
+
+
 def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
     def scratch() -> Path:
         if not scratch_box:
@@ -97,6 +106,11 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
     if path.is_dir():
         bare = [path / name for name in lang.uploads if (path / name).is_file()]
         located = _locate(lang, path)
+        crate = _crate_folder(lang, path)
+        if located is None and crate is not None:  # e.g. tl-engine/ itself, for the workspace's crates/tl-engine
+            into = scratch() / lang.package
+            shutil.copytree(path, into, symlinks=True, ignore=shutil.ignore_patterns("target", ".git"))
+            return Submission(lang.name, path, scratch(), "package")
         if located is not None:
             root, layout = located
             return Submission(lang.name, path, root, layout)

@@ -21,6 +21,7 @@ def pytest_addoption(parser) -> None:
     g.addoption("--chapter", default=None, help="the chapter whose tests these are (default: the pack holding the test file)")
     g.addoption("--impl", default="reference", help="reference | mutant:ID | a submission (folder, file or zip)")
     g.addoption("--ref-deps", action="store_true", help="keep the submission's chapter file, take the rest from the reference")
+    g.addoption("--lang", default=None, help="the language of the reference or mutant (default python); a submission's comes from its layout")
     g.addoption("--transport", default="auto", choices=["auto", "worker"], help="force the worker even for trusted code")
     g.addoption("--golden", default=None, help="a golden file to use instead of the chapter's (fresh cases)")
 
@@ -66,7 +67,7 @@ def impl(request, chapter):
     from .subjects import open_impl
 
     o = request.config.option
-    it = open_impl(chapter, o.impl, ref_deps=o.ref_deps, transport=o.transport)
+    it = open_impl(chapter, o.impl, ref_deps=o.ref_deps, transport=o.transport, language_name=o.lang)
     yield it
     it.close()
 

@@ -43,7 +43,8 @@ class MutantSpec:
     pitfall: str
     symptom: str
     must_fail: str
-    patch: Path
+    patch: Path  # the Python reference's patch
+    patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class Chapter:
     demo: Path | None = None
     data: dict[str, Path] = field(default_factory=dict)  # named data paths the judge helpers use
     worker_sees: dict[str, tuple[str, ...]] = field(default_factory=dict)  # data name -> the files in it a worker may read
+    default_language: str = "python"  # graded when a folder holds workspaces of several languages
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -192,7 +194,9 @@ def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple
     try:
         m = tomllib.loads(manifest.read_text())
         mutants = tuple(MutantSpec(id=x["id"], pitfall=x["pitfall"], symptom=x["symptom"], must_fail=x["must_fail"],
-                                   patch=manifest.parent / x.get("patch", f"{x['id']}.patch")) for x in m.get("mutant", []))
+                                   patch=manifest.parent / x.get("patch", f"{x['id']}.patch"),
+                                   patches={k.removesuffix("_patch"): manifest.parent / v for k, v in x.items()
+                                            if k.endswith("_patch")}) for x in m.get("mutant", []))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
     _unique([x.id for x in mutants], "mutant", manifest)
@@ -230,7 +234,8 @@ def load_chapter(chapter: str) -> Chapter:
         d = tomllib.loads(toml.read_text())
         tests = tuple(TestSpec(**t) for t in d["test"])
         client_module, client_class = d["client"].split(":")
-        modules = {"ops": d["ops"], "client": client_module, "cases": d.get("cases", ""), "oracle": d.get("oracle", "")}
+        modules = {"ops": d["ops"], "client": client_module, "cases": d.get("cases", ""), "oracle": d.get("oracle", ""),
+                   "literals": d.get("literals", "")}
         languages = {name: _language(name, spec, pack) for name, spec in d["language"].items()}
         files = [d["tests"]] if isinstance(d["tests"], str) else list(d["tests"])
         ch = Chapter(chapter=d["chapter"], title=d["title"], pack_dir=pack, tests_files=tuple(pack / f for f in files),
@@ -239,7 +244,8 @@ def load_chapter(chapter: str) -> Chapter:
                      mutants_manifest=pack / d.get("mutants", "mutants/manifest.toml"),
                      demo=(pack / d["demo"]).resolve() if "demo" in d else None,
                      data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()},
-                     worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()})
+                     worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()},
+                     default_language=d.get("default_language", next(iter(languages))))
         unknown = [n for n in ch.worker_sees if n not in ch.data]
         if unknown:
             raise ValueError(f"worker_sees names {unknown}, which [data] does not define")

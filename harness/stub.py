@@ -6,6 +6,7 @@ reads exactly like the contract. Protocol classes are left alone: they are never
 """
 
 import ast
+import shutil
 from pathlib import Path
 
 from .errors import BadSubmission
@@ -54,3 +55,53 @@ def write_stub(chapter: Chapter, workspace: Path, force: bool = False, lang: str
             (workspace / pkg / "__init__.py").write_text("")
     target.write_text(make_stub(chapter, lang))
     return target, [d for d in spec.deps if not (workspace / d).exists()]
+
+
+RUST_HEADER = ("// Written by `ol start {chapter} --lang rust` from the Rust reference ({what}). It stands in for your\n"
+               "// own until you write it: replace it with yours whenever you like.\n")
+RUST_WORKSPACE = """\
+# Written by `ol start {chapter} --lang rust`. `cargo build` needs no registry; `cargo test` runs the judge.
+[workspace]
+members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker"]
+resolver = "2"
+"""
+
+
+def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
+    """`ol start --lang rust`: a cargo workspace (spec/rust.md section 1) with the stub of spec.rs, the given
+    model and runner target, the course's codec and worker crates, and the earlier chapters' modules from
+    the Rust reference where the workspace has none (marked so). Returns the stub's path and the files
+    written from the reference in place of the student's own."""
+    from .paths import REPO
+    from .rust import COURSE_CRATES, ENGINE_MANIFEST
+
+    lang = chapter.language("rust")
+    target = workspace / lang.student_file
+    if target.exists() and not force:
+        raise BadSubmission(f"{target} already exists; ol start does not overwrite your work. Pass --force to replace it.")
+    engine = workspace / lang.package
+    (engine / "src").mkdir(parents=True, exist_ok=True)
+    if not (workspace / "Cargo.toml").exists():
+        (workspace / "Cargo.toml").write_text(RUST_WORKSPACE.format(chapter=chapter.chapter))
+    if not (engine / "Cargo.toml").exists():
+        (engine / "Cargo.toml").write_text(ENGINE_MANIFEST.replace("Written by the judge (ol)", f"Written by `ol start {chapter.chapter}`"))
+    (workspace / ".ol-command").write_text(f"{REPO / 'ol'}\n")  # cargo test's front end runs this ol
+    if not (workspace / ".gitignore").exists():
+        (workspace / ".gitignore").write_text("target/\n")
+    for crate in ("tl-json", "tl-worker"):  # the course's: always the current copy
+        dst = workspace / "crates" / crate
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(COURSE_CRATES / crate, dst, ignore=shutil.ignore_patterns("target"))
+    standing_in = []
+    for rel in lang.deps:
+        dst, src = workspace / rel, lang.reference / rel
+        if dst.exists():
+            continue
+        what = "given" if Path(rel).stem in ("model", "runner_target", "lib") else "L10.1"
+        text = src.read_text()
+        if what == "L10.1":
+            text = RUST_HEADER.format(chapter=chapter.chapter, what="L10.1, not yet yours") + text
+            standing_in.append(rel)
+        dst.write_text(text)
+    target.write_text(lang.contract.read_text())
+    return target, standing_in

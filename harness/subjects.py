@@ -16,14 +16,14 @@ import tempfile
 from pathlib import Path
 
 from .confine import Mode, choose
-from .errors import RegistryError
+from .errors import RegistryError, SubmissionFailure, UsageError
 from .impl import Impl
 from .languages import language
 from .layout import Submission, detect
 from .reference import load_package, use_reference
 from .registry import Chapter
 from .transport.inprocess import InProcess
-from .transport.worker_client import WorkerTransport
+from .transport.worker_client import Unbuilt, WorkerTransport
 
 
 def _scratch() -> Path:
@@ -37,16 +37,20 @@ def copy_reference(chapter: Chapter, into: Path, lang: str = "python") -> Path:
     return into
 
 
-def materialize_mutant(chapter: Chapter, mid: str, into: Path) -> Path:
-    """Copy the reference to `into/` and apply the mutant's patch; returns `into`."""
+def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str = "python") -> Path:
+    """Copy the reference of `lang` to `into/` and apply the mutant's patch for it; returns `into`."""
     m = chapter.mutant(mid)
-    if not m.patch.is_file():
-        raise RegistryError(f"mutant {mid}: its patch {m.patch} is missing")
-    copy_reference(chapter, into)
-    r = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-s", "-d", str(into), "-i", str(m.patch)],
+    patch = m.patch if lang == "python" else m.patches.get(lang)
+    if patch is None:
+        have = ", ".join(x.id for x in chapter.mutants if lang in x.patches) or "none"
+        raise UsageError(f"mutant {mid} has no {lang} port (the {lang} mutants of {chapter.chapter}: {have})")
+    if not patch.is_file():
+        raise RegistryError(f"mutant {mid}: its patch {patch} is missing")
+    copy_reference(chapter, into, lang)
+    r = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-s", "-d", str(into), "-i", str(patch)],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        raise RegistryError(f"mutant {mid}: {m.patch.name} does not apply to the reference:\n{r.stdout}{r.stderr}")
+        raise RegistryError(f"mutant {mid}: {patch.name} does not apply to the {lang} reference:\n{r.stdout}{r.stderr}")
     return into
 
 
@@ -80,15 +84,27 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
 def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None,
                  sandbox: Mode | None = None) -> Impl:
     """The chapter's client over a confined worker of `lang` serving package_dir, built first when the
-    language has a build step (into a scratch folder of its own); every scratch folder goes when the Impl
-    closes. `sandbox`: the mode (harness.confine.choose() when not given)."""
+    language has a build step (into a scratch folder of its own, confined like the worker); every scratch
+    folder goes when the Impl closes. A build that fails is data: the Impl's every call fails with it, so
+    `ol check` reports it on every test, as a submission that does not load. `sandbox`: the mode
+    (harness.confine.choose() when not given)."""
     spec = language(lang)
+    mode = sandbox or choose()
     impl = _client(chapter)(None, label, scratch=scratch)
+    source_root = Path(package_dir)
     if spec.build is not None:
         build_dir = _scratch()
         impl.adopt(build_dir)
-        package_dir = spec.prepare(chapter, package_dir, build_dir)
-    impl.transport = WorkerTransport(lambda home: spec.worker(chapter, package_dir, home), sandbox or choose())
+        try:
+            package_dir = spec.prepare(chapter, package_dir, build_dir, mode)
+        except SubmissionFailure as e:
+            impl.transport = Unbuilt(e, mode)
+            return impl
+        except BaseException:
+            impl.close()
+            raise
+    impl.transport = WorkerTransport(lambda home: spec.worker(chapter, package_dir, home), mode,
+                                     language=lang, source_root=source_root)
     return impl
 
 
@@ -119,10 +135,12 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     confined (default: the best mode here, harness.confine.choose); trusted code in-process is not."""
     Client = _client(chapter)
     ops = chapter.module("ops")
+    lang = language_name or "python"
     if subject == "reference":
-        if transport == "worker":
-            into = copy_reference(chapter, _scratch())
-            return _over_worker(chapter, "python", into, "reference (worker)", scratch=into, sandbox=sandbox)
+        if transport == "worker" or lang != "python":  # only Python's reference can run in this process
+            into = copy_reference(chapter, _scratch(), lang)
+            return _over_worker(chapter, lang, into, f"reference ({lang} worker)" if lang != "python" else "reference (worker)",
+                                scratch=into, sandbox=sandbox)
         spec = chapter.language("python")
         use_reference(spec.reference)
         importlib.import_module(spec.package)
@@ -130,9 +148,10 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     if subject.startswith("mutant:"):
         mid = subject.split(":", 1)[1]
         chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
-        if transport == "worker":
-            into = materialize_mutant(chapter, mid, _scratch())
-            return _over_worker(chapter, "python", into, f"mutant {mid} (worker)", scratch=into, sandbox=sandbox)
+        if transport == "worker" or lang != "python":
+            into = materialize_mutant(chapter, mid, _scratch(), lang)
+            return _over_worker(chapter, lang, into, f"mutant {mid} ({lang} worker)" if lang != "python" else f"mutant {mid} (worker)",
+                                scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
     sub = detect(chapter, subject, language_name)
     try:

@@ -63,9 +63,12 @@ class _Capped:
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, launch: Callable[[Path], "object"], mode: Mode) -> None:
+    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "python",
+                 source_root: Path | None = None) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
         self.mode = mode      # how it is confined (harness.confine)
+        self.language = language  # the submission's language: errors are worded in its terms
+        self.source_root = source_root  # the judge's copy of its sources: the line a frame names is read there
         self.proc: subprocess.Popen | None = None
         self.request_id = 0
         self.restarts = 0
@@ -279,4 +282,48 @@ class WorkerTransport:
     def _raise(self, op: str, data):
         if not isinstance(data, dict):
             self._fail(Crashed(f"{op}: the worker's error is not an object"))
-        raise Raised(op, data)
+        raise Raised(op, with_sources(data, self.source_root), self.language)
+
+
+SOURCE_LINE_CAP = 200  # characters of a source line shown under a frame
+
+
+def with_sources(data: dict, root: Path | None) -> dict:
+    """The error with each frame's missing source line read from the judge's copy of the submission (a
+    compiled worker knows the file and line of a panic, not the text). Only a file inside `root`."""
+    frames = data.get("frames")
+    if root is None or not isinstance(frames, list):
+        return data
+    out = []
+    for f in frames:
+        if isinstance(f, dict) and not f.get("source") and isinstance(f.get("file"), str) and type(f.get("line")) is int:
+            path = (Path(root) / f["file"]).resolve()
+            if path.is_relative_to(Path(root).resolve()) and path.is_file() and not path.is_symlink():
+                lines = path.read_text(errors="replace").splitlines()
+                if 1 <= f["line"] <= len(lines):
+                    f = {**f, "source": lines[f["line"] - 1].strip()[:SOURCE_LINE_CAP]}
+        out.append(f)
+    return {**data, "frames": out}
+
+
+class Unbuilt:
+    """The transport of a submission whose build failed: every call fails with the build's error (so
+    `load` fails, and `ol check` reports the reason on every test). Nothing runs."""
+
+    kind = "worker"
+
+    def __init__(self, failure, mode: Mode) -> None:
+        self.failure, self.mode = failure, mode
+        self.restarts, self.last_output = 0, ""
+
+    def spawn(self) -> None:
+        pass
+
+    def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:
+        return CallInfo(op, error=self.failure)
+
+    def restart(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

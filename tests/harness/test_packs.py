@@ -196,7 +196,7 @@ def test_a_language_is_a_worker_command_and_a_build_step(packs, tmp_path, monkey
 
     built = []
 
-    def build(chapter, package_dir, scratch):
+    def build(chapter, package_dir, scratch, mode):
         shutil.copytree(package_dir / "toypkg", scratch / "toypkg")
         assert compileall.compile_dir(scratch / "toypkg", quiet=1, legacy=True)
         for source in (scratch / "toypkg").glob("*.py"):

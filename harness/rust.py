@@ -1,0 +1,227 @@
+"""The Rust language: the grading build of a cargo workspace, and the Rust worker's launch.
+
+A build runs the student's code (macros, `include_str!` of any readable file, `#[path]` modules), so
+it is confined like a worker (harness.confine, the same mode), and it builds nothing the student
+configured: the judge assembles a scratch workspace of its own,
+
+    ws/Cargo.toml                      the judge's: three members, a dev profile, no dependencies
+    ws/crates/tl-json, ws/crates/tl-worker    the course's pristine copies (rust/crates/ of this repo)
+    ws/crates/tl-engine/Cargo.toml     the judge's: no build script, tl-json its one dependency,
+                                       `unsafe_code` forbidden
+    ws/crates/tl-engine/src/**/*.rs    the only files taken from the submission
+
+and runs the toolchain's own cargo with a private CARGO_HOME, offline, from a working directory
+outside every student tree (cargo reads `.cargo/config.toml` from the working directory's
+ancestors: a `rustc-wrapper` there would run any command), in the dev profile (overflow checks:
+a panic with its line, not a wrapped number), under the worker's limits and a deadline.
+A compile error is data: BuildFailed, with rustc's first error (file, line, message).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .confine import Mode, confine, readable_copy, readable_file, reap
+from .errors import BadSubmission, SubmissionFailure, UsageError
+from .outcomes import Outcome
+from .paths import REPO
+from .sandbox import Limits
+
+COURSE_CRATES = REPO / "rust" / "crates"  # tl-json and tl-worker: the course's, never the student's
+BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a loaded grading box, far more
+# rustc's peak RSS on this workspace is about 200 MB; its threads and cargo's jobs count as processes;
+# the dev profile's incremental files and the worker binary are each a few MiB.
+BUILD_LIMITS = Limits(address_space=4 << 30, cpu_seconds=600, file_size=256 << 20, processes=256, open_files=1024)
+BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
+MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
+
+WORKSPACE_MANIFEST = """\
+# Written by the judge (ol): the grading build of one submission.
+[workspace]
+members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker"]
+resolver = "2"
+
+[profile.dev]
+debug = 0          # panics keep their file and line; no debugger here
+incremental = true
+"""
+
+ENGINE_MANIFEST = """\
+# Written by the judge (ol): no build script, no dependency but the course's codec, no unsafe code.
+[package]
+name = "tl-engine"
+version = "0.1.0"
+edition = "2021"
+rust-version = "1.75"
+build = false
+autobins = false
+autoexamples = false
+autotests = false
+autobenches = false
+
+[lib]
+path = "src/lib.rs"
+
+[dependencies]
+tl-json = { path = "../tl-json" }
+
+[lints.rust]
+unsafe_code = "forbid"
+"""
+
+
+class BuildFailed(SubmissionFailure):
+    """The submission did not compile (or its build did not finish): every test fails with the reason."""
+
+    outcome = Outcome.ERROR
+
+    def __init__(self, message: str, first_error: str = "") -> None:
+        self.first_error = first_error or (message.splitlines() or [""])[0]
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cargo: Path
+    rustc: Path
+    sysroot: Path
+    version: tuple[int, int]
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain() -> Toolchain:
+    """The Rust toolchain the judge builds with (the real binaries, not rustup's proxies, so a sandbox
+    that sees only the sysroot can run them); a missing or too old one is a UsageError saying what to install."""
+    install = ("install Rust 1.75 or newer (`apt install cargo rustc` on Debian or Ubuntu, or rustup from "
+               "https://rustup.rs), then run the command again")
+    rustc = shutil.which("rustc") or (str(Path.home() / ".cargo/bin/rustc") if (Path.home() / ".cargo/bin/rustc").exists() else None)
+    if rustc is None:
+        raise UsageError(f"grading Rust needs cargo and rustc, and this machine has no rustc on PATH: {install}")
+    try:
+        sysroot = Path(subprocess.run([rustc, "--print", "sysroot"], capture_output=True, text=True, timeout=60, check=True).stdout.strip())
+        version = subprocess.run([rustc, "--version"], capture_output=True, text=True, timeout=60, check=True).stdout.split()[1]
+    except (OSError, subprocess.SubprocessError, IndexError) as e:
+        raise UsageError(f"grading Rust needs a working rustc; `{rustc} --print sysroot` failed ({e}): {install}") from None
+    cargo = sysroot / "bin" / "cargo"
+    if not cargo.exists():
+        found = shutil.which("cargo")
+        if found is None:
+            raise UsageError(f"grading Rust needs cargo, and this machine has rustc ({rustc}) but no cargo: {install}")
+        cargo = Path(os.path.realpath(found))
+    major_minor = tuple(int(x) for x in version.split("-")[0].split(".")[:2])
+    if major_minor < MINIMUM_RUST:
+        raise UsageError(f"rustc {version} is older than the course's minimum {'.'.join(map(str, MINIMUM_RUST))}: {install}")
+    real_rustc = sysroot / "bin" / "rustc"
+    return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, major_minor)
+
+
+def assemble(lang, package_dir: Path, ws: Path) -> Path:
+    """The scratch workspace of one build (see the module's docstring); returns its Cargo.toml."""
+    src = Path(package_dir) / lang.package / "src"
+    if not (src / "lib.rs").is_file():
+        raise BadSubmission(f"{Path(package_dir) / lang.package} has no src/lib.rs: the crate needs one "
+                            "declaring `pub mod spec;` and the earlier chapters' modules (ol start writes it)")
+    ws.mkdir(parents=True, exist_ok=True)
+    (ws / "Cargo.toml").write_text(WORKSPACE_MANIFEST)
+    for crate in ("tl-json", "tl-worker"):
+        dst = ws / "crates" / crate
+        dst.mkdir(parents=True)
+        shutil.copyfile(COURSE_CRATES / crate / "Cargo.toml", dst / "Cargo.toml")
+        shutil.copytree(COURSE_CRATES / crate / "src", dst / "src")
+    engine = ws / "crates" / "tl-engine"
+    engine.mkdir()
+    (engine / "Cargo.toml").write_text(ENGINE_MANIFEST)
+    readable_copy(src, engine / "src")
+    for path in sorted((engine / "src").rglob("*"), reverse=True):  # only Rust sources: no data an include could read
+        if path.is_file() and path.suffix != ".rs":
+            path.unlink()
+    return ws / "Cargo.toml"
+
+
+def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
+    """(rustc's first error rendered, its one-line summary `file:line: message`) from cargo's JSON messages."""
+    for line in stdout.splitlines():
+        try:
+            m = json.loads(line)
+        except ValueError:
+            continue
+        msg = m.get("message") if isinstance(m, dict) and m.get("reason") == "compiler-message" else None
+        if not isinstance(msg, dict) or msg.get("level") not in ("error", "error: internal compiler error"):
+            continue
+        spans = [s for s in msg.get("spans", []) if s.get("is_primary")] or msg.get("spans", [])
+        where = f"{spans[0]['file_name']}:{spans[0]['line_start']}: " if spans else ""
+        rendered = (msg.get("rendered") or msg.get("message", "")).replace(str(ws) + "/", "")
+        return rendered.strip()[:3000], f"{where}{msg.get('message', '')}"[:300]
+    return "", ""
+
+
+def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: Path | None = None) -> Path:
+    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. `cache`: a
+    target folder kept between builds of one workspace (an edit then rebuilds in a second or two)."""
+    tc = toolchain()
+    lang = chapter.language("rust")
+    ws = scratch / "ws"
+    manifest = assemble(lang, package_dir, ws)
+    target = cache or scratch / "target"
+    home = scratch / "build-home"
+    for folder in (target, home, ws / "cargo-home"):
+        folder.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": f"{tc.sysroot / 'bin'}:/usr/bin:/bin", "CARGO_HOME": str(ws / "cargo-home"), "RUSTC": str(tc.rustc),
+           "CARGO_TARGET_DIR": str(target), "CARGO_NET_OFFLINE": "true", "CARGO_TERM_COLOR": "never",
+           "CARGO_BUILD_JOBS": str(min(4, os.cpu_count() or 1)), "LANG": "C.UTF-8"}
+    argv = [str(tc.cargo), "build", "--offline", "--manifest-path", str(manifest), "-p", "tl-worker",
+            "--message-format", "json"]
+    visible = [] if str(tc.sysroot).startswith("/usr") else [tc.sysroot]
+    argv, how = confine(mode, argv, visible, env, home, BUILD_LIMITS, tmp_mb=BUILD_TMP_MB, writable=[ws, target])
+    if mode.name != "bwrap":
+        how["cwd"] = "/"  # no .cargo/config.toml above it that anyone but root could have written
+    started = time.monotonic()
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, **how)
+    try:
+        out, err = proc.communicate(timeout=BUILD_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        _kill(proc, mode)
+        raise BuildFailed(f"your crate did not finish compiling within {BUILD_DEADLINE_S:.0f} s "
+                          "(a const evaluation or a macro that never ends?)") from None
+    finally:
+        reap(mode)
+    took = time.monotonic() - started
+    text_out, text_err = out.decode(errors="replace"), err.decode(errors="replace")
+    binary = target / "debug" / "tl-worker"
+    if proc.returncode != 0 or not binary.is_file():
+        rendered, summary = _first_error(text_out, ws)
+        if not rendered:
+            tail = "\n".join(text_err.strip().splitlines()[-15:]).replace(str(ws) + "/", "")
+            raise BuildFailed(f"your crate did not compile (cargo exit {proc.returncode} after {took:.1f} s):\n{tail}",
+                              "cargo failed")
+        raise BuildFailed(f"your crate did not compile: {summary}\n{rendered}", summary)
+    out_dir = scratch / "bin"
+    out_dir.mkdir(exist_ok=True)
+    shutil.copyfile(binary, out_dir / "tl-worker")
+    os.chmod(out_dir / "tl-worker", 0o755)
+    return scratch
+
+
+def _kill(proc: subprocess.Popen, mode: Mode) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+def worker_files(built: Path, home: Path) -> Path:
+    """The built worker copied into the worker's own folder (what the sandbox shows it); returns the binary."""
+    kit = home / "kit"
+    binary = readable_file(Path(built) / "bin" / "tl-worker", kit / "tl-worker")
+    os.chmod(binary, 0o755)
+    return binary
