@@ -72,7 +72,8 @@ class Raised(SubmissionFailure):
 
     def describe(self) -> str:
         if self.not_implemented and self.language == "rust":
-            return f"{self.op}: not implemented (your code still calls todo!(): {self.message}){self.where()}"
+            what = self.message.split(": ", 1)[1] if ": " in self.message else ""  # todo!("rollback"): "not yet implemented: rollback"
+            return f"{self.op}: not implemented (your code still calls todo!(){' in ' + what if what else ''}){self.where()}"
         if self.not_implemented:
             return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
         if self.type == "panic":

@@ -20,16 +20,18 @@ A compile error is data: BuildFailed, with rustc's first error (file, line, mess
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .confine import Mode, confine, readable_copy, readable_file, reap
+from .confine import COPY_CAP_BYTES, COPY_CAP_FILES, Mode, confine, readable_file, reap
 from .errors import BadSubmission, SubmissionFailure, UsageError
 from .outcomes import Outcome
 from .paths import REPO
@@ -41,6 +43,7 @@ BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a
 # the dev profile's incremental files and the worker binary are each a few MiB.
 BUILD_LIMITS = Limits(address_space=4 << 30, cpu_seconds=600, file_size=256 << 20, processes=256, open_files=1024)
 BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
+LINKER_PATHS = ("/etc/alternatives",)  # Debian's `cc` is /usr/bin/cc -> /etc/alternatives/cc -> gcc
 MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
 
 WORKSPACE_MANIFEST = """\
@@ -124,26 +127,69 @@ def toolchain() -> Toolchain:
 
 
 def assemble(lang, package_dir: Path, ws: Path) -> Path:
-    """The scratch workspace of one build (see the module's docstring); returns its Cargo.toml."""
+    """The workspace of one build (see the module's docstring), made or brought up to date in `ws`; returns
+    its Cargo.toml. Files keep their times (cargo rebuilds only what changed when `ws` is a cached one)."""
     src = Path(package_dir) / lang.package / "src"
     if not (src / "lib.rs").is_file():
         raise BadSubmission(f"{Path(package_dir) / lang.package} has no src/lib.rs: the crate needs one "
                             "declaring `pub mod spec;` and the earlier chapters' modules (ol start writes it)")
     ws.mkdir(parents=True, exist_ok=True)
-    (ws / "Cargo.toml").write_text(WORKSPACE_MANIFEST)
+    _write_if_changed(ws / "Cargo.toml", WORKSPACE_MANIFEST)
     for crate in ("tl-json", "tl-worker"):
-        dst = ws / "crates" / crate
-        dst.mkdir(parents=True)
-        shutil.copyfile(COURSE_CRATES / crate / "Cargo.toml", dst / "Cargo.toml")
-        shutil.copytree(COURSE_CRATES / crate / "src", dst / "src")
+        _sync(COURSE_CRATES / crate / "src", ws / "crates" / crate / "src")
+        _sync_file(COURSE_CRATES / crate / "Cargo.toml", ws / "crates" / crate / "Cargo.toml")
     engine = ws / "crates" / "tl-engine"
-    engine.mkdir()
-    (engine / "Cargo.toml").write_text(ENGINE_MANIFEST)
-    readable_copy(src, engine / "src")
-    for path in sorted((engine / "src").rglob("*"), reverse=True):  # only Rust sources: no data an include could read
-        if path.is_file() and path.suffix != ".rs":
-            path.unlink()
+    _write_if_changed(engine / "Cargo.toml", ENGINE_MANIFEST)
+    _sync(src, engine / "src", only_suffix=".rs")  # only Rust sources: no data an include could read
     return ws / "Cargo.toml"
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _sync_file(src: Path, dst: Path) -> None:
+    if not dst.is_file() or dst.stat().st_mtime_ns != src.stat().st_mtime_ns or dst.stat().st_size != src.stat().st_size:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst)
+        os.chmod(dst, 0o644)
+
+
+def _sync(src: Path, dst: Path, only_suffix: str = "") -> None:
+    """Make the tree `dst` hold exactly the regular files of `src` (symlinks skipped: one could name the
+    answers), their times kept, within the submission copy caps."""
+    wanted: set[Path] = set()
+    total = 0
+    for root, dirs, names in os.walk(src, followlinks=False):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(root, d))]
+        for n in names:
+            path = Path(root) / n
+            if path.is_symlink() or not path.is_file() or (only_suffix and path.suffix != only_suffix):
+                continue
+            total += path.stat().st_size
+            if total > COPY_CAP_BYTES or len(wanted) >= COPY_CAP_FILES:
+                raise BadSubmission(f"{src} holds more than {COPY_CAP_BYTES >> 20} MiB or {COPY_CAP_FILES} files of source")
+            rel = path.relative_to(src)
+            wanted.add(rel)
+            _sync_file(path, dst / rel)
+    if dst.exists():
+        for path in sorted(dst.rglob("*"), reverse=True):
+            if path.is_file() and path.relative_to(dst) not in wanted:
+                path.unlink()
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
+
+
+def cache_dir(package_dir: Path) -> Path | None:
+    """Where the build of a workspace (not a scratch copy) keeps its workspace and target between checks, so
+    an edit rebuilds in a second or two; None (a clean build) under OL_RUST_CACHE=0 (`ol grade` sets it)."""
+    real = Path(package_dir).resolve()
+    if os.environ.get("OL_RUST_CACHE", "1") == "0" or real.is_relative_to(Path(tempfile.gettempdir()).resolve()):
+        return None
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
+    return root / hashlib.sha256(str(real).encode()).hexdigest()[:16]
 
 
 def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
@@ -163,14 +209,14 @@ def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
     return "", ""
 
 
-def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: Path | None = None) -> Path:
-    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. `cache`: a
-    target folder kept between builds of one workspace (an edit then rebuilds in a second or two)."""
+def build(chapter, package_dir: Path, scratch: Path, mode: Mode) -> Path:
+    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`."""
     tc = toolchain()
     lang = chapter.language("rust")
-    ws = scratch / "ws"
+    cached = cache_dir(package_dir) if mode.name != "uid" else None  # uid: a cache under the judge's home is out of its reach
+    ws = (cached or scratch) / "ws"
     manifest = assemble(lang, package_dir, ws)
-    target = cache or scratch / "target"
+    target = (cached or scratch) / "target"
     home = scratch / "build-home"
     for folder in (target, home, ws / "cargo-home"):
         folder.mkdir(parents=True, exist_ok=True)
@@ -180,6 +226,7 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: Path | N
     argv = [str(tc.cargo), "build", "--offline", "--manifest-path", str(manifest), "-p", "tl-worker",
             "--message-format", "json"]
     visible = [] if str(tc.sysroot).startswith("/usr") else [tc.sysroot]
+    visible += [Path(p) for p in LINKER_PATHS if Path(p).exists()]
     argv, how = confine(mode, argv, visible, env, home, BUILD_LIMITS, tmp_mb=BUILD_TMP_MB, writable=[ws, target])
     if mode.name != "bwrap":
         how["cwd"] = "/"  # no .cargo/config.toml above it that anyone but root could have written

@@ -13,6 +13,8 @@
 //! allowed; its wording is free. Negative ids and counts, a float `k`, a matrix where a row is due:
 //! the types rule them out, and the judge's worker refuses them for you before your code runs.
 
+#![allow(unused_variables)] // the stub's arguments are not used yet: remove this line when you are done
+
 use crate::kv::KvPool;
 use crate::rng::Pcg32;
 use crate::sampling::SamplingParams;
@@ -75,7 +77,7 @@ impl SpecConfig {
     /// 1 <= min_ngram <= max_ngram. Anything else is a SpecError naming the bad value and the
     /// allowed ones (a typo such as "prompt-lookup" is refused).
     pub fn parse_with(draft: &str, k: i64, max_ngram: i64, min_ngram: i64) -> Result<SpecConfig, SpecError> {
-        todo!("SpecConfig::parse_with({draft:?}, {k}, {max_ngram}, {min_ngram})")
+        todo!("SpecConfig::parse_with")
     }
 }
 
@@ -88,7 +90,7 @@ impl SpecConfig {
 /// k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
 /// Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram.
 pub fn prompt_lookup(ctx: &[u32], k: usize, max_ngram: usize, min_ngram: usize) -> Result<Vec<u32>, SpecError> {
-    todo!("prompt_lookup({ctx:?}, {k}, {max_ngram}, {min_ngram})")
+    todo!("prompt_lookup")
 }
 
 /// Draft up to k tokens from follower counts over the context itself.
@@ -99,7 +101,7 @@ pub fn prompt_lookup(ctx: &[u32], k: usize, max_ngram: usize, min_ngram: usize) 
 /// most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
 /// k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n = 0 is a SpecError.
 pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecError> {
-    todo!("ngram_draft({ctx:?}, {k}, {n})")
+    todo!("ngram_draft")
 }
 
 /// The draft of `cfg.draft`, of at most k tokens.
@@ -109,7 +111,7 @@ pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecErro
 /// k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
 /// passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every kind.
 pub fn propose(cfg: &SpecConfig, ctx: &[u32], k: usize) -> Result<Vec<u32>, SpecError> {
-    todo!("propose({cfg:?}, {ctx:?}, {k})")
+    todo!("propose")
 }
 
 /// normalize(max(0, p - q)): each entry divided by the mass, the mass summed left to right in
@@ -119,7 +121,7 @@ pub fn propose(cfg: &SpecConfig, ctx: &[u32], k: usize) -> Result<Vec<u32>, Spec
 /// sum). p and q must be non-empty, of the same length, with finite non-negative entries, else
 /// SpecError. A p with no mass at all: free (speculative_step refuses such a p).
 pub fn residual(p: &[f64], q: &[f64]) -> Result<Vec<f64>, SpecError> {
-    todo!("residual({p:?}, {q:?})")
+    todo!("residual")
 }
 
 /// The sampler's `sample`: walk ids ascending, skip zero probabilities, return the first id
@@ -128,7 +130,7 @@ pub fn residual(p: &[f64], q: &[f64]) -> Result<Vec<f64>, SpecError> {
 /// u 0.8 -> 2. SpecError unless p is non-empty, finite, non-negative with at least one nonzero
 /// entry, and u is in [0, 1).
 pub fn sample_dense(p: &[f64], u: f64) -> Result<usize, SpecError> {
-    todo!("sample_dense({p:?}, {u})")
+    todo!("sample_dense")
 }
 
 /// Accept-or-resample for one proposed token x ~ q.
@@ -141,7 +143,7 @@ pub fn sample_dense(p: &[f64], u: f64) -> Result<usize, SpecError> {
 /// each in [0, 1) (both checked on every call, even when x is accepted); q[x] > 0 (a draft with
 /// q[x] == 0 could not have proposed x); p has some mass.
 pub fn speculative_step(p: &[f64], q: &[f64], x: usize, u_accept: f64, u_resample: f64) -> Result<(usize, bool), SpecError> {
-    todo!("speculative_step({p:?}, {q:?}, {x}, {u_accept}, {u_resample})")
+    todo!("speculative_step")
 }
 
 /// distribution(apply_penalties(logits, params, prompt, output), params): the target's p for one row.
@@ -149,7 +151,7 @@ pub fn speculative_step(p: &[f64], q: &[f64], x: usize, u_accept: f64, u_resampl
 /// The sampler's refusals come out as SpecError: an empty row, logits holding NaN or +inf, every
 /// logit -inf, prompt or output ids not below logits.len().
 pub fn dense_distribution(logits: &[f32], params: &SamplingParams, prompt: &[u32], output: &[u32]) -> Result<Vec<f64>, SpecError> {
-    todo!("dense_distribution({logits:?}, {params:?}, {prompt:?}, {output:?})")
+    todo!("dense_distribution")
 }
 
 /// One round's verdict.
@@ -187,13 +189,13 @@ pub struct Verified {
 /// logprobs[j] = logprob(penalized row, tokens[j]) (before temperature and truncation).
 pub fn verify_draft(rows: &[Vec<f32>], draft: &[u32], draft_probs: Option<&[Vec<f64>]>, params: &SamplingParams,
                     prompt: &[u32], output: &[u32], rng: &mut Pcg32) -> Result<Verified, SpecError> {
-    todo!("verify_draft({rows:?}, {draft:?}, {draft_probs:?}, {params:?}, {prompt:?}, {output:?}, {rng:?})")
+    todo!("verify_draft")
 }
 
 /// ceil(tokens / block_tokens): the blocks that `tokens` cached positions need.
 /// block_tokens = 0 is a SpecError.
 pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError> {
-    todo!("blocks_for({tokens}, {block_tokens})")
+    todo!("blocks_for")
 }
 
 /// Shrink a sequence's block table (in place) to hold exactly `keep` positions.
@@ -208,7 +210,7 @@ pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError
 /// free) is a SpecError, not the pool's KvError; what the table and the pool hold after that
 /// refusal: free.
 pub fn rollback(pool: &mut KvPool, table: &mut Vec<u32>, keep: usize) -> Result<usize, SpecError> {
-    todo!("rollback(pool, {table:?}, {keep}) with blocks of {}", pool.block_tokens())
+    todo!("rollback")
 }
 
 /// What the loop decodes against: the engine's RunnerTarget, or the judge's fake.
@@ -235,7 +237,7 @@ pub struct SpecStats {
 impl SpecStats {
     /// accepted / drafted, 0.0 when nothing was drafted.
     pub fn accept_rate(&self) -> f64 {
-        todo!("SpecStats::accept_rate({self:?})")
+        todo!("SpecStats::accept_rate")
     }
 }
 
@@ -293,8 +295,7 @@ pub struct Generated {
 pub fn generate_stream(target: &mut dyn Target, cfg: &SpecConfig, prompt: &[u32], params: &SamplingParams,
                        seed: u64, max_new: usize, eos: &[u32],
                        on_token: &mut dyn FnMut(u32, f64) -> bool) -> Result<Generated, SpecError> {
-    let _ = on_token;
-    todo!("generate_stream({cfg:?}, {prompt:?}, {params:?}, {seed}, {max_new}, {eos:?}) on a target holding {:?}", target.cached())
+    todo!("generate_stream")
 }
 
 /// generate_stream with a listener that never stops it (given).
