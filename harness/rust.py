@@ -128,7 +128,7 @@ def toolchain() -> Toolchain:
 
 def assemble(lang, package_dir: Path, ws: Path) -> Path:
     """The workspace of one build (see the module's docstring), made or brought up to date in `ws`; returns
-    its Cargo.toml. Files keep their times (cargo rebuilds only what changed when `ws` is a cached one)."""
+    its Cargo.toml. Unchanged files are left alone (cargo rebuilds only what changed when `ws` is cached)."""
     src = Path(package_dir) / lang.package / "src"
     if not (src / "lib.rs").is_file():
         raise BadSubmission(f"{Path(package_dir) / lang.package} has no src/lib.rs: the crate needs one "
@@ -151,15 +151,16 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def _sync_file(src: Path, dst: Path) -> None:
-    if not dst.is_file() or dst.stat().st_mtime_ns != src.stat().st_mtime_ns or dst.stat().st_size != src.stat().st_size:
+    """Copy src to dst unless dst already holds the same bytes (then its time stays, and cargo skips it)."""
+    if not dst.is_file() or dst.stat().st_size != src.stat().st_size or dst.read_bytes() != src.read_bytes():
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a new time: cargo must see the change, even to an older version
         os.chmod(dst, 0o644)
 
 
 def _sync(src: Path, dst: Path, only_suffix: str = "") -> None:
     """Make the tree `dst` hold exactly the regular files of `src` (symlinks skipped: one could name the
-    answers), their times kept, within the submission copy caps."""
+    answers), unchanged files left as they are, within the submission copy caps."""
     wanted: set[Path] = set()
     total = 0
     for root, dirs, names in os.walk(src, followlinks=False):
@@ -182,14 +183,23 @@ def _sync(src: Path, dst: Path, only_suffix: str = "") -> None:
                 path.rmdir()
 
 
-def cache_dir(package_dir: Path) -> Path | None:
-    """Where the build of a workspace (not a scratch copy) keeps its workspace and target between checks, so
-    an edit rebuilds in a second or two; None (a clean build) under OL_RUST_CACHE=0 (`ol grade` sets it)."""
-    real = Path(package_dir).resolve()
-    if os.environ.get("OL_RUST_CACHE", "1") == "0" or real.is_relative_to(Path(tempfile.gettempdir()).resolve()):
+SCRATCH_PREFIXES = ("ol-impl-", "ol-submission-")  # ol's own scratch copies (the reference, a mutant, --ref-deps, a zip)
+
+
+def cache_dir(package_dir: Path, lang) -> Path | None:
+    """Where the build of one workspace keeps its workspace and target between checks, so an edit rebuilds
+    in a second or two: keyed by the folder's path, or for one of ol's scratch copies (the reference, a
+    mutant) by its sources' content. None (a clean build) under OL_RUST_CACHE=0, which `ol grade` sets."""
+    if os.environ.get("OL_RUST_CACHE", "1") == "0":
         return None
+    real = Path(package_dir).resolve()
+    key = hashlib.sha256(str(real).encode())
+    if any(part.startswith(SCRATCH_PREFIXES) for part in real.parts):
+        key = hashlib.sha256()
+        for path in sorted((real / lang.package / "src").rglob("*.rs")):
+            key.update(str(path.relative_to(real)).encode() + b"\0" + path.read_bytes() + b"\0")
     root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
-    return root / hashlib.sha256(str(real).encode()).hexdigest()[:16]
+    return root / key.hexdigest()[:16]
 
 
 def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
@@ -213,7 +223,7 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode) -> Path:
     """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`."""
     tc = toolchain()
     lang = chapter.language("rust")
-    cached = cache_dir(package_dir) if mode.name != "uid" else None  # uid: a cache under the judge's home is out of its reach
+    cached = cache_dir(package_dir, lang) if mode.name != "uid" else None  # uid: a cache under the judge's home is out of its reach
     ws = (cached or scratch) / "ws"
     manifest = assemble(lang, package_dir, ws)
     target = (cached or scratch) / "target"

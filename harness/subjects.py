@@ -100,8 +100,9 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
         except SubmissionFailure as e:
             impl.transport = Unbuilt(e, mode)
             return impl
-        except BaseException:
-            impl.close()
+        except BaseException:  # the judge's own failure (a sandbox that cannot start): its scratch goes, the error stands
+            for path in impl.scratch:
+                shutil.rmtree(path, ignore_errors=True)
             raise
     impl.transport = WorkerTransport(lambda home: spec.worker(chapter, package_dir, home), mode,
                                      language=lang, source_root=source_root)

@@ -291,7 +291,9 @@ pub struct Generated {
 ///      at once (finish Stopped, that token included); an EOS token ends it right after it is
 ///      handed over (finish Eos; later tokens of the round are dropped). An EOS token the
 ///      listener answers false on ends with finish Stopped: its answer is looked at first.
+///
 /// Ends with finish Length after exactly max_new tokens (max_new = 0: no target call).
+#[allow(clippy::too_many_arguments)] // the chapter's signature
 pub fn generate_stream(target: &mut dyn Target, cfg: &SpecConfig, prompt: &[u32], params: &SamplingParams,
                        seed: u64, max_new: usize, eos: &[u32],
                        on_token: &mut dyn FnMut(u32, f64) -> bool) -> Result<Generated, SpecError> {

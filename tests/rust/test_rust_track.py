@@ -1,0 +1,167 @@
+"""The Rust track as a student and as staff use it: `ol start --lang rust`, `ol check` and `cargo test` in the
+workspace, the Rust reference through the Rust worker, a crate that does not compile, panics or loops, and
+builds that try to escape (a build script, a `.cargo/config.toml` naming a wrapper, `include_str!` of the
+golden file). Each check runs the real commands from the student's folder, with relative paths."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO
+from harness.registry import load_chapter
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cargo") is None and not (Path.home() / ".cargo/bin/cargo").exists(),
+                                                   reason="needs cargo")]
+CH = load_chapter("L10.8")
+OL = str(REPO / "ol")
+REF_SPEC = REPO / "reference/rust/crates/tl-engine/src/spec.rs"
+TESTS = [t.name for t in CH.tests]
+
+
+def ol(*args, cwd: Path, env=None, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run([OL, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})})
+
+
+def report(cwd: Path, *args) -> tuple[int, dict]:
+    r = ol("check", "L10.8", *args, "--json", "-", cwd=cwd)
+    assert r.returncode in (0, 1), r.stderr[-3000:]
+    return r.returncode, json.loads(r.stdout)
+
+
+@pytest.fixture(scope="module")
+def started(tmp_path_factory) -> Path:
+    """A student's folder after `ol start L10.8 --lang rust` (the workspace is ./rust)."""
+    home = tmp_path_factory.mktemp("student")
+    r = ol("start", "L10.8", "--lang", "rust", cwd=home)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return home
+
+
+def workspace_with(started: Path, tmp_path: Path, spec_rs: str) -> Path:
+    """A copy of the started workspace (./rust in a folder of its own) whose spec.rs is `spec_rs`."""
+    home = tmp_path / "student"
+    shutil.copytree(started / "rust", home / "rust", ignore=shutil.ignore_patterns("target"))
+    (home / "rust/crates/tl-engine/src/spec.rs").write_text(spec_rs)
+    return home
+
+
+def by_name(rep: dict) -> dict:
+    return {t["name"]: t for t in rep["tests"]}
+
+
+def test_the_stub_fails_every_test_as_not_implemented(started):
+    code, rep = report(started)
+    assert code == 1 and rep["sandbox"] in ("bwrap", "uid", "none")
+    tests = by_name(rep)
+    assert sorted(tests) == sorted(TESTS)
+    for t in tests.values():
+        assert t["outcome"] != "pass" and "not implemented (your code still calls todo!()" in t["message"], t
+
+
+def test_cargo_test_in_the_workspace_runs_the_judge(started):
+    r = subprocess.run(["cargo", "test", "--offline", "-q"], cwd=started / "rust", capture_output=True, text=True, timeout=900)
+    assert r.returncode != 0
+    lines = [line for line in r.stdout.splitlines() if line.startswith("test ") and line.endswith(("ok", "FAILED"))]
+    assert len(lines) == 16 and all(line.endswith("FAILED") for line in lines), r.stdout[-3000:]
+    assert "not implemented" in r.stdout and "test result: FAILED. 0 passed; 16 failed" in r.stdout
+
+
+def test_the_rust_reference_passes_every_test_through_the_rust_worker(tmp_path):
+    code, rep = report(tmp_path, "--submission", "reference", "--lang", "rust")
+    assert code == 0, [(t["name"], t["message"][:300]) for t in rep["tests"] if t["outcome"] != "pass"]
+    assert rep["sandbox"] != "in-process"
+
+
+def test_the_reference_spec_in_a_student_workspace_passes(started, tmp_path):
+    home = workspace_with(started, tmp_path, REF_SPEC.read_text())
+    code, rep = report(home / "rust")  # from inside the workspace, as `cargo test` runs it
+    assert code == 0, [(t["name"], t["message"][:300]) for t in rep["tests"] if t["outcome"] != "pass"]
+    code, rep = report(home, "--submission", "rust/crates/tl-engine/src/spec.rs")  # a bare spec.rs, relative
+    assert code == 0
+
+
+def test_a_compile_error_fails_every_test_with_rustcs_first_error(started, tmp_path):
+    broken = REF_SPEC.read_text().replace("pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError> {",
+                                          "pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError> {\n    let x: u32 = \"nope\";", 1)
+    assert broken != REF_SPEC.read_text()
+    home = workspace_with(started, tmp_path, broken)
+    code, rep = report(home)
+    assert code == 1
+    line = broken.splitlines().index('    let x: u32 = "nope";') + 1
+    for t in rep["tests"]:
+        assert t["outcome"] == "error" and f"crates/tl-engine/src/spec.rs:{line}: mismatched types" in t["message"], t["message"]
+    assert "expected `u32`" in rep["load_error"]
+
+
+def test_a_panic_is_reported_with_its_file_line_and_source(started, tmp_path):
+    src = REF_SPEC.read_text()
+    body = re.search(r"pub fn blocks_for\(tokens: usize, block_tokens: usize\) -> Result<usize, SpecError> \{\n", src)
+    panicking = src[:body.end()] + "    let zero = block_tokens - block_tokens;\n    let _ = tokens / zero;\n" + src[body.end():]
+    home = workspace_with(started, tmp_path, panicking)
+    code, rep = report(home)
+    assert code == 1
+    t = by_name(rep)["rollback_hand_example"]
+    line = panicking.splitlines().index("    let _ = tokens / zero;") + 1
+    assert t["outcome"] == "error" and "panicked" in t["message"] and "divide by zero" in t["message"], t["message"]
+    assert f"crates/tl-engine/src/spec.rs:{line}" in t["message"] and "let _ = tokens / zero;" in t["message"]
+    assert by_name(rep)["hand_example_prompt_lookup"]["outcome"] == "pass"  # the rest of the crate still works
+
+
+def test_a_loop_is_a_timeout_and_the_other_tests_still_run(started, tmp_path):
+    src = REF_SPEC.read_text()
+    body = re.search(r"pub fn prompt_lookup\(ctx: &\[u32\], k: usize, max_ngram: usize, min_ngram: usize\) -> Result<Vec<u32>, SpecError> \{\n", src)
+    looping = src[:body.end()] + "    if ctx.len() > 4 { loop { std::hint::spin_loop(); } }\n" + src[body.end():]
+    home = workspace_with(started, tmp_path, looping)
+    code, rep = report(home)
+    tests = by_name(rep)
+    assert code == 1 and tests["hand_example_prompt_lookup"]["outcome"] == "timeout"
+    assert tests["rollback_hand_example"]["outcome"] == "pass" and tests["verify_matches_python_l8_6"]["outcome"] == "pass"
+
+
+def test_a_hostile_build_gains_nothing(started, tmp_path):
+    """A build script, a cargo config naming a wrapper and include_str! of the golden file: none runs or reads."""
+    marker = tmp_path / "ran"
+    golden = CH.golden.resolve()
+    spec = REF_SPEC.read_text() + f'\n#[allow(dead_code)]\nconst STOLEN: &str = include_str!("{golden}");\n'
+    home = workspace_with(started, tmp_path, spec)
+    crate = home / "rust/crates/tl-engine"
+    (crate / "build.rs").write_text(f'fn main() {{ std::fs::write("{marker}", "build.rs").unwrap(); }}\n')
+    (crate / "Cargo.toml").write_text((crate / "Cargo.toml").read_text().replace("build = false", 'build = "build.rs"'))
+    wrapper = tmp_path / "wrapper.sh"
+    wrapper.write_text(f'#!/bin/sh\necho wrapper >> "{marker}"\nexec "$@"\n')
+    wrapper.chmod(0o755)
+    for d in (home / "rust/.cargo", home / ".cargo"):
+        d.mkdir(exist_ok=True)
+        (d / "config.toml").write_text(f'[build]\nrustc-wrapper = "{wrapper}"\n')
+    code, rep = report(home)
+    assert not marker.exists(), f"student code ran at build time: {marker.read_text()}"
+    assert code == 1 and all(t["outcome"] == "error" for t in rep["tests"])
+    assert "couldn't read" in rep["load_error"] or "No such file" in rep["load_error"], rep["load_error"]
+    # without the include, the same workspace (build.rs and wrapper still there) builds the judge's way and passes
+    (crate / "src/spec.rs").write_text(REF_SPEC.read_text())
+    code, rep = report(home)
+    assert code == 0 and not marker.exists()
+
+
+def test_ol_diff_works_on_a_rust_submission_and_prints_a_case_as_a_rust_test(tmp_path):
+    r = ol("diff", "L10.8", "--submission", "reference", "--lang", "rust", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    r = ol("diff", "L10.8", "--case", "v050", "--lang", "rust", cwd=tmp_path)
+    assert r.returncode == 0 and "fn golden_v050()" in r.stdout and "Pcg32::from_seed(" in r.stdout
+
+
+def test_a_pasted_golden_case_compiles_and_passes_in_the_students_crate(started, tmp_path):
+    home = workspace_with(started, tmp_path, REF_SPEC.read_text())
+    cases = "\n".join(ol("diff", "L10.8", "--case", c, "--lang", "rust", cwd=home).stdout for c in ("v050", "pl000", "ng010", "r000"))
+    spec = home / "rust/crates/tl-engine/src/spec.rs"
+    spec.write_text(spec.read_text() + "\n" + cases)
+    r = subprocess.run(["cargo", "test", "--offline", "-q", "-p", "tl-engine", "--lib", "golden_"], cwd=home / "rust",
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0 and re.search(r"test result: ok\. ([4-9]|\d\d+) passed; 0 failed", r.stdout), r.stdout[-3000:] + r.stderr[-3000:]
