@@ -13,6 +13,11 @@ Rows:
                                     the best sandbox this machine gives (harness.confine; the mode printed is
                                     the report's `sandbox` field, read from its --json)
   check via worker, unconfined      the same with OL_SANDBOX=none: what the sandbox itself costs
+  rust: clean build + check         the Rust track: a student's workspace (`ol start --lang rust`, the Rust
+                                    reference's spec.rs in it) checked with an empty build cache: the
+                                    grading build of the whole workspace in the sandbox, then the 16 tests
+  rust: edit + check                the same workspace with its cache warm, after a one-line edit of spec.rs
+                                    (what a student waits for between two tries)
 
 Each command runs as a fresh process (what a student waits for), N times; the median is reported.
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
@@ -20,11 +25,15 @@ mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
 Goals: in-process <= 3x the floor (issue 6); the sandboxed worker path <= 2.5x the floor (the sandbox
 issue), measured in the same run as the floor; the unconfined worker <= 4x (issue 6's worker goal).
+The Rust rows' goals are against the Python track's check (the sandboxed worker row), in the same run:
+an edit + check within 2x of it, a clean build + check within 4x (the Rust track issue). They are
+left out when cargo is absent (said so).
 """
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,17 +49,43 @@ REPEAT = 3  # runs per command; the median is reported (one slow moment of the m
 QUICK_REPEAT = 1  # the smoke run: every command once
 FLOOR = "import floor"  # the row every other is divided by
 IN_PROCESS, WORKER, UNCONFINED = "check in-process", "check via worker", "check via worker, unconfined"
+RUST_CLEAN, RUST_EDIT = "rust: clean build + check", "rust: edit + check"
 # at most these multiples of the import floor: issue 6 (in-process, the unconfined worker), the sandbox issue
 GOALS = {IN_PROCESS: 3.0, WORKER: 2.5, UNCONFINED: 4.0}
+RUST_GOALS = {RUST_EDIT: 2.0, RUST_CLEAN: 4.0}  # multiples of the Python track's check (WORKER), the Rust track issue
+BEFORE = {}  # row -> what runs before each of its timed runs (untimed): a cache emptied, an edit made
 
 
-def commands() -> dict[str, tuple[list[str], dict[str, str]]]:
+def rust_workspace(scratch: Path) -> Path | None:
+    """A student's Rust workspace holding the Rust reference's spec.rs, its build cache warmed for the edit
+    row; None when this machine has no cargo."""
+    if shutil.which("cargo") is None:
+        return None
+    r = subprocess.run(CLI + ["start", CHAPTER, "--lang", "rust", str(scratch / "rust")], cwd=REPO, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    if r.returncode != 0:
+        sys.exit(f"ol start --lang rust failed:\n{r.stdout.decode()}{r.stderr.decode()}")
+    spec = scratch / "rust/crates/tl-engine/src/spec.rs"
+    shutil.copyfile(REPO / "reference/rust/crates/tl-engine/src/spec.rs", spec)
+    edits = iter(range(1, 10**6))
+    BEFORE[RUST_CLEAN] = lambda: shutil.rmtree(scratch / "cache-clean", ignore_errors=True)
+    BEFORE[RUST_EDIT] = lambda: spec.write_text(spec.read_text() + f"// edit {next(edits)}\n")
+    wall(CLI + ["check", CHAPTER, "--submission", str(scratch / "rust")], {"XDG_CACHE_HOME": str(scratch / "cache-warm")})
+    return scratch / "rust"
+
+
+def commands(rust: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each row's command and the environment it adds."""
     check = CLI + ["check", CHAPTER, "--submission", "reference"]
-    return {FLOOR: ([sys.executable, "-c", "import numpy, scipy.stats, pytest"], {}),
+    rows = {FLOOR: ([sys.executable, "-c", "import numpy, scipy.stats, pytest"], {}),
             IN_PROCESS: (check, {}),
             WORKER: (check + ["--transport", "worker"], {}),
             UNCONFINED: (check + ["--transport", "worker"], {"OL_SANDBOX": "none"})}
+    if rust is not None:
+        student = CLI + ["check", CHAPTER, "--submission", str(rust)]
+        rows[RUST_CLEAN] = (student, {"XDG_CACHE_HOME": str(rust.parent / "cache-clean")})
+        rows[RUST_EDIT] = (student, {"XDG_CACHE_HOME": str(rust.parent / "cache-warm")})
+    return rows
 
 
 def wall(cmd: list[str], extra_env: dict[str, str]) -> tuple[float, str | None]:
@@ -80,6 +115,8 @@ def time_commands(cmds: dict[str, tuple[list[str], dict[str, str]]], repeat: int
     modes: dict[str, str | None] = {}
     for _ in range(repeat):
         for k, (cmd, extra_env) in cmds.items():
+            if k in BEFORE:
+                BEFORE[k]()
             elapsed, mode = wall(cmd, extra_env)
             times[k].append(elapsed)
             if modes.setdefault(k, mode) != mode:
@@ -93,7 +130,8 @@ def check_modes(modes: dict[str, str | None]) -> None:
     sys.path.insert(0, str(REPO))
     from harness.confine import choose
 
-    want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none"}
+    want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none", RUST_CLEAN: choose().name, RUST_EDIT: choose().name}
+    want = {k: v for k, v in want.items() if k in modes}
     wrong = {k: (modes.get(k), v) for k, v in want.items() if modes.get(k) != v}
     if wrong:
         sys.exit(f"the reports' sandbox is not what each row asks for (got, wanted): {wrong}")
@@ -105,7 +143,10 @@ def label(name: str, mode: str | None) -> str:
     return name
 
 
-def goal_text(name: str, ratio: float) -> str:
+def goal_text(name: str, ratio: float, med: dict[str, float]) -> str:
+    if name in RUST_GOALS and WORKER in med:
+        goal, x = RUST_GOALS[name], med[name] / med[WORKER]
+        return f"{x:.2f}x the Python check; <= {goal:g}x " + ("met" if x <= goal else "NOT met")
     goal = GOALS.get(name)
     return "" if goal is None else f"<= {goal:g}x " + ("met" if ratio <= goal else "NOT met")
 
@@ -125,7 +166,11 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
-    times, modes = time_commands(commands(), a.repeat)
+    with tempfile.TemporaryDirectory(prefix="ol-bench-rust-") as scratch:
+        rust = rust_workspace(Path(scratch))
+        if rust is None:
+            print("no cargo here: the Rust rows are left out")
+        times, modes = time_commands(commands(rust), a.repeat)
     check_modes(modes)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = {k: v / med[FLOOR] for k, v in med.items()}
@@ -133,12 +178,13 @@ def main() -> int:
     width = max(map(len, labels.values()))
     print(f"{'command':<{width}} {'median s':>9} {'x floor':>8}  goal")
     for k, v in med.items():
-        print(f"{labels[k]:<{width}} {v:9.2f} {ratio[k]:8.2f}  {goal_text(k, ratio[k])}")
+        print(f"{labels[k]:<{width}} {v:9.2f} {ratio[k]:8.2f}  {goal_text(k, ratio[k], med)}")
     if WORKER in med and UNCONFINED in med:
         print(f"the sandbox's own cost: {med[WORKER] - med[UNCONFINED]:+.2f} s a check "
               f"({med[WORKER] / med[UNCONFINED]:.2f}x the unconfined worker)")
     write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "sandbox": modes, "times_s": times, "median_s": med,
-                          "ratio_to_floor": ratio, "goals_x_floor": GOALS,
+                          "ratio_to_floor": ratio, "goals_x_floor": GOALS, "rust_goals_x_python_check": RUST_GOALS,
+                          "ratio_to_python_check": {k: med[k] / med[WORKER] for k in RUST_GOALS if k in med},
                           "goals_met": {k: ratio[k] <= g for k, g in GOALS.items() if k in ratio}})
     return 0
 

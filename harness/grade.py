@@ -70,7 +70,8 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     tmp = scratch / f"{sub.name}.tmp"  # the judge's temporary files: removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
-    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox,
+           "OL_RUST_CACHE": "0"}  # every Rust submission builds clean: no build output shared between students
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
     start = time.perf_counter()
