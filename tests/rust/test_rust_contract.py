@@ -45,3 +45,18 @@ def test_the_rust_table_names_files_that_exist():
     assert lang.contract == STUB.resolve()
     for rel in (*lang.deps, *lang.student_files):
         assert (lang.reference / rel).is_file(), rel
+
+
+def test_without_cargo_a_rust_check_says_what_to_install(tmp_path):
+    """No rustc on PATH (nor in ~/.cargo): exit 2 before any test, naming what to install."""
+    import os
+    import subprocess
+
+    ol = [str(REPO / "ol")]
+    assert subprocess.run([*ol, "start", "L10.8", "--lang", "rust"], cwd=tmp_path, capture_output=True).returncode == 0
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    if any(os.access(os.path.join(d, "rustc"), os.X_OK) for d in ("/usr/bin", "/bin")):
+        import pytest
+        pytest.skip("this machine has a system rustc")
+    r = subprocess.run([*ol, "check", "L10.8"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 2 and "needs cargo and rustc" in r.stderr and "apt install cargo rustc" in r.stderr, r.stderr
