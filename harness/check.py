@@ -150,6 +150,8 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     A damaged golden file stops it before any test runs (harness.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
     start = time.perf_counter()
+    trusted = submission == "reference" or submission.startswith("mutant:")
+    label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
     impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
     mode = sandbox_of(impl)
     loader = None
@@ -162,7 +164,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
             code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only, language), plugins=[collector])
         failure = loader.wait()
         if failure is not None:
-            rep = _unloadable(chapter, submission, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
+            rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
             rep.sandbox = mode
             return rep
     finally:
@@ -186,7 +188,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, submission, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode)
+    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode)
     if not rep.ok and chapter.mutants:
         rep.pitfall_matches = pitfall_matches(chapter, json.loads(Path(golden).read_text()), answers)
     return rep
