@@ -315,22 +315,29 @@ def _shown(path: Path) -> str:
 @click.argument("chapter")
 @click.option("--json", "json_path", default=None, help="write the kill matrix as JSON")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel processes (default: the core count)")
-def mutants(chapter, json_path, jobs) -> None:
+@click.option("--lang", default="python", help="python (default), rust, or all: each language's reference and mutant ports")
+def mutants(chapter, json_path, jobs, lang) -> None:
     """Prove the tests catch the pitfalls: the reference passes all, every mutant fails its named test."""
-    from .mutants import kill_matrix
+    from .mutants import kill_matrix, ported
 
     ch = load_chapter(chapter)
     if not ch.mutants:
         raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")
-    start = time.perf_counter()
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("reference and mutants", total=len(ch.mutants) + 1)
-        result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task))
-    result["duration_s"] = round(time.perf_counter() - start, 2)
-    show.kill_matrix(out, result)
+    langs = list(ch.languages) if lang == "all" else [lang]
+    for name in langs:
+        ch.language(name)  # an unknown language is a usage error before anything runs
+    results = []
+    for name in langs:
+        start = time.perf_counter()
+        with Progress(console=err, transient=True) as progress:
+            task = progress.add_task(f"{name}: reference and mutants", total=len(ported(ch, name)) + 1)
+            result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task), language=name)
+        result["duration_s"] = round(time.perf_counter() - start, 2)
+        results.append(result)
+    show.kill_matrices(out, results)
     if json_path:
-        _write_json(json_path, result)
-    raise Exit(0 if result["ok"] else 1)
+        _write_json(json_path, results[0] if len(results) == 1 else {"chapter": ch.chapter, "languages": results})
+    raise Exit(0 if all(r["ok"] for r in results) else 1)
 
 
 @main.command()

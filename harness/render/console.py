@@ -40,8 +40,26 @@ def hints(out, rep: Report) -> None:
         out.print(f"[bold]hint:[/] {line}")
 
 
+def kill_matrices(out, results: list[dict]) -> None:
+    """One kill matrix per language; several side by side (a grid of tables) when the terminal is wide enough."""
+    from rich.columns import Columns
+
+    if len(results) == 1:
+        return kill_matrix(out, results[0])
+    out.print(Columns([_matrix_table(r) for r in results], equal=False, expand=False))
+    for r in results:
+        out.print(f"[bold]{r['language']}[/]")
+        _matrix_summary(out, r)
+
+
 def kill_matrix(out, result: dict) -> None:
-    t = Table(title=f"{result['chapter']}: kill matrix (x = test fails; [bold]X[/] = the named test)")
+    out.print(_matrix_table(result))
+    _matrix_summary(out, result)
+
+
+def _matrix_table(result: dict) -> Table:
+    lang = f" ({result['language']})" if result.get("language", "python") != "python" else ""
+    t = Table(title=f"{result['chapter']}{lang}: kill matrix (x = test fails; [bold]X[/] = the named test)")
     t.add_column("subject")
     short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
     for name in result["tests"]:
@@ -54,8 +72,14 @@ def kill_matrix(out, result: dict) -> None:
                  ("[red]![/]" if n == m["must_fail"] else ".") for n in result["tests"]]
         colour = "green" if m["killed_by_named"] else "red"
         t.add_row(m["id"], *cells, f"[{colour}]{m['verdict']}[/]" + ("" if m["killed_by_named"] else f" ({m['must_fail']})"))
-    out.print(t)
+    return t
+
+
+def _matrix_summary(out, result: dict) -> None:
+    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
     out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
+    if result.get("not_ported"):
+        out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
     for m in result["mutants"]:
         if m["problem"]:
             out.print(f"[red]{m['id']} unviable:[/] {m['problem']}", markup=True)
