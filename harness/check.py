@@ -136,6 +136,11 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                   load_error=_plain(failure).removeprefix("load: "))
 
 
+def language_of(impl) -> str:
+    """The language the Impl's code is in: its worker's, or Python (trusted code in this process)."""
+    return getattr(impl.transport, "language", None) or "python"
+
+
 def sandbox_of(impl) -> str:
     """How the Impl's code runs: its worker's sandbox mode, or in-process (trusted code)."""
     mode = getattr(impl.transport, "mode", None)
@@ -153,7 +158,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     trusted = submission == "reference" or submission.startswith("mutant:")
     label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
     impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
-    mode = sandbox_of(impl)
+    mode, lang = sandbox_of(impl), language_of(impl)
     loader = None
     try:
         impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
@@ -165,7 +170,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         failure = loader.wait()
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
-            rep.sandbox = mode
+            rep.sandbox, rep.language = mode, lang
             return rep
     finally:
         if loader is not None:
@@ -188,7 +193,8 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode)
+    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
+                 language=lang)
     if not rep.ok and chapter.mutants:
         rep.pitfall_matches = pitfall_matches(chapter, json.loads(Path(golden).read_text()), answers)
     return rep

@@ -39,6 +39,18 @@ def _ungraded(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Repor
     return Report(chapter.chapter, name, ref_deps, tests, ungraded=reason)
 
 
+def _language_of(chapter: Chapter, sub: Path) -> str | None:
+    """The language of a submission its judge could not grade, from the one layout function; None if none fits."""
+    from .layout import detect
+
+    try:
+        found = detect(chapter, sub)
+    except (OlError, OSError):
+        return None
+    found.close()
+    return found.language
+
+
 def _judge_failure(code: int, stderr: str) -> str:
     last = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
     if code < 0:
@@ -90,7 +102,7 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
             problem = f"the judge's report was unreadable ({e})"
     if report is None:
         report = _ungraded(chapter, sub.name, ref_deps, problem)
-        report.sandbox = sandbox
+        report.sandbox, report.language = sandbox, _language_of(chapter, sub)
     report.submission = sub.name
     return report, elapsed
 

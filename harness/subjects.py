@@ -98,7 +98,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
         try:
             package_dir = spec.prepare(chapter, package_dir, build_dir, mode)
         except SubmissionFailure as e:
-            impl.transport = Unbuilt(e, mode)
+            impl.transport = Unbuilt(e, mode, lang)
             return impl
         except BaseException:  # the judge's own failure (a sandbox that cannot start): its scratch goes, the error stands
             for path in impl.scratch:

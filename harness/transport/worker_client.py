@@ -312,8 +312,8 @@ class Unbuilt:
 
     kind = "worker"
 
-    def __init__(self, failure, mode: Mode) -> None:
-        self.failure, self.mode = failure, mode
+    def __init__(self, failure, mode: Mode, language: str = "python") -> None:
+        self.failure, self.mode, self.language = failure, mode, language
         self.restarts, self.last_output = 0, ""
 
     def spawn(self) -> None:

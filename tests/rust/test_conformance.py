@@ -14,7 +14,6 @@
    - a timeout or a crash is never an answer: it is a disagreement even when both workers fail that way;
    - for a `generate` on the judge's target, the callbacks each worker made (method and args, in order) and what
      the fake target saw are compared too; on a refusal, only up to the shorter of the two (see `differences`).
-   KNOWN_DIVERGENCES holds the requests the workers answer differently today, in a strict xfail test.
 2. Every float of the golden file (and a few specials, and float32 values widened) goes through tl-json, the
    worker's codec, in a probe binary of its own, and must come back bit for bit.
 """
@@ -93,7 +92,7 @@ def runner(handle, method, **args):
 
 
 # Handles: both workers number them 1, 2, ... in creation order (pools and runner targets share the counter):
-# pool 1 (8 blocks of 4), pool 2 (1 block), runner targets 3 and 4. A request that might create a handle in one
+# pool 1 (8 blocks of 4), pool 2 (1 block), runner targets 3 to 6. A request that might create a handle in one
 # worker only comes after every request that names one.
 REQUESTS = [
     # ---- spec_config_parse (12.1) ----
@@ -274,29 +273,28 @@ REQUESTS = [
     runner(4, "cached"), runner(4, "blocks"), runner(4, "close"), runner(4, "pool_free"),
     gen(target=4, prompt=[10, 20, 30], max_new=6, params=T1, seed=HIGH, cfg=cfg_("ngram", 3)),
     gen(target=1, prompt=[1, 2], max_new=2), gen(target=99, prompt=[1, 2], max_new=2),
+    # the tiny llama refusing a token id or a position: the runner's ModelError, under its own name (spec_error
+    # false), from extend and through generate; an id below 0 too (Rust: no u32, yet the runner's refusal)
+    ("runner_target_new", dict(model_dir=MODEL_DIR, num_blocks=160, block_tokens=4)),  # handle 5: 640 positions
+    runner(5, "extend", ids=[256]),  # outside the vocabulary [0, 256)
+    runner(5, "cached"), runner(5, "blocks"), runner(5, "pool_free"),  # what a failed forward leaves: its block
+    runner(5, "extend", ids=[-1]), runner(5, "extend", ids=[3, 2**32]), runner(5, "extend", ids=[256, -1]),
+    runner(5, "close"),
+    runner(5, "extend", ids=[5] * 513),  # position 512: past max_position_embeddings
+    runner(5, "cached"), runner(5, "blocks"), runner(5, "close"),
+    runner(5, "extend", ids=[5] * 512 + [-1]), runner(5, "close"),  # at position 512 the id is checked first
+    runner(5, "extend", ids=[5] * 513 + [-1]), runner(5, "close"),  # position 512 is refused before the id after it
+    gen(target=5, prompt=[1, 300], max_new=2),  # the same refusal reaching generate through RunnerTarget.extend
+    gen(target=5, prompt=[], max_new=2),  # the contract's own refusal: the failure of the request before is not this one's
+    runner(5, "cached"), runner(5, "blocks"), runner(5, "close"), gen(target=5, prompt=[1, 2], max_new=2),
+    ("runner_target_new", dict(model_dir=MODEL_DIR, num_blocks=3, block_tokens=4)),  # handle 6: 12 positions
+    runner(6, "extend", ids=[1] * 10), runner(6, "extend", ids=[1, 1, -1]),  # the pool refuses first: a SpecError
+    runner(6, "cached"), runner(6, "blocks"), runner(6, "pool_free"),
+    runner(6, "extend", ids=[-1]), runner(6, "cached"), runner(6, "blocks"),  # fits: the runner's refusal
+    runner(6, "close"), gen(target=6, prompt=list(range(1, 12)), max_new=4),  # past the pool in generate: a SpecError
     # ---- the rest ----
     ("load", {}), ("nope", {}), ("blocks_for", dict(tokens=3, block_tokens=4, extra="ignored")),
 ]
-
-
-# Requests the two workers answer differently today (findings, each with its reason). They run on fresh workers of
-# their own (handle 1 is the runner target here), in a strict xfail test: once a fix makes them agree, that test
-# fails as XPASS, and they move into REQUESTS.
-KNOWN_DIVERGENCES = [
-    # The tiny llama refusing a token id or a position: Python's RunnerTarget lets the runner's ModelError through
-    # (spec_error false). Rust's Target trait answers SpecError only, so tl-engine's runner_target.rs wraps it as
-    # SpecError("extend: forward: ...") (spec_error true), and tl-worker answers that as it is; an id below 0
-    # tl-worker refuses itself, as a SpecError, before the engine runs.
-    ("runner_target_new", dict(model_dir=MODEL_DIR, num_blocks=160, block_tokens=4)),  # handle 1: 640 positions
-    runner(1, "extend", ids=[256]),  # outside the vocabulary [0, 256)
-    runner(1, "cached"), runner(1, "blocks"), runner(1, "pool_free"),  # what a failed forward leaves (agrees today)
-    runner(1, "extend", ids=[-1]),  # Python's runner refuses it (ModelError); tl-worker first, as no u32 (SpecError)
-    runner(1, "close"),
-    runner(1, "extend", ids=[5] * 513),  # position 512: past max_position_embeddings
-    runner(1, "close"),
-    gen(target=1, prompt=[1, 300], max_new=2),  # the same refusal reaching generate through RunnerTarget.extend
-]
-DIVERGING = (1, 5, 7, 9)  # the requests of KNOWN_DIVERGENCES that diverge
 
 
 def golden_requests() -> list[tuple[str, dict]]:
@@ -446,22 +444,6 @@ def test_the_python_and_the_rust_worker_answer_every_request_alike():
     wrong, outcomes = both(requests)
     assert not wrong, f"{len(wrong)} of {len(requests)} requests got different answers:\n" + "\n".join(wrong.values())
     assert outcomes == {"ok", "refusal", "error"}  # the list exercises what it says: values, refusals, other errors
-
-
-class Diverged(AssertionError):
-    """The known divergences, exactly as recorded: the expected failure of the test below."""
-
-
-@needs_cargo
-@pytest.mark.xfail(strict=True, raises=Diverged, reason="KNOWN_DIVERGENCES: a runner target's refused token or position "
-                                                        "is a ModelError in Python, a SpecError in Rust")
-def test_the_known_divergences_still_diverge():
-    wrong, _ = both(KNOWN_DIVERGENCES)
-    if not wrong:
-        return  # all fixed: XPASS, which strict makes a failure: move them into REQUESTS
-    assert set(wrong) == set(DIVERGING), (f"KNOWN_DIVERGENCES changed: requests {sorted(set(wrong))} diverge, "
-                                          f"{sorted(DIVERGING)} are recorded:\n" + "\n".join(wrong.values()))
-    raise Diverged("\n".join(wrong.values()))
 
 
 def test_the_comparison_catches_what_it_must():

@@ -9,6 +9,7 @@
 
 use tl_engine::kv::KvError;
 use tl_engine::model::ModelError;
+use tl_engine::runner_target::RunnerError;
 use tl_engine::sampling::SamplingError;
 use tl_engine::spec::SpecError;
 use tl_json::{f64_json, Json};
@@ -70,6 +71,18 @@ impl From<KvError> for Failure {
 impl From<ModelError> for Failure {
     fn from(e: ModelError) -> Failure {
         Failure::new("ModelError", e.0)
+    }
+}
+
+/// A runner target's failure under its own name: the runner's ModelError and the pool's KvError with
+/// `spec_error` false, the target's own refusal as a SpecError.
+impl From<RunnerError> for Failure {
+    fn from(e: RunnerError) -> Failure {
+        match e {
+            RunnerError::Model(e) => e.into(),
+            RunnerError::Kv(e) => e.into(),
+            RunnerError::Spec(e) => e.into(),
+        }
     }
 }
 
@@ -172,6 +185,12 @@ fn list<'a>(v: &'a Json, what: &str, of: &str) -> Result<&'a [Json], String> {
 pub fn to_u32s(v: &Json, what: &str) -> Result<Vec<u32>, String> {
     let items = list(v, what, "ids")?;
     items.iter().enumerate().map(|(i, x)| to_u32(x, &format!("{what}[{i}]"))).collect()
+}
+
+/// Integers of any size (ids a Python function takes as they come): `Vec<i128>`.
+pub fn to_ints(v: &Json, what: &str) -> Result<Vec<i128>, String> {
+    let items = list(v, what, "integers")?;
+    items.iter().enumerate().map(|(i, x)| x.as_i128().ok_or_else(|| format!("{what}[{i}] is {}, expected an integer", describe(x)))).collect()
 }
 
 pub fn to_f64s(v: &Json, what: &str) -> Result<Vec<f64>, String> {

@@ -7,9 +7,9 @@ use std::path::Path;
 use std::rc::Rc;
 
 use tl_engine::kv::{KvError, KvPool};
-use tl_engine::model::{load_llama, make_pool, Llama, PagedRunner};
+use tl_engine::model::{load_llama, make_pool, Llama, ModelError, PagedRunner};
 use tl_engine::rng::Pcg32;
-use tl_engine::runner_target::RunnerTarget;
+use tl_engine::runner_target::{RunnerError, RunnerTarget};
 use tl_engine::sampling::{SamplingError, SamplingParams};
 use tl_engine::spec::{self, Generated, SpecConfig, Target};
 use tl_json::{f64_json, Json};
@@ -391,14 +391,13 @@ fn generated(g: &Generated) -> Json {
 fn generate(a: &Json, st: &mut State, wire: &RefCell<Wire>) -> Res<Json> {
     let which = req(a, "target")?;
     let mut judge = JudgeTarget { wire };
-    let target: &mut dyn Target = if which.as_str() == Some("judge") {
-        &mut judge
-    } else {
+    let mut runner: Option<&mut RunnerTarget> = None;
+    if which.as_str() != Some("judge") {
         match st.handle(which, "target")? {
-            Held::Runner(r) => r,
+            Held::Runner(r) => runner = Some(r),
             other => return Err(no_attribute(other, "cached")),
         }
-    };
+    }
     let c = cfg(req(a, "cfg")?)?;
     let prompt = req(a, "prompt")?;
     let params = params(req(a, "params")?)?;
@@ -407,24 +406,73 @@ fn generate(a: &Json, st: &mut State, wire: &RefCell<Wire>) -> Res<Json> {
     let seed = spec_arg(to_u64(seed, "seed"))?; // here a bad seed is the contract's refusal
     let max_new = spec_arg(to_usize(max_new, "max_new"))?;
     let eos = spec_arg(to_u32s(eos, "eos"))?;
-    if !a.get("stream").is_some_and(truthy) {
-        return Ok(generated(&spec::generate(target, &c, &prompt, &params, seed, max_new, &eos)?));
+    if let Some(r) = runner.as_deref_mut() {
+        r.take_failure(); // a failure of an earlier request is not this one's
     }
-    let listener_refused = std::cell::Cell::new(false);
-    let mut on_token = |token: u32, logprob: f64| -> bool {
-        match wire.borrow_mut().call("on_token", obj(vec![("token", int(token)), ("logprob", f64_json(logprob))])) {
-            Ok(v) => truthy(&v),
-            Err(_) => {
-                listener_refused.set(true); // raised inside on_token in Python: the op fails whatever follows
-                false
-            }
-        }
+    let target: &mut dyn Target = match runner.as_deref_mut() {
+        Some(r) => r,
+        None => &mut judge,
     };
-    let g = spec::generate_stream(target, &c, &prompt, &params, seed, max_new, &eos, &mut on_token);
-    if listener_refused.get() {
-        return Err(Failure::new("JudgeRefused", wire.borrow().refused.clone().unwrap_or_default()));
+    let outcome = if !a.get("stream").is_some_and(truthy) {
+        spec::generate(target, &c, &prompt, &params, seed, max_new, &eos)
+    } else {
+        let listener_refused = std::cell::Cell::new(false);
+        let mut on_token = |token: u32, logprob: f64| -> bool {
+            match wire.borrow_mut().call("on_token", obj(vec![("token", int(token)), ("logprob", f64_json(logprob))])) {
+                Ok(v) => truthy(&v),
+                Err(_) => {
+                    listener_refused.set(true); // raised inside on_token in Python: the op fails whatever follows
+                    false
+                }
+            }
+        };
+        let g = spec::generate_stream(target, &c, &prompt, &params, seed, max_new, &eos, &mut on_token);
+        if listener_refused.get() {
+            return Err(Failure::new("JudgeRefused", wire.borrow().refused.clone().unwrap_or_default()));
+        }
+        g
+    };
+    match (outcome, runner) {
+        (Ok(g), _) => Ok(generated(&g)),
+        (Err(e), Some(r)) => Err(failed_through_trait(r, e)),
+        (Err(e), None) => Err(e.into()),
     }
-    Ok(generated(&g?))
+}
+
+/// A runner target's call through the Target trait failed with `e`: the failure the target kept,
+/// when it is the runner's ModelError or the pool's KvError, is answered under its own name
+/// (`spec_error` false), as Python's RunnerTarget lets it through; otherwise `e` itself.
+fn failed_through_trait(t: &mut RunnerTarget, e: spec::SpecError) -> Failure {
+    match t.take_failure() {
+        Some(kept @ (RunnerError::Model(_) | RunnerError::Kv(_))) => kept.into(),
+        _ => e.into(),
+    }
+}
+
+/// `target.extend(ids)` of the protocol: the runner's rows, or its failure under its own name. Python's
+/// runner refuses an id below 0 or past the vocabulary alike, so an integer a u32 cannot hold (-1, 2^32)
+/// goes in as u32::MAX, which the runner refuses as outside the vocabulary at the same point of its
+/// checks (after the target took the blocks, as in Python); when that id is the one refused, the
+/// message names the id sent.
+fn runner_extend(t: &mut RunnerTarget, ids: &Json) -> Res<Json> {
+    let sent = spec_arg(to_ints(ids, "ids"))?;
+    let fed: Vec<u32> = sent.iter().map(|&i| u32::try_from(i).unwrap_or(u32::MAX)).collect();
+    let start = t.tokens().len();
+    match t.extend_ids(&fed) {
+        Ok(rows) => Ok(Json::Arr(rows.iter().map(|r| f32s(r)).collect())),
+        Err(RunnerError::Model(e)) => {
+            let Some(k) = sent.iter().position(|&i| u32::try_from(i).is_err()) else { return Err(e.into()) };
+            // the runner checks each sequence in order (its token, then its position) and stops at the first refused
+            let c = &t.runner().model().cfg;
+            let limit = c.max_position_embeddings.min(t.table().len() * t.pool().block_tokens());
+            let earlier = fed[..k].iter().enumerate().any(|(i, &id)| id as usize >= c.vocab_size || start + i >= limit);
+            if earlier {
+                return Err(e.into());
+            }
+            Err(ModelError(format!("forward: token {} is outside the vocabulary [0, {})", sent[k], c.vocab_size)).into())
+        }
+        Err(other) => Err(other.into()),
+    }
 }
 
 fn runner_target_new(a: &Json, st: &mut State) -> Res<Json> {
@@ -460,13 +508,11 @@ fn runner_target_call(a: &Json, st: &mut State) -> Res<Json> {
         _ => return Err(Failure::new("ValueError", format!("runner target method {} is not in the protocol", show(method)))),
     };
     Ok(match name {
-        "extend" => {
-            let ids = spec_arg(to_u32s(req(a, "ids")?, "ids"))?;
-            Json::Arr(t.extend(&ids)?.iter().map(|r| f32s(r)).collect())
-        }
+        "extend" => runner_extend(t, req(a, "ids")?)?,
         "truncate" => {
             let len = spec_arg(to_usize(req(a, "length")?, "length"))?;
-            t.truncate(len)?;
+            t.take_failure();
+            t.truncate(len).map_err(|e| failed_through_trait(t, e))?;
             Json::Null
         }
         "cached" => uint(t.cached()?),

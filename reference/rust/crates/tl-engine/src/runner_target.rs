@@ -7,16 +7,66 @@
 //! is registered when `truncate` (or `commit`) confirms that all its positions are kept, never at
 //! `extend` time, so a block that a rejected draft filled is never registered.
 //!
-//! Errors: the Target trait answers SpecError only, so the pool's KvError and the runner's
-//! ModelError (a token outside the vocabulary, a position past max_position_embeddings) come out
-//! as a SpecError whose message carries theirs.
+//! Errors, as Python's RunnerTarget raises them: the target's own refusals (a pool too small for
+//! the positions, a truncate past the cache) are SpecError; the runner's ModelError (a token
+//! outside the vocabulary, a position past max_position_embeddings) and the pool's other KvErrors
+//! are not the target's and keep their type: `RunnerError`, which `extend_ids` answers. The Target
+//! trait answers SpecError only, so through it every failure comes out as a SpecError of the same
+//! message, and the target keeps the failure itself for `take_failure`: a worker reads it after a
+//! failed `generate` to answer the underlying error under its own name, as Python does.
+
+use std::fmt;
 
 use crate::kv::{KvError, KvPool};
-use crate::model::{PagedRunner, Seq};
+use crate::model::{ModelError, PagedRunner, Seq};
 use crate::spec::{blocks_for, rollback, SpecError, Target};
 
-fn kv_err(op: &str) -> impl Fn(KvError) -> SpecError + '_ {
-    move |e| SpecError(format!("{op}: {e}"))
+/// Why a RunnerTarget call failed: the runner's error, the pool's, or the target's own refusal.
+#[derive(Debug)]
+pub enum RunnerError {
+    Model(ModelError),
+    Kv(KvError),
+    Spec(SpecError),
+}
+
+impl fmt::Display for RunnerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunnerError::Model(e) => &e.0,
+            RunnerError::Kv(e) => &e.0,
+            RunnerError::Spec(e) => &e.0,
+        })
+    }
+}
+
+impl std::error::Error for RunnerError {}
+
+impl From<ModelError> for RunnerError {
+    fn from(e: ModelError) -> RunnerError {
+        RunnerError::Model(e)
+    }
+}
+
+impl From<KvError> for RunnerError {
+    fn from(e: KvError) -> RunnerError {
+        RunnerError::Kv(e)
+    }
+}
+
+impl From<SpecError> for RunnerError {
+    fn from(e: SpecError) -> RunnerError {
+        RunnerError::Spec(e)
+    }
+}
+
+/// What the Target trait answers for a failure: a SpecError with the same message.
+impl From<RunnerError> for SpecError {
+    fn from(e: RunnerError) -> SpecError {
+        match e {
+            RunnerError::Spec(e) => e,
+            other => SpecError(other.to_string()),
+        }
+    }
 }
 
 /// One request's cache: `tokens` (what position i holds) and `table` (its blocks, in order).
@@ -25,12 +75,13 @@ pub struct RunnerTarget {
     tokens: Vec<u32>,
     table: Vec<u32>,
     checked: usize, // leading full blocks already registered (or found indexed under another block)
+    failure: Option<RunnerError>, // the last failure of a call through the Target trait, until taken
 }
 
 impl RunnerTarget {
     /// An empty request over the runner's pool.
     pub fn new(runner: PagedRunner) -> RunnerTarget {
-        RunnerTarget { runner, tokens: Vec::new(), table: Vec::new(), checked: 0 }
+        RunnerTarget { runner, tokens: Vec::new(), table: Vec::new(), checked: 0, failure: None }
     }
 
     /// The request's blocks, in position order.
@@ -51,59 +102,28 @@ impl RunnerTarget {
         &self.runner
     }
 
-    /// Every cached position is verified: register the full blocks not yet in the index, under the
-    /// key of all token ids up to the block's end. A block whose key already names another block
-    /// (the same prefix computed by another request) stays private.
-    pub fn commit(&mut self) -> Result<(), SpecError> {
-        let b = self.runner.pool().block_tokens();
-        for i in self.checked..self.tokens.len() / b {
-            let key = &self.tokens[..(i + 1) * b];
-            let pool = self.runner.pool_mut();
-            if pool.lookup(key).is_none() && !pool.is_registered(self.table[i]) {
-                pool.register(key.to_vec(), self.table[i]).map_err(kv_err("commit"))?;
-            }
-            self.checked = i + 1;
-        }
-        Ok(())
+    /// The last failure of a Target call (`cached`, `extend`, `truncate`) since the last
+    /// take, with its own type (the trait answered it as a SpecError of the same message); it is
+    /// forgotten once taken.
+    pub fn take_failure(&mut self) -> Option<RunnerError> {
+        self.failure.take()
     }
 
-    /// Copy on write: before positions of block i are written or cut, a block that is shared (a
-    /// prefix-cache hit held by another request too) or indexed becomes a private copy.
-    fn own_block(&mut self, i: usize) -> Result<(), SpecError> {
-        let pool = self.runner.pool_mut();
-        let old = self.table[i];
-        if pool.refcount(old).map_err(kv_err("copy on write"))? == 1 && !pool.is_registered(old) {
-            return Ok(());
-        }
-        let new = pool.alloc().map_err(|e| SpecError(format!("copy on write of block {old}: {e}")))?;
-        if pool.kv_shape().is_some() {
-            pool.copy_block(old, new);
-        }
-        let fill = pool.fill(old).map_err(kv_err("copy on write"))?;
-        pool.set_fill(new, fill).map_err(kv_err("copy on write"))?;
-        pool.release(old).map_err(kv_err("copy on write"))?;
-        self.table[i] = new;
-        Ok(())
+    /// A result for the Target trait: a failure is kept for `take_failure`, and answered as a
+    /// SpecError of the same message.
+    fn through_trait<T>(&mut self, r: Result<T, RunnerError>) -> Result<T, SpecError> {
+        r.map_err(|e| {
+            let answered = SpecError(e.to_string());
+            self.failure = Some(e);
+            answered
+        })
     }
 
-    /// Give every block back (one reference each) and forget the cache.
-    pub fn close(&mut self) -> Result<(), SpecError> {
-        while let Some(block) = self.table.pop() {
-            self.runner.pool_mut().release(block).map_err(kv_err("close"))?;
-        }
-        self.tokens.clear();
-        self.checked = 0;
-        Ok(())
-    }
-}
-
-impl Target for RunnerTarget {
-    fn cached(&mut self) -> Result<usize, SpecError> {
-        Ok(self.tokens.len())
-    }
-
-    /// Logits rows (f32 [V]), one per id, row i scoring the position after ids[i].
-    fn extend(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
+    /// Logits rows (f32 [V]), one per id, row i scoring the position after ids[i]; what
+    /// `Target::extend` answers, with each failure of its own type: the pool too small for the
+    /// positions is a SpecError (the request is left as it was), the runner's refusal a ModelError
+    /// (the blocks taken for the positions stay in the table, as in Python), the pool's a KvError.
+    pub fn extend_ids(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, RunnerError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -118,9 +138,9 @@ impl Target for RunnerTarget {
                 }
                 Err(e) => {
                     for block in self.table.split_off(self.table.len() - fresh) {
-                        self.runner.pool_mut().release(block).map_err(kv_err("extend"))?; // leave the request as it was
+                        self.runner.pool_mut().release(block)?; // leave the request as it was
                     }
-                    return Err(SpecError(format!("extend: the KV pool cannot hold {end} positions: {e}")));
+                    return Err(SpecError(format!("extend: the KV pool cannot hold {end} positions: {e}")).into());
                 }
             }
         }
@@ -129,19 +149,60 @@ impl Target for RunnerTarget {
         }
         let table = &self.table;
         let batch: Vec<Seq> = ids.iter().enumerate().map(|(i, &token)| Seq { token, pos: start + i, table }).collect();
-        let logits = self.runner.forward(&batch).map_err(|e| SpecError(format!("extend: {e}")))?; // [N][V]
+        let logits = self.runner.forward(&batch)?; // [N][V]
         for i in start / b..blocks_for(end, b)? {
-            self.runner.pool_mut().set_fill(self.table[i], b.min(end - i * b)).map_err(kv_err("extend"))?;
+            self.runner.pool_mut().set_fill(self.table[i], b.min(end - i * b))?;
         }
         self.tokens.extend_from_slice(ids);
         Ok(logits)
     }
 
-    /// Keep positions 0..len-1; they are confirmed, so their full blocks enter the prefix index.
-    fn truncate(&mut self, len: usize) -> Result<(), SpecError> {
+    /// Every cached position is verified: register the full blocks not yet in the index, under the
+    /// key of all token ids up to the block's end. A block whose key already names another block
+    /// (the same prefix computed by another request) stays private.
+    pub fn commit(&mut self) -> Result<(), SpecError> {
+        let r = self.register_verified();
+        self.through_trait(r)
+    }
+
+    fn register_verified(&mut self) -> Result<(), RunnerError> {
+        let b = self.runner.pool().block_tokens();
+        for i in self.checked..self.tokens.len() / b {
+            let key = &self.tokens[..(i + 1) * b];
+            let pool = self.runner.pool_mut();
+            if pool.lookup(key).is_none() && !pool.is_registered(self.table[i]) {
+                pool.register(key.to_vec(), self.table[i])?;
+            }
+            self.checked = i + 1;
+        }
+        Ok(())
+    }
+
+    /// Copy on write: before positions of block i are written or cut, a block that is shared (a
+    /// prefix-cache hit held by another request too) or indexed becomes a private copy. No block
+    /// for the copy is the target's refusal (SpecError); the pool's other errors are KvErrors.
+    fn own_block(&mut self, i: usize) -> Result<(), RunnerError> {
+        let pool = self.runner.pool_mut();
+        let old = self.table[i];
+        if pool.refcount(old)? == 1 && !pool.is_registered(old) {
+            return Ok(());
+        }
+        let new = pool.alloc().map_err(|e| SpecError(format!("copy on write of block {old}: {e}")))?;
+        if pool.kv_shape().is_some() {
+            pool.copy_block(old, new);
+        }
+        let fill = pool.fill(old)?;
+        pool.set_fill(new, fill)?;
+        pool.release(old)?;
+        self.table[i] = new;
+        Ok(())
+    }
+
+    /// Keep positions 0..len-1 (`Target::truncate`, with each failure of its own type).
+    fn cut(&mut self, len: usize) -> Result<(), RunnerError> {
         let held = self.tokens.len();
         if len > held {
-            return Err(SpecError(format!("truncate({len}): the target holds {held} positions; allowed 0 <= length <= {held}")));
+            return Err(SpecError(format!("truncate({len}): the target holds {held} positions; allowed 0 <= length <= {held}")).into());
         }
         let b = self.runner.pool().block_tokens();
         if len % b != 0 && len < held && len / b < self.table.len() {
@@ -150,7 +211,35 @@ impl Target for RunnerTarget {
         rollback(self.runner.pool_mut(), &mut self.table, len)?;
         self.tokens.truncate(len);
         self.checked = self.checked.min(len / b);
-        self.commit()
+        self.register_verified()
+    }
+
+    /// Give every block back (one reference each) and forget the cache.
+    pub fn close(&mut self) -> Result<(), SpecError> {
+        while let Some(block) = self.table.pop() {
+            self.runner.pool_mut().release(block).map_err(|e| SpecError(format!("close: {e}")))?;
+        }
+        self.tokens.clear();
+        self.checked = 0;
+        Ok(())
+    }
+}
+
+impl Target for RunnerTarget {
+    fn cached(&mut self) -> Result<usize, SpecError> {
+        Ok(self.tokens.len())
+    }
+
+    /// Logits rows (f32 [V]), one per id, row i scoring the position after ids[i] (`extend_ids`).
+    fn extend(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
+        let r = self.extend_ids(ids);
+        self.through_trait(r)
+    }
+
+    /// Keep positions 0..len-1; they are confirmed, so their full blocks enter the prefix index.
+    fn truncate(&mut self, len: usize) -> Result<(), SpecError> {
+        let r = self.cut(len);
+        self.through_trait(r)
     }
 }
 
@@ -230,6 +319,31 @@ mod tests {
         assert!(rt.truncate(13).is_err(), "truncate past the cache");
         rt.truncate(0).unwrap();
         assert_eq!(rt.pool().free_blocks(), 3, "truncate(0) gives every block back");
+    }
+
+    #[test]
+    fn a_failure_keeps_its_own_type_beside_the_traits_spec_error() {
+        let Some(dir) = model_dir("a_failure_keeps_its_own_type_beside_the_traits_spec_error") else { return };
+        let model = Rc::new(load_llama(&dir).unwrap());
+        let mut rt = target(&model, 3, 4);
+        match rt.extend_ids(&[256]) {
+            Err(RunnerError::Model(e)) => assert_eq!(e.0, "forward: token 256 is outside the vocabulary [0, 256)"),
+            other => panic!("the runner's refusal is a ModelError, got {other:?}"),
+        }
+        assert!(rt.take_failure().is_none(), "extend_ids answers its failure, it keeps none");
+        assert_eq!((rt.cached().unwrap(), rt.table().len()), (0, 1), "as in Python, the block taken for it stays");
+        let e = rt.extend(&[1, 300]).unwrap_err(); // through the trait: a SpecError of the same message
+        match rt.take_failure() {
+            Some(RunnerError::Model(m)) => assert_eq!(m.0, e.0),
+            other => panic!("the trait's extend keeps the ModelError, got {other:?}"),
+        }
+        assert!(rt.take_failure().is_none(), "taken once");
+        assert!(matches!(rt.extend_ids(&ids(13, 1)), Err(RunnerError::Spec(_))), "a pool too small: the target's own refusal");
+        assert!(rt.truncate(1).is_err());
+        assert!(matches!(rt.take_failure(), Some(RunnerError::Spec(_))), "truncate past the cache: the target's own refusal");
+        let rows = rt.extend(&ids(5, 2)).unwrap();
+        same_as_fresh(&model, &ids(5, 2), 0, &rows);
+        assert!(rt.take_failure().is_none(), "a success keeps nothing");
     }
 
     #[test]
