@@ -33,8 +33,17 @@ lookup s01 and s02, n-gram s03, generate s01..s12 (its loop carries the drafts a
 rollback s13. The build asserts the tags name exactly the recorded pitfalls, and that s04, s07, s09
 show on >= 10 cases, s01, s02, s03, s13 on >= 5 and s10, s11 on >= 3 (common.MUST_SHOW).
 
+Robust to the last bit. A port's exp may differ from numpy's in the last ulp. Every sampling
+decision of a verify case (running sums against a uniform, the accept ratio, the top_p cut, the
+min_p floor, the rank, the residual's signs), of the reference and of each pitfall variant, keeps
+a margin of at least margins.N_MARGIN units of roundoff (16452 u, twice the worst error bound of
+a one-ulp exp through V = 512 terms); a case closer than that is built again from its next
+numbers. So tokens, n_accepted and the next u32 are bit-exact in any honest port, and the
+pitfall answers too; only logprobs carry a tolerance (spec/sampling.md, section 10).
+
 The parts: common (seed, counts, pitfall lists, tag vocabularies, the reference's modules bound
-once per build), verify_plan, verify_builder and verify_cases (the verify section), draft_cases
+once per build), verify_plan, verify_builder and verify_cases (the verify section), margins (the
+decisions' margins, and the error bound behind N_MARGIN), draft_cases
 (the two drafts), generate_cases, rollback_cases, document (build, canonical bytes, load, check).
 `ref` below is a harness.reference.Reference, e.g. `harness.reference.pristine()`.
 
@@ -66,11 +75,12 @@ from .common import (
     shown,
 )
 from .document import DEFAULT_OUT, GENERATOR, SECTIONS, build, check, dumps, load, tag_counts, write
-from .verify_cases import run_reference, run_variant
+from .margins import N_MARGIN, Margins
+from .verify_cases import run_reference, run_variant, worst_margin
 
 __all__ = [
     "MASTER_SEED", "build", "dumps", "load", "check", "tag_counts", "write", "DEFAULT_OUT", "GENERATOR", "SECTIONS",
     "KNOBS", "Q_DENOM", "VERIFY_TAGS", "PROMPT_LOOKUP_TAGS", "NGRAM_TAGS", "GENERATE_TAGS", "ROLLBACK_TAGS",
     "VERIFY_BUGS", "PROMPT_LOOKUP_BUGS", "NGRAM_BUGS", "GENERATE_BUGS", "ROLLBACK_BUGS", "REFUSED",
-    "RefLib", "bind", "shown", "run_reference", "run_variant",
+    "RefLib", "bind", "shown", "run_reference", "run_variant", "worst_margin", "N_MARGIN", "Margins",
 ]

@@ -5,6 +5,11 @@ answer what the reference answers (the build asserts it on every case), and a ca
 sNN when the variant with sNN answers differently (tokens, n_accepted or the next u32): the case's
 `pitfalls` then records that answer. verify_variant is the same rule on a caller's generator, for
 the generation loop's variants.
+
+Robust to the last bit: a case is kept only when every sampling decision of the reference and of
+every variant has a margin of at least N_MARGIN (margins.py), so a port whose exp differs in the
+last ulp answers the same tokens, n_accepted and next u32; a closer case is built again from the
+case's next numbers (the file stays a function of the master seed).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
+from .margins import N_MARGIN, UNWATCHED, Margins, Watch
 from .verify_builder import Builder
 from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
 
@@ -32,23 +38,52 @@ def _seq_sum(a) -> float:
     return total
 
 
-def run_variant(lib: RefLib, case: dict, bug: str | None) -> tuple[list[int], list[float], int, int]:
+def run_variant(lib: RefLib, case: dict, bug: str | None,
+                watch: Watch = UNWATCHED) -> tuple[list[int], list[float], int, int]:
     """verify_draft with one chapter pitfall (bug = None: a local copy of the correct rule) on a case,
     and the generator's next u32 afterwards: (tokens, logprobs, n_accepted, next_u32)."""
     rng = lib.generator(case["seed"])
     tokens, lps, n = verify_variant(lib, case["rows"], case["draft"], case["draft_probs"], lib.params(case["params"]),
-                                    case["prompt"], case["output"], rng, bug)
+                                    case["prompt"], case["output"], rng, bug, watch)
     return tokens, lps, n, rng.next_u32()
 
 
+def worst_margin(lib: RefLib, case: dict) -> tuple[str, float]:
+    """The closest sampling decision of the reference and of every verify pitfall on a case:
+    (which variant and what it compared, its margin in margins' units)."""
+    worst = ("none", float("inf"))
+    for bug in (None, *VERIFY_BUGS):
+        m = Margins()
+        try:
+            run_variant(lib, case, bug, m)
+        except Exception:  # noqa: BLE001  (a refused variant answers "refused", whatever the numbers)
+            continue
+        what, margin = m.worst()
+        if margin < worst[1]:
+            worst = (f"{bug or 'reference'}:{what}", margin)
+    return worst
+
+
+def _resampled(lib: RefLib, pd: np.ndarray, q: np.ndarray, how: str) -> np.ndarray:
+    """What a rejection samples from: the residual (correct), |p - q| normalized (s06), or p (s12)."""
+    if how == "p":
+        return pd
+    if how == "abs":
+        r = np.abs(pd - q)
+        mass = _seq_sum(r)
+        return r / mass if mass > 0.0 else pd / _seq_sum(pd)
+    return lib.spec.residual(pd, q)
+
+
 def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, output, rng,
-                   bug: str | None) -> tuple[list[int], list[float], int]:
+                   bug: str | None, watch: Watch = UNWATCHED) -> tuple[list[int], list[float], int]:
     """verify_draft with one chapter pitfall, drawing from `rng` (a reference Pcg32, advanced in place).
 
     s04 penalties ignore this round's emitted tokens; s05 accept when u_a < p(x); s06 residual
     normalize(|p - q|); s07 u_resample drawn only on rejection; s08 bonus token from the last
     draft row; s09 u_resample drawn before u_accept; s12 resample from p instead of the residual.
-    Any other bug (or None) is the correct rule. Returns (tokens, logprobs, n_accepted).
+    Any other bug (or None) is the correct rule. Returns (tokens, logprobs, n_accepted). `watch`
+    is told every sampling step (margins.Margins records how close each decision was).
     """
     sp = lib.sampling
     rows = [np.asarray(r, dtype=np.float64) for r in rows_in]
@@ -71,6 +106,7 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
                 q = np.zeros(vocab)
                 q[d] = 1.0
             pd = sp.distribution(z, params)
+            watch.distribution(z, params, pd)
             if bug == "s09":
                 u_r = rng.next_f64()
                 u_a = rng.next_f64()
@@ -80,19 +116,15 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
                 u_a = rng.next_f64()
                 u_r = rng.next_f64()
             ratio = pd[d] if bug == "s05" else pd[d] / q[d]
+            watch.accept(u_a, ratio)
             if u_a < ratio:
                 t, ok = d, True
             else:
                 if bug == "s07":
                     u_r = rng.next_f64()
-                if bug == "s06":
-                    r = np.abs(pd - q)
-                    mass = _seq_sum(r)
-                    res = r / mass if mass > 0.0 else pd / _seq_sum(pd)
-                elif bug == "s12":
-                    res = pd
-                else:
-                    res = lib.spec.residual(pd, q)
+                how = {"s06": "abs", "s12": "p"}.get(bug, "residual")
+                res = _resampled(lib, pd, q, how)
+                watch.resample(pd, q, res, u_r, how)
                 t, ok = sp.sample(res, u_r), False
         tokens.append(int(t))
         lps.append(sp.logprob(z, t))
@@ -100,7 +132,13 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
             return tokens, lps, i
     last = rows[-2] if (bug == "s08" and draft) else rows[-1]
     z = sp.apply_penalties(last, params, prompt, seen())
-    t = sp.argmax(z) if params.greedy else sp.sample(sp.distribution(z, params), rng.next_f64())
+    if params.greedy:
+        t = sp.argmax(z)
+    else:
+        pd, u = sp.distribution(z, params), rng.next_f64()
+        watch.distribution(z, params, pd)
+        watch.sample(pd, u)
+        t = sp.sample(pd, u)
     tokens.append(int(t))
     lps.append(sp.logprob(z, t))
     return tokens, lps, len(draft)
@@ -128,6 +166,8 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
         pitfalls = verify_pitfalls(lib, case, answer(v.tokens, v.n_accepted, nxt))
         if "s04" in plan.flavors and "s04" not in pitfalls:
             continue  # the constructed flip was masked by another penalty: build it again
+        if worst_margin(lib, case)[1] < N_MARGIN:
+            continue  # a last-ulp difference of exp could flip a decision: build it again
         case["expect"] = {"tokens": v.tokens, "logprobs": v.logprobs, "n_accepted": v.n_accepted, "next_u32": nxt}
         case["tags"] = order_tags(_verify_tags(lib, case, plan, set(pitfalls)), VERIFY_TAGS)
         case["pitfalls"] = pitfalls
