@@ -133,11 +133,14 @@ def uid_argv(argv: list[str], limits: Limits) -> list[str]:
 
 
 def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
-            limits: Limits = Limits(), tmp_mb: int = 64, writable: list[Path] = ()) -> tuple[list[str], dict]:
+            limits: Limits = Limits(), tmp_mb: int = 64, writable: list[Path] = (),
+            writable_at: dict[Path, str] | None = None) -> tuple[list[str], dict]:
     """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
     same paths) besides the interpreter, and `writable` (folders the caller made for its output: a
     build's) read-write. `home`: the command's working directory outside bwrap (bwrap gives it a private
-    tmpfs instead). Start it with Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
+    tmpfs instead). `writable_at`: bwrap only, a writable folder's path inside the sandbox when it is not its
+    own (a build at fixed paths, whose output another build can reuse). Start it with
+    Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
     env = dict(env)
     if mode.name != "none" and os.geteuid() == 0:
         owner = SANDBOX_UID if mode.name == "bwrap" else worker_uid()
@@ -146,7 +149,8 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
     if mode.name == "bwrap":
         env["HOME"] = env["TMPDIR"] = "/tmp"
         return sandboxed(argv, visible=[(str(p), str(p)) for p in visible], writable_tmp_mb=tmp_mb,
-                         limits=limits, env=env, writable=[str(w) for w in writable]), {"cwd": "/"}
+                         limits=limits, env=env,
+                         writable=[(str(w), str((writable_at or {}).get(w, w))) for w in writable]), {"cwd": "/"}
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
         unreachable = [str(v) for v in [*visible, *writable, home.parent] if not _reachable(Path(v))]  # home: its own, 0700

@@ -61,20 +61,20 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids: "queue.Queue | None" = None) -> tuple[Report, float]:
+           uids: "queue.Queue | None" = None, template: Path | None = None) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -` in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
     `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one."""
     uid = uids.get() if uids is not None else None
     try:
-        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid)
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template)
     finally:
         if uid is not None:
             uids.put(uid)
 
 
 def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-               uid: int | None) -> tuple[Report, float]:
+               uid: int | None, template: Path | None = None) -> tuple[Report, float]:
     cmd = [sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
            "--json", "-"]
     if ref_deps:
@@ -86,6 +86,8 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
            "OL_RUST_CACHE": "0"}  # every Rust submission builds clean: no build output shared between students
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
+    if template is not None:  # a Rust submission's build starts from the run's build of the given crates
+        env["OL_RUST_TEMPLATE"] = str(template)
     start = time.perf_counter()
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=tmp,
@@ -184,13 +186,14 @@ def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, 
     scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable, and the fresh cases are 0600
     try:
         golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
+        template = _rust_template(chapter, subs, scratch, sandbox)
         uids = None
         if sandbox == "uid":  # each concurrent judge's worker a uid of its own: a fork bomb starves only itself
             uids = queue.Queue()
             for uid in slot_uids(max(1, jobs)):
                 uids.put(uid)
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox, uids) for s in subs]
+            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox, uids, template) for s in subs]
             for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
                 report, wall = f.result()
                 ledger.add(report, wall)
@@ -199,6 +202,18 @@ def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, 
     finally:
         shutil.rmtree(scratch, ignore_errors=True)  # the fresh cases and the judges' scratch reports go
     return ledger.result
+
+
+def _rust_template(chapter: Chapter, subs: list[Path], scratch: Path, sandbox: str) -> Path | None:
+    """bwrap, with a Rust submission in the class: the Rust reference built once (harness.rust.prebuild_template),
+    which every Rust submission's build copies (read-only for them: each judge builds in a copy), so each
+    compiles only its own crate, incrementally. None otherwise (each builds clean)."""
+    if sandbox != "bwrap" or "rust" not in chapter.languages or not any(_language_of(chapter, s) == "rust" for s in subs):
+        return None
+    from .confine import choose
+    from .rust import prebuild_template
+
+    return prebuild_template(chapter, scratch / "rust-template", choose(sandbox))
 
 
 def summarize(chapter: Chapter, reports: list[Report]) -> dict:

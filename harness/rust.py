@@ -202,7 +202,7 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
     return root / key.hexdigest()[:16]
 
 
-def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
+def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
     """(rustc's first error rendered, its one-line summary `file:line: message`) from cargo's JSON messages."""
     for line in stdout.splitlines():
         try:
@@ -214,31 +214,69 @@ def _first_error(stdout: str, ws: Path) -> tuple[str, str]:
             continue
         spans = [s for s in msg.get("spans", []) if s.get("is_primary")] or msg.get("spans", [])
         where = f"{spans[0]['file_name']}:{spans[0]['line_start']}: " if spans else ""
-        rendered = (msg.get("rendered") or msg.get("message", "")).replace(str(ws) + "/", "")
+        rendered = msg.get("rendered") or msg.get("message", "")
+        for prefix in shown:  # paths as the student's workspace names them: crates/tl-engine/src/spec.rs
+            rendered = rendered.replace(prefix, "")
         return rendered.strip()[:3000], f"{where}{msg.get('message', '')}"[:300]
     return "", ""
 
 
-def build(chapter, package_dir: Path, scratch: Path, mode: Mode) -> Path:
-    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`."""
+TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
+# bwrap: where every build runs inside its sandbox. One path for all, so that the output of one build (the
+# grading run's template) is up to date for another: cargo's fingerprints hold the paths they were made at.
+FIXED_WS, FIXED_TARGET = "/ol/ws", "/ol/target"
+
+
+def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = True) -> Path:
+    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. With
+    OL_RUST_TEMPLATE (bwrap), the build starts from a copy of that build's workspace and target: the given
+    crates are built already, and rustc's incremental data covers the modules the submission did not change."""
     tc = toolchain()
     lang = chapter.language("rust")
-    cached = cache_dir(package_dir, lang) if mode.name != "uid" else None  # uid: a cache under the judge's home is out of its reach
-    ws = (cached or scratch) / "ws"
-    manifest = assemble(lang, package_dir, ws)
-    target = (cached or scratch) / "target"
+    template = Path(os.environ[TEMPLATE_ENV]) if mode.name == "bwrap" and os.environ.get(TEMPLATE_ENV) else None
+    # uid: a cache under the judge's home is out of its reach
+    cached = cache_dir(package_dir, lang) if cache and template is None and mode.name != "uid" else None
+    ws, target = (cached or scratch) / "ws", (cached or scratch) / "target"
+    if template is not None:
+        shutil.copytree(template / "ws", ws, symlinks=True)  # times kept: cargo finds the template's output fresh
+        shutil.copytree(template / "target", target, symlinks=True)
+    assemble(lang, package_dir, ws)
     home = scratch / "build-home"
     for folder in (target, home, ws / "cargo-home"):
         folder.mkdir(parents=True, exist_ok=True)
-    env = {"PATH": f"{tc.sysroot / 'bin'}:/usr/bin:/bin", "CARGO_HOME": str(ws / "cargo-home"), "RUSTC": str(tc.rustc),
-           "CARGO_TARGET_DIR": str(target), "CARGO_NET_OFFLINE": "true", "CARGO_TERM_COLOR": "never",
+    proc, out, err, took = _cargo(tc, mode, ws, target, home)
+    binary = target / "debug" / "tl-worker"
+    if proc.returncode != 0 or not binary.is_file():
+        shown = (FIXED_WS + "/", str(ws) + "/")
+        rendered, summary = _first_error(out, shown)
+        if not rendered:
+            tail = "\n".join(err.strip().splitlines()[-15:])
+            for prefix in shown:
+                tail = tail.replace(prefix, "")
+            raise BuildFailed(f"your crate did not compile (cargo exit {proc.returncode} after {took:.1f} s):\n{tail}",
+                              "cargo failed")
+        raise BuildFailed(f"your crate did not compile: {summary}\n{rendered}", summary)
+    out_dir = scratch / "bin"
+    out_dir.mkdir(exist_ok=True)
+    shutil.copyfile(binary, out_dir / "tl-worker")
+    os.chmod(out_dir / "tl-worker", 0o755)
+    return scratch
+
+
+def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
+    """`cargo build` of the workspace's worker, confined, under the build's deadline: (process, stdout, stderr, s)."""
+    fixed = mode.name == "bwrap"
+    at_ws, at_target = (FIXED_WS, FIXED_TARGET) if fixed else (str(ws), str(target))
+    env = {"PATH": f"{tc.sysroot / 'bin'}:/usr/bin:/bin", "CARGO_HOME": f"{at_ws}/cargo-home", "RUSTC": str(tc.rustc),
+           "CARGO_TARGET_DIR": at_target, "CARGO_NET_OFFLINE": "true", "CARGO_TERM_COLOR": "never",
            "CARGO_BUILD_JOBS": str(min(4, os.cpu_count() or 1)), "LANG": "C.UTF-8"}
-    argv = [str(tc.cargo), "build", "--offline", "--manifest-path", str(manifest), "-p", "tl-worker",
+    argv = [str(tc.cargo), "build", "--offline", "--manifest-path", f"{at_ws}/Cargo.toml", "-p", "tl-worker",
             "--message-format", "json"]
     visible = [] if str(tc.sysroot).startswith("/usr") else [tc.sysroot]
     visible += [Path(p) for p in LINKER_PATHS if Path(p).exists()]
-    argv, how = confine(mode, argv, visible, env, home, BUILD_LIMITS, tmp_mb=BUILD_TMP_MB, writable=[ws, target])
-    if mode.name != "bwrap":
+    argv, how = confine(mode, argv, visible, env, home, BUILD_LIMITS, tmp_mb=BUILD_TMP_MB, writable=[ws, target],
+                        writable_at={ws: FIXED_WS, target: FIXED_TARGET} if fixed else None)
+    if not fixed:
         how["cwd"] = "/"  # no .cargo/config.toml above it that anyone but root could have written
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -251,21 +289,24 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode) -> Path:
                           "(a const evaluation or a macro that never ends?)") from None
     finally:
         reap(mode)
-    took = time.monotonic() - started
-    text_out, text_err = out.decode(errors="replace"), err.decode(errors="replace")
-    binary = target / "debug" / "tl-worker"
-    if proc.returncode != 0 or not binary.is_file():
-        rendered, summary = _first_error(text_out, ws)
-        if not rendered:
-            tail = "\n".join(text_err.strip().splitlines()[-15:]).replace(str(ws) + "/", "")
-            raise BuildFailed(f"your crate did not compile (cargo exit {proc.returncode} after {took:.1f} s):\n{tail}",
-                              "cargo failed")
-        raise BuildFailed(f"your crate did not compile: {summary}\n{rendered}", summary)
-    out_dir = scratch / "bin"
-    out_dir.mkdir(exist_ok=True)
-    shutil.copyfile(binary, out_dir / "tl-worker")
-    os.chmod(out_dir / "tl-worker", 0o755)
-    return scratch
+    return proc, out.decode(errors="replace"), err.decode(errors="replace"), time.monotonic() - started
+
+
+def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
+    """The grading run's template (bwrap): the Rust reference built clean into `dest` at the fixed paths;
+    every submission's build then copies it (set OL_RUST_TEMPLATE=dest for the judges). Returns dest."""
+    from .subjects import copy_reference
+
+    src = copy_reference(chapter, Path(tempfile.mkdtemp(prefix="ol-impl-")), "rust")
+    try:
+        build(chapter, src, dest, mode, cache=False)
+    except BuildFailed as e:
+        from .errors import OlError
+
+        raise OlError(f"the Rust reference does not build here, so no Rust submission can be graded: {e}") from None
+    finally:
+        shutil.rmtree(src, ignore_errors=True)
+    return dest
 
 
 def _kill(proc: subprocess.Popen, mode: Mode) -> None:

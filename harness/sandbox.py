@@ -146,12 +146,12 @@ def _reachable_by_other(path: str) -> bool:
 
 def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_tmp_mb: int = 64,
               limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
-              python: str | None = None, host_uid: int = SANDBOX_UID, writable: list[str] = ()) -> list[str]:
+              python: str | None = None, host_uid: int = SANDBOX_UID, writable: list[tuple[str, str]] = ()) -> list[str]:
     """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring).
 
-    `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: folders bound read-write at
-    their own paths (a build's output folder, made for it by the caller and writable by host_uid when the
-    caller is root). `writable_tmp_mb`: the size of the
+    `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: (host_path, sandbox_path)
+    pairs of folders bound read-write (a build's output folder, made for it by the caller and writable by
+    host_uid when the caller is root). `writable_tmp_mb`: the size of the
     private tmpfs at /tmp (and of the working directory, if that is outside /tmp: its own tmpfs).
     `env`: the whole environment of the command. `python`: the interpreter whose installation is made
     visible and that runs the limiter (default: this one). Start the result with `subprocess.Popen`,
@@ -194,8 +194,8 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
         a += ["--ro-bind", src(root), root]
     for host, inside in visible:
         a += ["--ro-bind", src(str(host)), str(inside)]
-    for folder in writable:
-        a += ["--bind", src(str(folder)), str(folder)]
+    for host, inside in writable:
+        a += ["--bind", src(str(host)), str(inside)]
     a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", cwd, "--clearenv"]
     for k, v in (env or {}).items():
         a += ["--setenv", str(k), str(v)]
