@@ -1,9 +1,13 @@
 """`ol grade` on the example class: expected outcomes, the same on two runs with one seed, valid
-outputs; and fresh cases defeat a submission that hard-codes the shipped golden answers."""
+outputs; and fresh cases defeat a submission that hard-codes the shipped golden answers.
+
+The Python and Rust samples graded together (one `ol grade` over examples/submissions) need cargo:
+that test is skipped without it; the others grade a copy of the Python samples alone."""
 
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +19,17 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
 SCHEMA = json.loads((REPO / "harness" / "schemas" / "check_report.schema.json").read_text())
 DIFFERENTIAL = {"prompt_lookup_matches_python_l8_6", "verify_matches_python_l8_6"}
+EXPECTED = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
+PYTHON_EXPECTED = {name: e for name, e in EXPECTED.items() if e.get("language", "python") == "python"}
+HAS_CARGO = shutil.which("cargo") is not None or (Path.home() / ".cargo/bin/cargo").exists()
+
+
+def python_examples(tmp_path: Path) -> Path:
+    """A copy of examples/submissions holding only its Python samples (no cargo needed to grade them)."""
+    klass = tmp_path / "examples-python"
+    for name in PYTHON_EXPECTED:
+        shutil.copytree(EXAMPLES / name, klass / name)
+    return klass
 
 
 def grade(out: Path, submissions: Path, *extra, cwd: Path = REPO) -> subprocess.CompletedProcess:
@@ -40,10 +55,11 @@ def outcomes(out: Path) -> dict[str, dict[str, str]]:
 
 @pytest.mark.slow
 def test_grading_the_examples_twice_with_one_seed(tmp_path):
-    expected = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
+    expected = PYTHON_EXPECTED
+    klass = python_examples(tmp_path)
     runs = []
     for i in (1, 2):
-        r = grade(tmp_path / f"run{i}", EXAMPLES, "--seed", "4242", "--ref-deps")
+        r = grade(tmp_path / f"run{i}", klass, "--seed", "4242", "--ref-deps")
         assert r.returncode == 0, r.stderr[-3000:]
         runs.append(outcomes(tmp_path / f"run{i}"))
     assert runs[0] == runs[1], "the same seed must regrade identically"
@@ -63,6 +79,32 @@ def test_grading_the_examples_twice_with_one_seed(tmp_path):
     assert summary["seed"] == 4242 and summary["summary"]["submissions"] == len(expected)
     assert summary["summary"]["passed_by_test"]["hand_example_greedy_verify"] == sum(
         "hand_example_greedy_verify" not in w["must_fail"] for w in expected.values())
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
+def test_one_grade_of_the_python_and_rust_examples_gives_each_its_expected_score_and_language(tmp_path):
+    """`ol grade L10.8 examples/submissions --ref-deps` from the project root, as the README has it, over the
+    mixed folder: every sample graded, its failing tests, passed count and score as expected.json states,
+    and the CSV's language column rust or python."""
+    from harness.registry import load_chapter
+
+    points = {t.name: t.points for t in load_chapter("L10.8").tests}
+    r = grade(tmp_path / "out", Path("examples/submissions"), "--seed", "4242", "--ref-deps", cwd=REPO)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+    got = rows(tmp_path / "out")
+    assert set(got) == set(EXPECTED), sorted(set(got) ^ set(EXPECTED))
+    assert {e.get("language", "python") for e in EXPECTED.values()} == {"python", "rust"}
+    for name, want in EXPECTED.items():
+        row = got[name]
+        assert row["status"] == "graded", (name, row["reason"])
+        assert row["language"] == want.get("language", "python"), f"{name}: language {row['language']!r}"
+        failing = {t: o for t, o in row.items() if t not in FIXED and o != "pass"}
+        assert failing == want["must_fail"], f"{name}: {failing} != {want['must_fail']}"
+        assert int(row["passed"]) == len(want["must_pass"]), (name, row["passed"])
+        assert float(row["score"]) == sum(points[t] for t in want["must_pass"]), (name, row["score"])
+    summary = json.loads((tmp_path / "out" / "results" / "summary.json").read_text())["summary"]
+    assert summary["graded"] == len(EXPECTED) and summary["all_passed"] == sum(not w["must_fail"] for w in EXPECTED.values())
 
 
 CHEAT = '''
@@ -125,12 +167,14 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
 @pytest.mark.slow
 def test_the_readme_grade_command_works_from_another_folder_with_relative_paths(tmp_path):
     """`ol grade L10.8 examples/submissions --ref-deps ...` as a member of staff types it, from the project root
-    and from elsewhere: every sample gets the grade expected.json states (no silent 0/16)."""
-    expected = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
+    and from elsewhere: every sample gets the grade expected.json states (no silent 0/16). The Python
+    samples (a copy); the mixed folder from the root: the test above."""
+    expected = PYTHON_EXPECTED
+    klass = python_examples(tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     for cwd, out in ((REPO, tmp_path / "from-root"), (elsewhere, Path("out"))):
-        rel = Path(os.path.relpath(EXAMPLES, cwd))
+        rel = Path(os.path.relpath(klass, cwd))
         r = grade(out, rel, "--seed", "4242", "--ref-deps", cwd=cwd)
         assert r.returncode == 0, r.stderr[-3000:]
         got = rows(cwd / out)
