@@ -4,7 +4,8 @@ no score (never a 0 that looks like a grade)."""
 import csv
 import io
 
-CSV_FIXED = ["submission", "language", "status", "passed", "failed", "score", "max_score", "wall_s", "reason", "sandbox"]
+# `language` last of the fixed columns: the earlier ones keep their places for scripts that read them by position
+CSV_FIXED = ["submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason", "sandbox", "language"]
 
 
 def grades_csv(result: dict) -> str:
@@ -13,11 +14,11 @@ def grades_csv(result: dict) -> str:
     w.writerow(CSV_FIXED + result["tests"])
     for r, wall in zip(result["reports"], result["wall_s"]):
         if r.ungraded is not None:
-            w.writerow([r.submission, r.language or "", "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or ""] +
+            w.writerow([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or "", r.language or ""] +
                        ["ungraded"] * len(result["tests"]))
             continue
         outcomes = {t.name: t.outcome.value for t in r.tests}
-        w.writerow([r.submission, r.language or "", "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
-                    r.sandbox or ""] +
+        w.writerow([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
+                    r.sandbox or "", r.language or ""] +
                    [outcomes.get(n, "missing") for n in result["tests"]])
     return buf.getvalue()
