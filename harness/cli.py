@@ -22,7 +22,7 @@ from rich.progress import Progress
 
 from .errors import OlError, UsageError
 from .paths import REPO
-from .registry import load_chapter
+from .registry import DEFAULT_SET, load_chapter
 from .render import console as show
 from .golden import verify as verify_golden
 from .subjects import validate
@@ -179,7 +179,9 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
     langs = [lang] if lang else list(ch.languages)
     if any(Path(ch.language(n).student_file).is_file() for n in langs):
         return "."
-    found = [n for n in langs if Path(ch.language(n).default_workspace).exists()]
+    # a workspace folder counts when it holds the language's package (this repository's own rust/ holds only
+    # the course's crates, so `ol check L10.8` here shows the demo)
+    found = [n for n in langs if (Path(ch.language(n).default_workspace) / ch.language(n).package).is_dir()]
     if not found:
         return None
     if len(found) > 1:
@@ -316,13 +318,22 @@ def _shown(path: Path) -> str:
 @click.option("--json", "json_path", default=None, help="write the kill matrix as JSON")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel processes (default: the core count)")
 @click.option("--lang", default="python", help="python (default), rust, or all: each language's reference and mutant ports")
-def mutants(chapter, json_path, jobs, lang) -> None:
-    """Prove the tests catch the pitfalls: the reference passes all, every mutant fails its named test."""
+@click.option("--set", "mutant_set", default=DEFAULT_SET, show_default=True,
+              help="the mutant set: the named pitfalls (default), or a further set of chapter.toml's mutant_sets "
+                   "(killed by any failing test; passes at 95 %% killed)")
+def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
+    """Prove the tests catch the pitfalls: the reference passes all, every mutant fails its named test.
+
+    With --set NAME, a further mutant set: the kill matrix of every test, the share killed (exit 1 below
+    95 %), the survivors, and the findings (mutants no test of their expected_by catches)."""
     from .mutants import kill_matrix, ported
 
     ch = load_chapter(chapter)
-    if not ch.mutants:
-        raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")
+    if not ch.mutant_set(mutant_set):  # an unknown set is a usage error too
+        if mutant_set == DEFAULT_SET:
+            raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")
+        raise UsageError(f"chapter {ch.chapter}'s mutant set {mutant_set} is empty ({ch.mutant_set_manifests[mutant_set]} "
+                         "is missing or has no [[mutant]])")
     langs = list(ch.languages) if lang == "all" else [lang]
     for name in langs:
         ch.language(name)  # an unknown language is a usage error before anything runs
@@ -330,8 +341,8 @@ def mutants(chapter, json_path, jobs, lang) -> None:
     for name in langs:
         start = time.perf_counter()
         with Progress(console=err, transient=True) as progress:
-            task = progress.add_task(f"{name}: reference and mutants", total=len(ported(ch, name)) + 1)
-            result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task), language=name)
+            task = progress.add_task(f"{name}: reference and mutants", total=len(ported(ch, name, mutant_set)) + 1)
+            result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task), language=name, mutant_set=mutant_set)
         result["duration_s"] = round(time.perf_counter() - start, 2)
         results.append(result)
     show.kill_matrices(out, results)

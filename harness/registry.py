@@ -10,6 +10,11 @@ Loading checks the pack before any test runs: every key present and of the right
 test or mutant, every mutant's named test a test of the chapter, and the tests file and the table
 agreeing both ways (a test function with no row, or a row with no function, is a RegistryError that
 names both).
+
+Mutants come in sets. The default set (`mutants = "..."`, rows of MutantSpec) holds the chapter's named
+pitfalls, each caught by its named test. Further sets (`mutant_sets = { name = "<manifest>" }`, rows of
+RuleMutantSpec) each break one rule of the contract and are killed by any failing test; `expected_by`
+names the tests meant to catch each. Mutant ids are unique across all sets (`mutant:ID` names one).
 """
 
 from dataclasses import dataclass, field, replace
@@ -22,6 +27,7 @@ import tomllib
 from .errors import RegistryError, UnknownChapter, UsageError
 from .paths import CHAPTERS_DIR
 
+DEFAULT_SET = "default"  # the mutant set of chapter.toml's `mutants` key: the named pitfalls
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
 PACKAGE = "chapters"  # the Python package every pack is imported under
@@ -48,6 +54,20 @@ class MutantSpec:
 
 
 @dataclass(frozen=True)
+class RuleMutantSpec:
+    """A mutant of a further set (chapter.toml's `mutant_sets`): the reference with one rule of the contract
+    broken. It is killed when any test fails; `expected_by` names the tests whose `checks` text names the rule."""
+
+    id: str
+    rule: str  # the rule it breaks, worded as the contract states it
+    misconception: str  # what the student believed
+    expected_by: tuple[str, ...]  # the tests meant to catch it (each a test of the chapter)
+    patch: Path  # the Python reference's patch
+    differs_on: str = ""  # an input on which its answer differs from the reference's (it is not equivalent)
+    patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
+
+
+@dataclass(frozen=True)
 class LanguageSpec:
     """What a student of this chapter writes in one language, and where the rest comes from."""
 
@@ -60,6 +80,7 @@ class LanguageSpec:
     default_workspace: str  # where `ol start` writes and `ol check` looks by default
     uploads: dict[str, str]  # a bare uploaded file name -> its place in the package
     mutmut: tuple[str, ...] = ()  # reference files mutmut mutates
+    given: tuple[str, ...] = ()  # the course's files in a submission's tree: a build always takes the reference's
 
     @property
     def student_file(self) -> str:
@@ -84,6 +105,8 @@ class Chapter:
     data: dict[str, Path] = field(default_factory=dict)  # named data paths the judge helpers use
     worker_sees: dict[str, tuple[str, ...]] = field(default_factory=dict)  # data name -> the files in it a worker may read
     default_language: str = "python"  # graded when a folder holds workspaces of several languages
+    mutant_sets: dict[str, tuple[RuleMutantSpec, ...]] = field(default_factory=dict)  # further sets, by name
+    mutant_set_manifests: dict[str, Path] = field(default_factory=dict)  # a further set's name -> its manifest
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -94,11 +117,24 @@ class Chapter:
     def pitfalls_for(self, test_name: str) -> list[MutantSpec]:
         return [m for m in self.mutants if m.must_fail == test_name]
 
-    def mutant(self, mid: str) -> MutantSpec:
-        for m in self.mutants:
+    def mutant(self, mid: str) -> "MutantSpec | RuleMutantSpec":
+        """The mutant `mid` of any set (ids are unique across sets)."""
+        for m in (*self.mutants, *(x for s in self.mutant_sets.values() for x in s)):
             if m.id == mid:
                 return m
-        raise UsageError(f"chapter {self.chapter} has no mutant {mid!r}: it has {', '.join(m.id for m in self.mutants) or 'none'}")
+        have = ", ".join(m.id for m in self.mutants) or "none"
+        have += "".join(f"; set {name}: {', '.join(m.id for m in s)}" for name, s in self.mutant_sets.items())
+        raise UsageError(f"chapter {self.chapter} has no mutant {mid!r}: it has {have}")
+
+    def mutant_set(self, name: str = DEFAULT_SET) -> tuple:
+        """The mutants of a set: DEFAULT_SET's named pitfalls, or a set chapter.toml's `mutant_sets` names."""
+        if name == DEFAULT_SET:
+            return self.mutants
+        try:
+            return self.mutant_sets[name]
+        except KeyError:
+            sets = ", ".join([DEFAULT_SET, *self.mutant_sets])
+            raise UsageError(f"chapter {self.chapter} has no mutant set {name!r}: it has {sets}") from None
 
     def language(self, name: str = "python") -> LanguageSpec:
         try:
@@ -207,11 +243,66 @@ def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple
     return mutants
 
 
+def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple[RuleMutantSpec, ...]:
+    """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list of
+    tests), optional patch (default <id>.patch), differs_on and <lang>_patch. A missing manifest is an empty
+    set, as for the default set (a copy of the pack without its mutants still grades); `ol mutants` says so."""
+    if not manifest.is_file():
+        return ()
+    try:
+        rows = tomllib.loads(manifest.read_text()).get("mutant", [])
+        mutants = []
+        for x in rows:
+            expected = x["expected_by"]
+            expected = (expected,) if isinstance(expected, str) else tuple(expected)
+            if not expected or not all(isinstance(t, str) for t in expected):
+                raise TypeError(f"mutant {x['id']}: expected_by must name at least one test")
+            for key in ("id", "rule", "misconception", "differs_on"):
+                if not isinstance(x.get(key, ""), str):
+                    raise TypeError(f"mutant {x.get('id')}: {key} must be a string")
+            mutants.append(RuleMutantSpec(id=x["id"], rule=x["rule"], misconception=x["misconception"], expected_by=expected,
+                                          patch=manifest.parent / x.get("patch", f"{x['id']}.patch"),
+                                          differs_on=x.get("differs_on", ""),
+                                          patches={k.removesuffix("_patch"): manifest.parent / v for k, v in x.items()
+                                                   if k.endswith("_patch")}))
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
+    _unique([x.id for x in mutants], "mutant", manifest)
+    names = {t.name for t in tests}
+    for x in mutants:
+        unknown = [t for t in x.expected_by if t not in names]
+        if unknown:
+            raise RegistryError(f"{manifest}: mutant {x.id} is expected_by {unknown}, which are not tests of {chapter}")
+    return tuple(mutants)
+
+
+def _mutant_sets(ch: Chapter, declared: dict, tests: tuple[TestSpec, ...]) -> dict[str, tuple[RuleMutantSpec, ...]]:
+    sets = {name: _rule_mutants(path, tests, ch.chapter) for name, path in declared.items()}
+    seen = {m.id: DEFAULT_SET for m in ch.mutants}
+    for name, mutants in sets.items():
+        for m in mutants:
+            if m.id in seen:
+                raise RegistryError(f"{ch.mutant_set_manifests[name]}: mutant id {m.id!r} is also in set {seen[m.id]}; "
+                                    "ids are unique across a chapter's mutant sets")
+            seen[m.id] = name
+    return sets
+
+
+def _set_paths(declared) -> dict[str, str]:
+    """chapter.toml's `mutant_sets`, checked: a table of set name (an identifier, not DEFAULT_SET) -> manifest path."""
+    if not isinstance(declared, dict) or not all(
+            isinstance(k, str) and k.isidentifier() and k != DEFAULT_SET and isinstance(v, str) for k, v in declared.items()):
+        raise ValueError(f"mutant_sets must be a table of set names (identifiers, not {DEFAULT_SET!r}) to manifest paths, "
+                         f"got {declared!r}")
+    return declared
+
+
 def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
     return LanguageSpec(name=name, reference=(pack / d["reference"]).resolve(), package=d["package"],
                         student_files=tuple(d["student_files"]), contract=(pack / d["contract"]).resolve(),
                         deps=tuple(d.get("deps", ())), default_workspace=d["default_workspace"],
-                        uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())))
+                        uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())),
+                        given=tuple(d.get("given", ())))
 
 
 def make_importable() -> None:
@@ -245,7 +336,8 @@ def load_chapter(chapter: str) -> Chapter:
                      demo=(pack / d["demo"]).resolve() if "demo" in d else None,
                      data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()},
                      worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()},
-                     default_language=d.get("default_language", next(iter(languages))))
+                     default_language=d.get("default_language", next(iter(languages))),
+                     mutant_set_manifests={name: pack / path for name, path in _set_paths(d.get("mutant_sets", {})).items()})
         unknown = [n for n in ch.worker_sees if n not in ch.data]
         if unknown:
             raise ValueError(f"worker_sees names {unknown}, which [data] does not define")
@@ -260,4 +352,5 @@ def load_chapter(chapter: str) -> Chapter:
             raise RegistryError(f"{toml}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
     check_agreement(tests, ch.tests_files, toml)
     make_importable()
-    return replace(ch, mutants=_mutants(ch.mutants_manifest, tests, chapter))
+    ch = replace(ch, mutants=_mutants(ch.mutants_manifest, tests, chapter))
+    return replace(ch, mutant_sets=_mutant_sets(ch, ch.mutant_set_manifests, tests))

@@ -141,6 +141,8 @@ def assemble(lang, package_dir: Path, ws: Path) -> Path:
     engine = ws / "crates" / "tl-engine"
     _write_if_changed(engine / "Cargo.toml", ENGINE_MANIFEST)
     _sync(src, engine / "src", only_suffix=".rs")  # only Rust sources: no data an include could read
+    for rel in lang.given:  # the course's own modules (the model, the runner target): never the submission's copy
+        _sync_file(lang.reference / rel, ws / rel)
     return ws / "Cargo.toml"
 
 
