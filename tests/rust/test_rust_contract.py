@@ -60,3 +60,12 @@ def test_without_cargo_a_rust_check_says_what_to_install(tmp_path):
         pytest.skip("this machine has a system rustc")
     r = subprocess.run([*ol, "check", "L10.8"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 2 and "needs cargo and rustc" in r.stderr and "apt install cargo rustc" in r.stderr, r.stderr
+
+
+def test_ol_check_in_this_repository_shows_the_demo():
+    """The repository's own rust/ holds the course's crates, not a workspace: the README's first command
+    (`./ol check L10.8` in a fresh clone) still shows the demo."""
+    import subprocess
+
+    r = subprocess.run([str(REPO / "ol"), "check", "L10.8"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "No submission at ./" in r.stdout and "the sample's bug is caught" in r.stdout, r.stdout[-2000:]

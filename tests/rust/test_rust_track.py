@@ -165,3 +165,14 @@ def test_a_pasted_golden_case_compiles_and_passes_in_the_students_crate(started,
     r = subprocess.run(["cargo", "test", "--offline", "-q", "-p", "tl-engine", "--lib", "golden_"], cwd=home / "rust",
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0 and re.search(r"test result: ok\. ([4-9]|\d\d+) passed; 0 failed", r.stdout), r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_the_given_modules_are_always_the_courses(started, tmp_path):
+    """A student's runner_target.rs or model.rs (edited, or written by an older `ol start`) is not built: the
+    judge compiles the course's copies, so neither a stale copy nor an edit changes what the tests run on."""
+    home = workspace_with(started, tmp_path, REF_SPEC.read_text())
+    src = home / "rust/crates/tl-engine/src"
+    (src / "runner_target.rs").write_text("this is not the course's runner target\n")
+    (src / "model.rs").write_text("pub fn nothing() {}\n")
+    code, rep = report(home)
+    assert code == 0, [(t["name"], t["message"][:200]) for t in rep["tests"] if t["outcome"] != "pass"]
