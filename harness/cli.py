@@ -320,7 +320,7 @@ def _shown(path: Path) -> str:
 @click.option("--lang", default="python", help="python (default), rust, or all: each language's reference and mutant ports")
 @click.option("--set", "mutant_set", default=DEFAULT_SET, show_default=True,
               help="the mutant set: the named pitfalls (default), or a further set of chapter.toml's mutant_sets "
-                   "(killed by any failing test; passes at 95 %% killed)")
+                   "(killed by any failing test; passes at 95 % killed)")
 def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
     """Prove the tests catch the pitfalls: the reference passes all, every mutant fails its named test.
 
@@ -337,6 +337,11 @@ def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
     langs = list(ch.languages) if lang == "all" else [lang]
     for name in langs:
         ch.language(name)  # an unknown language is a usage error before anything runs
+    if mutant_set != DEFAULT_SET:  # a further set runs in the languages its mutants are ported to
+        have = [name for name in langs if ported(ch, name, mutant_set)]
+        if not have:
+            raise UsageError(f"the mutant set {mutant_set} of {ch.chapter} has no {' or '.join(langs)} port")
+        langs = have
     results = []
     for name in langs:
         start = time.perf_counter()

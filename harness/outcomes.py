@@ -37,10 +37,11 @@ _OUTCOME_TEXT = {
 class MutantVerdict(str, Enum):
     """What the tests did to one mutant, in the words of cargo-mutants."""
 
-    CAUGHT = "caught"  # its named test fails
+    CAUGHT = "caught"  # its named test fails (a further set's mutant: a test it is expected_by)
     MISSED = "missed"  # its named test passes: the tests do not catch this pitfall
     UNVIABLE = "unviable"  # the mutant could not be made or loaded (its patch does not apply)
     TIMEOUT = "timeout"  # its named test ran out of time: caught, but only by the clock
+    CAUGHT_ELSEWHERE = "caught elsewhere"  # a further set's mutant: some test fails, but none it is expected_by
 
     @property
     def description(self) -> str:
@@ -52,4 +53,5 @@ _VERDICT_TEXT = {
     MutantVerdict.MISSED: "its named test passes: the suite does not catch this pitfall",
     MutantVerdict.UNVIABLE: "the mutant could not be built or loaded",
     MutantVerdict.TIMEOUT: "its named test timed out instead of failing",
+    MutantVerdict.CAUGHT_ELSEWHERE: "tests fail, but none of those meant to catch its rule: a finding",
 }

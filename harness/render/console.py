@@ -58,6 +58,8 @@ def kill_matrix(out, result: dict) -> None:
 
 
 def _matrix_table(result: dict) -> Table:
+    if "set" in result:
+        return _set_table(result)
     lang = f" ({result['language']})" if result.get("language", "python") != "python" else ""
     t = Table(title=f"{result['chapter']}{lang}: kill matrix (x = test fails; [bold]X[/] = the named test)")
     t.add_column("subject")
@@ -76,6 +78,8 @@ def _matrix_table(result: dict) -> Table:
 
 
 def _matrix_summary(out, result: dict) -> None:
+    if "set" in result:
+        return _set_summary(out, result)
     short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
     out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
     if result.get("not_ported"):
@@ -89,6 +93,52 @@ def _matrix_summary(out, result: dict) -> None:
               f"reference {'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s")
     out.print(f"pitfall hints: name the mutant for {named} of {len(result['mutants'])} graded as submissions; "
               f"{'none' if not result['reference_hints'] else ', '.join(result['reference_hints'])} for the reference")
+
+
+def _set_table(result: dict) -> Table:
+    """A further set's matrix: x = the test fails, X = a test the mutant is expected_by fails, ! = an expected test passes."""
+    lang = f" ({result['language']})" if result.get("language", "python") != "python" else ""
+    t = Table(title=f"{result['chapter']}{lang}, mutant set {result['set']}: kill matrix "
+                    "(x = test fails; [bold]X[/] = a test it is expected_by; ! = an expected test passes)")
+    t.add_column("subject")
+    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
+    for name in result["tests"]:
+        t.add_column(short[name], justify="center")
+    t.add_column("verdict")
+    t.add_row("reference", *["x" if n in result["reference_failed_tests"] else "." for n in result["tests"]],
+              "[green]passes all[/]" if result["reference_passes"] else "[red]FAILS[/]")
+    colour = {"caught": "green", "caught elsewhere": "yellow", "timeout": "yellow"}
+    for m in result["mutants"]:
+        cells = [("[bold]X[/]" if n in m["expected_by"] else "x") if n in m["failed_tests"] else
+                 ("[red]![/]" if n in m["expected_by"] else ".") for n in result["tests"]]
+        t.add_row(m["id"], *cells, f"[{colour.get(m['verdict'], 'red')}]{m['verdict']}[/]")
+    return t
+
+
+def _set_summary(out, result: dict) -> None:
+    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
+    out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
+    if result.get("not_ported"):
+        out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
+    by_id = {m["id"]: m for m in result["mutants"]}
+    for m in result["mutants"]:
+        if m["problem"]:
+            out.print(f"[red]{m['id']} unviable:[/] {escape(m['problem'])}", markup=True)
+    for mid in result["findings"]:
+        m = by_id[mid]
+        out.print(f"[yellow]finding {mid}[/]: killed only by {', '.join(m['failed_tests'])}, not by a test it is expected_by "
+                  f"({', '.join(m['expected_by'])}); rule: {escape(m['rule'])}", markup=True)
+    for mid in result["survivors"]:
+        m = by_id[mid]
+        out.print(f"[red]survivor {mid}[/]: {escape(m['rule'])}\n    expected_by {', '.join(m['expected_by'])}; "
+                  f"differs on: {escape(m['differs_on'])}", markup=True)
+    caught = sum(m["verdict"] == "caught" for m in result["mutants"])
+    pct = f"{100 * result['kill_rate']:.1f} %"
+    colour = "green" if result["ok"] else "red"
+    out.print(f"[bold {colour}]{result['killed']} of {result['total']} mutants killed ({pct}; the set passes at "
+              f"{100 * result['threshold']:g} %)[/]: {caught} caught by a test of their expected_by, {len(result['findings'])} "
+              f"only by other tests (findings), {len(result['survivors'])} survive; reference "
+              f"{'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s", markup=True)
 
 
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
