@@ -11,6 +11,11 @@ package is `tinyllm` and whose chapter file is `tinyllm/infer/spec.py`, it accep
     a .zip of any of these       extracted into a scratch folder first (names are checked: no
                                  absolute paths, no `..`, bounded size)
 
+A package one folder deep in its workspace (Rust's `crates/tl-engine`, chapter file
+`crates/tl-engine/src/spec.rs`) is also accepted as its own last folder: DIR named tl-engine, or
+DIR/.../tl-engine/src/spec.rs (an upload folder or archive holding the crate), copied into
+crates/tl-engine of a scratch folder.
+
 Anything else is a BadSubmission that says what to hand in.
 """
 
@@ -46,6 +51,8 @@ def _what_to_hand_in(chapter: Chapter) -> str:
     ways = []
     for lang in chapter.languages.values():
         ways.append(f"a folder holding {lang.package}/ (with {lang.student_file})")
+        if len(Path(lang.package).parts) > 1:  # the crate folder on its own: tl-engine/
+            ways.append(f"the folder {Path(lang.package).name}/ alone")
         ways += [f"the file {name} alone" for name in lang.uploads]
     return "; ".join(ways) + ", or a .zip of one of these"
 
@@ -87,12 +94,17 @@ def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
 
 
 def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
-    """`path` when it is the package folder of a nested package name (a Rust crate `tl-engine/` whose place
-    in the workspace is `crates/tl-engine`), holding the chapter's file; else None."""
+    """The package folder of a nested package name (a Rust crate `tl-engine/` whose place in the workspace
+    is `crates/tl-engine`) holding the chapter's file: `path` itself, or the shallowest one below it (the
+    folder an upload lands in, /autograder/submission/tl-engine, or an archive of the crate); else None."""
     pkg = Path(lang.package)
-    if len(pkg.parts) > 1 and path.name == pkg.name and (path / Path(lang.student_file).relative_to(pkg)).is_file():
+    if len(pkg.parts) < 2:
+        return None
+    inside = Path(lang.student_file).relative_to(pkg)  # src/spec.rs
+    if path.name == pkg.name and (path / inside).is_file():
         return path
-    return None
+    found = sorted((p for p in path.rglob(str(Path(pkg.name) / inside)) if p.is_file()), key=lambda p: len(p.parts))
+    return Path(*found[0].parts[:len(found[0].parts) - len(inside.parts)]) if found else None
 
 
 def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
@@ -106,10 +118,10 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
     if path.is_dir():
         bare = [path / name for name in lang.uploads if (path / name).is_file()]
         located = _locate(lang, path)
-        crate = _crate_folder(lang, path)
-        if located is None and crate is not None:  # e.g. tl-engine/ itself, for the workspace's crates/tl-engine
+        crate = _crate_folder(lang, path) if located is None else None
+        if crate is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
             into = scratch() / lang.package
-            shutil.copytree(path, into, symlinks=True, ignore=shutil.ignore_patterns("target", ".git"))
+            shutil.copytree(crate, into, symlinks=True, ignore=shutil.ignore_patterns("target", ".git"))
             return Submission(lang.name, path, scratch(), "package")
         if located is not None:
             root, layout = located

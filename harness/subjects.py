@@ -94,6 +94,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
     source_root = Path(package_dir)
     if spec.build is not None:
         build_dir = _scratch()
+        build_dir.chmod(0o755)  # mode uid: the build's uid reaches its workspace, target and cwd in it (as a worker's folder)
         impl.adopt(build_dir)
         try:
             package_dir = spec.prepare(chapter, package_dir, build_dir, mode)

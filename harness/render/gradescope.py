@@ -43,8 +43,10 @@ def results_json(rep: Report) -> dict:
         head = f"Your submission could not be loaded, so no test ran:\n{rep.load_error}"
     if rep.ungraded:
         head = f"The grader could not grade this submission (not a verdict on your code): {rep.ungraded}"
-    return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), **FORMAT, "tests": tests,
-            "extra_data": {"ol": "ungraded" if rep.ungraded else "graded", "sandbox": rep.sandbox}}
+    extra = {"ol": "ungraded" if rep.ungraded else "graded", "sandbox": rep.sandbox}
+    if rep.language:  # which worker graded it (python | rust): one assignment takes uploads in either
+        extra["language"] = rep.language
+    return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), **FORMAT, "tests": tests, "extra_data": extra}
 
 
 def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -> dict:

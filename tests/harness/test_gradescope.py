@@ -6,7 +6,9 @@ against every field the specification documents.
 /autograder is ROOT/autograder bind-mounted in a private mount namespace (`unshare --mount`), so
 the scripts run at their real paths and nothing of the host changes but an empty /autograder mount
 point. run_autograder also runs without a network (`unshare --net`): grading must need none.
-setup.sh runs with ol's existing environment (OL_VENV), so it installs nothing.
+setup.sh runs with ol's existing environment (OL_VENV) and this machine's Rust toolchain, so it installs
+nothing (without cargo, OL_SETUP_RUST=0: no apt-get on the host, and the Rust uploads' tests skip); it
+still builds the Rust reference (the template a Rust upload's build starts from).
 """
 
 import hashlib
@@ -33,12 +35,30 @@ CHAPTER = load_chapter("L10.8")
 NAMES = [t.name for t in CHAPTER.tests]  # the chapter's table says how many, not this file
 FULL = CHAPTER.max_points
 REF = REPO / "reference" / "tinyllm"
+RUST_REF_SPEC = REPO / "reference" / "rust" / "crates" / "tl-engine" / "src" / "spec.rs"
+RUST_STUB = REPO / "spec" / "rust" / "spec.rs"  # what `ol start --lang rust` writes: every function todo!()
 BUGGY = REPO / "examples" / "submissions" / "s01-first-occurrence"  # fails some tests, passes others
 VENV = Path(os.environ.get("OL_VENV") or REPO / ".venv")
 MOUNT = Path("/autograder")  # where Gradescope puts everything
 SEED = 7
 SECRET_SEED = 6_917_529_027_641_081_857  # 19 digits: a seed that cannot turn up in a report by accident
 RUN_TIMEOUT_S = 600  # one run_autograder: a full check takes seconds, a loaded 2-core machine is slower
+
+
+def _has_rust() -> bool:
+    """Whether the judge finds cargo and rustc >= 1.75 (else setup.sh would run this machine's apt-get)."""
+    from harness.errors import UsageError
+    from harness.rust import toolchain
+
+    try:
+        toolchain()
+    except UsageError:
+        return False
+    return True
+
+
+HAS_RUST = _has_rust()
+needs_rust = pytest.mark.skipif(not HAS_RUST, reason="needs cargo and rustc 1.75+")
 
 
 def build(tmp: Path, seed: int) -> Path:
@@ -95,6 +115,7 @@ def _namespace() -> list[str]:
 class Autograder:
     flags: list[str]
     root: Path
+    setup_log: str = ""
 
     @property
     def dir(self) -> Path:
@@ -105,15 +126,17 @@ class Autograder:
         `prelude`: shell run first in the namespace."""
         script = f'{prelude}mount --bind "{self.dir}" /autograder && cd /autograder && {command}'
         env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_ROOT"}  # the scripts' default, /autograder
+        rust = {} if HAS_RUST else {"OL_SETUP_RUST": "0"}  # no apt-get on this machine: the Rust tests skip
         return subprocess.run(["unshare", *(["--net"] if offline else []), *self.flags, "bash", "-c", script],
                               capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
-                              env={**env, "OL_VENV": str(VENV), **(env_extra or {})})
+                              env={**env, "OL_VENV": str(VENV), **rust, **(env_extra or {})})
 
     def setup(self) -> str:
         _stamp_matches(self.dir / "source")
         r = self.run("bash /autograder/source/setup.sh", offline=False)
         assert r.returncode == 0, r.stdout + r.stderr
-        return r.stdout + r.stderr
+        self.setup_log = r.stdout + r.stderr
+        return self.setup_log
 
     def grade(self, upload, prelude: str = "", env_extra: dict | None = None) -> tuple[dict, str]:
         """Put an upload in submission/, run run_autograder, and return results.json (checked) and its stdout."""
@@ -169,6 +192,74 @@ def test_every_accepted_layout_of_the_reference_scores_full(autograder, layout):
     assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
     assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["sandbox"] in ("bwrap", "uid")
     assert f"fresh cases from seed {SEED}" in log  # graded on the assignment's cases; the seed is in the staff-only stdout
+
+
+@pytest.fixture(scope="module")
+def rust_workspace(tmp_path_factory) -> Path:
+    """A student's ./rust after `ol start L10.8 --lang rust`: the cargo workspace, the stub in its spec.rs."""
+    home = tmp_path_factory.mktemp("student")
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "start", "L10.8", "--lang", "rust"], cwd=home, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return home / "rust"
+
+
+def _crate(workspace: Path, spec: str, into: Path) -> None:
+    shutil.copytree(workspace / "crates" / "tl-engine", into)
+    (into / "src" / "spec.rs").write_text(spec)
+
+
+def _workspace_zip(workspace: Path, spec: str, path: Path) -> None:
+    """`zip -r rust.zip rust`, the workspace's spec.rs being `spec`."""
+    with zipfile.ZipFile(path, "w") as z:
+        for p in sorted(workspace.rglob("*")):
+            rel = p.relative_to(workspace)
+            if p.is_file() and "target" not in rel.parts:
+                name = f"rust/{rel}"
+                z.writestr(name, spec) if rel == Path("crates/tl-engine/src/spec.rs") else z.write(p, name)
+
+
+RUST_UPLOADS = {  # what a Rust student uploads: the file, the crate's folder, the zipped workspace
+    "bare spec.rs": lambda sub, ws, spec: (sub / "spec.rs").write_text(spec),
+    "tl-engine folder": lambda sub, ws, spec: _crate(ws, spec, sub / "tl-engine"),
+    "zip of the workspace": lambda sub, ws, spec: _workspace_zip(ws, spec, sub / "rust.zip"),
+}
+RUST_SPECS = {"reference": RUST_REF_SPEC, "stub": RUST_STUB}
+
+
+@pytest.mark.slow
+@needs_rust
+@pytest.mark.parametrize("spec", list(RUST_SPECS))
+@pytest.mark.parametrize("layout", list(RUST_UPLOADS))
+def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspace, layout, spec):
+    """The same bundle grades Rust: the Rust reference's spec.rs scores full marks, the stub 0, each test
+    saying it is not implemented, in every layout a Rust student may upload."""
+    text = RUST_SPECS[spec].read_text()
+    data, log = autograder.grade(lambda sub: RUST_UPLOADS[layout](sub, rust_workspace, text))
+    assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["language"] == "rust", (data["extra_data"], log[-3000:])
+    assert data["extra_data"]["sandbox"] in ("bwrap", "uid") and f"fresh cases from seed {SEED}" in log
+    if spec == "reference":
+        assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
+    else:
+        assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]), data["output"]
+        for t in data["tests"]:
+            assert "not implemented (your code still calls todo!()" in t["output"], t
+
+
+@needs_rust
+def test_setup_built_the_rust_reference_once_into_a_template_only_the_grader_can_read(autograder):
+    """setup.sh found this machine's toolchain (no apt-get) and built the reference in the sandbox: the
+    template each Rust build copies, holding the reference's source, the grader's alone like the answers."""
+    log = autograder.setup_log
+    assert "setup.sh: Rust 1." in log and "installing cargo" not in log, log[-3000:]
+    template = autograder.dir / "source" / ".ol-rust-template"
+    if "built the Rust reference in the sandbox" not in log:  # setup ran where bwrap cannot: the build only proved itself
+        assert "the Rust reference builds here" in log and not template.exists(), log[-3000:]
+        pytest.skip("no bwrap here: no template to check")
+    assert (template / "ws" / "crates" / "tl-engine" / "src" / "spec.rs").read_text() == RUST_REF_SPEC.read_text()
+    for p in [template, *template.rglob("*")]:
+        st = p.lstat()
+        assert st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077, f"{p} is not the grader's alone"
 
 
 @pytest.mark.slow
@@ -269,8 +360,32 @@ def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot
     uid_kit.namespace()  # skips where the uid fallback cannot run at all
     data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(PEEKER + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
                                  prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]), env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
-    assert data["extra_data"] == {"ol": "graded", "sandbox": "uid"}, (data["extra_data"], log[-3000:])
+    assert data["extra_data"] == {"ol": "graded", "sandbox": "uid", "language": "python"}, (data["extra_data"], log[-3000:])
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
+
+
+@pytest.mark.slow
+@needs_rust
+def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder):
+    """uid mode builds the crate as the worker uid, from scratch (a template is bwrap's alone), with the
+    toolchain: apt's lives in /usr; here rustup's, under /root, is made reachable as uid_kit does for Python.
+    The reference's spec.rs scores full marks; a spec.rs that includes the template's copy of the
+    reference source (root's alone) does not compile."""
+    from harness.rust import toolchain
+
+    uid_kit.namespace()
+    tc = toolchain()
+    rustc = Path(shutil.which("rustc") or Path.home() / ".cargo/bin/rustc")  # where the judge looks (rustup's proxy here)
+    reach = uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO, tc.sysroot, rustc])
+    env = {"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])}
+    data, log = autograder.grade(lambda sub: shutil.copyfile(RUST_REF_SPEC, sub / "spec.rs"), prelude=reach, env_extra=env)
+    assert data["extra_data"] == {"ol": "graded", "sandbox": "uid", "language": "rust"}, (data["extra_data"], log[-3000:])
+    assert data["score"] == FULL, (data["output"], log[-3000:])
+    stolen = "/autograder/source/.ol-rust-template/ws/crates/tl-engine/src/spec.rs"
+    spec = RUST_REF_SPEC.read_text() + f'\n#[allow(dead_code)]\nconst STOLEN: &str = include_str!("{stolen}");\n'
+    data, log = autograder.grade(lambda sub: (sub / "spec.rs").write_text(spec), prelude=reach, env_extra=env)
+    assert data["extra_data"]["sandbox"] == "uid" and data["score"] == 0, (data["output"], log[-3000:])
+    assert "could not be loaded" in data["output"] and "couldn't read" in data["output"], data["output"]
 
 
 @pytest.mark.slow
@@ -323,3 +438,59 @@ def test_setup_installs_python311_when_python3_is_older(tmp_path):
     calls = log.read_text().splitlines()
     assert calls[0] == "update" and any({"install", "python3.11", "python3.11-venv"} <= set(c.split()) for c in calls), calls
     assert (root / "autograder" / "source" / ".ol-python").read_text().strip() == str(fake / "python3.11")
+
+
+RUST_ARCHIVE = ("apt-get installs them", "apt-get has none", "OL_SETUP_RUST=0")
+
+
+@pytest.mark.slow
+@needs_rust
+@pytest.mark.parametrize("case", RUST_ARCHIVE)
+def test_setup_installs_cargo_and_rustc_from_the_archive_when_the_judge_finds_none(tmp_path, case):
+    """No rustc on PATH or in ~/.cargo/bin: setup.sh asks apt-get for cargo and rustc (no recommends), and
+    builds the reference with what it installed; an archive without them fails the image's build, saying
+    so; OL_SETUP_RUST=0 asks apt-get nothing. The fake apt-get "installs" this machine's real toolchain."""
+    from harness.rust import toolchain
+
+    sysroot = toolchain().sysroot
+    root = extract(build(tmp_path, SEED), tmp_path / "root")
+    src = root / "autograder" / "source"
+    _stamp_matches(src)
+    fake, system, home = tmp_path / "fakebin", tmp_path / "sysbin", tmp_path / "home"
+    for d in (fake, system, home):
+        d.mkdir()
+    rust_bins = {Path(os.path.realpath(Path.home() / ".cargo" / "bin")), Path(os.path.realpath(sysroot / "bin"))}
+    for d in os.environ["PATH"].split(os.pathsep):  # the host's commands, without apt-get, Python or Rust
+        if not Path(d).is_dir() or Path(os.path.realpath(d)) in rust_bins:
+            continue
+        for p in sorted(Path(d).glob("*")):
+            if (p.name not in ("apt-get", "cargo", "rustc", "rustup") and not p.name.startswith("python")
+                    and not (system / p.name).exists() and os.access(p, os.X_OK)):
+                (system / p.name).symlink_to(p)
+    (fake / "python3").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')  # a Python 3.11+: nothing to install
+    log = tmp_path / "apt-get.log"
+    install = {"apt-get installs them": f'ln -s "{sysroot}/bin/rustc" "{sysroot}/bin/cargo" "{fake}/"',
+               "apt-get has none": 'echo "E: Unable to locate package rustc" >&2; exit 100'}.get(case, "exit 100")
+    (fake / "apt-get").write_text(f'#!/bin/sh\necho "$*" >> "{log}"\ncase " $* " in *" install "*) {install};; esac\n')
+    for f in ("python3", "apt-get"):
+        (fake / f).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("RUSTUP_HOME", "CARGO_HOME", "RUSTUP_TOOLCHAIN")}
+    env.update(PATH=f"{fake}:{system}", HOME=str(home), AUTOGRADER_ROOT=str(root / "autograder"), OL_VENV=str(VENV))
+    if case == "OL_SETUP_RUST=0":
+        env["OL_SETUP_RUST"] = "0"
+    r = subprocess.run(["bash", str(src / "setup.sh")], capture_output=True, text=True, timeout=600, env=env)
+    calls = log.read_text().splitlines() if log.exists() else []
+    out = r.stdout + r.stderr
+    template = src / ".ol-rust-template"
+    if case == "OL_SETUP_RUST=0":
+        assert r.returncode == 0 and calls == [] and "OL_SETUP_RUST=0: no Rust set up" in r.stderr, out
+        assert not template.exists()
+        return
+    assert calls == ["update", "install -y --no-install-recommends cargo rustc"], calls
+    assert "no rustc on PATH" in r.stderr and "installing cargo and rustc from the distribution" in r.stderr, out
+    if case == "apt-get has none":
+        assert r.returncode == 1 and "still no Rust 1.75 or newer" in r.stderr and not template.exists(), out
+        return
+    assert r.returncode == 0, out
+    assert "setup.sh: Rust 1." in r.stdout and f"{fake}/rustc" not in r.stdout, out  # the real binaries, not the links
+    assert "built the Rust reference in the sandbox" in r.stdout or "the Rust reference builds here" in r.stdout, out
