@@ -295,13 +295,25 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
 
 
 def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
-    """The grading run's template (bwrap): the Rust reference built clean into `dest` at the fixed paths;
-    every submission's build then copies it (set OL_RUST_TEMPLATE=dest for the judges). Returns dest."""
+    """The grading run's template (bwrap), built clean into `dest` at the fixed paths; every submission's build
+    then copies it (set OL_RUST_TEMPLATE=dest for the judges). Returns dest.
+
+    A submission's build sees its copy, so the template holds nothing a student must not have: its spec.rs is
+    the contract's stub (every body todo!()), not the reference's, beside the modules `ol start` hands out
+    (L10.1's and the given ones); and its built worker is removed (only the libraries are reused)."""
     from .subjects import copy_reference
 
+    lang = chapter.language("rust")
     src = copy_reference(chapter, Path(tempfile.mkdtemp(prefix="ol-impl-")), "rust")
+    for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
+        shutil.copyfile(lang.contract, src / rel)
     try:
         build(chapter, src, dest, mode, cache=False)
+        for built in (dest / "target" / "debug" / "deps").glob("tl_worker-*"):  # the binary and its hard link
+            if built.is_file():
+                built.unlink()
+        (dest / "target" / "debug" / "tl-worker").unlink(missing_ok=True)
+        shutil.rmtree(dest / "bin", ignore_errors=True)
     except BuildFailed as e:
         from .errors import OlError
 

@@ -176,3 +176,29 @@ def test_the_given_modules_are_always_the_courses(started, tmp_path):
     (src / "model.rs").write_text("pub fn nothing() {}\n")
     code, rep = report(home)
     assert code == 0, [(t["name"], t["message"][:200]) for t in rep["tests"] if t["outcome"] != "pass"]
+
+
+def test_the_grading_template_holds_no_answer(tmp_path, monkeypatch):
+    """`ol grade`'s template (the build every Rust submission starts from, visible to its build) is made from the
+    contract's stub, not the reference's spec.rs, and keeps no built worker: a submission that embeds the
+    template's worker binary does not compile, and one that reads the template's spec.rs gets the stub."""
+    from harness.confine import choose
+    from harness.rust import BuildFailed, FIXED_TARGET, FIXED_WS, build, prebuild_template
+    from harness.subjects import copy_reference
+
+    mode = choose()
+    if mode.name != "bwrap":
+        pytest.skip("the template is used in bwrap mode only")
+    template = prebuild_template(CH, tmp_path / "template", mode)
+    assert (template / "ws/crates/tl-engine/src/spec.rs").read_text() == (REPO / "spec/rust/spec.rs").read_text()
+    built = [p for p in (template / "target").rglob("*") if p.is_file() and p.name.startswith(("tl-worker", "tl_worker-"))
+             and p.suffix != ".d"]  # a .d file is dep-info: the names of the sources, no code
+    assert not built, built
+    monkeypatch.setenv("OL_RUST_TEMPLATE", str(template))
+    sub = copy_reference(CH, tmp_path / "ol-impl-sub", "rust")
+    spec = sub / "crates/tl-engine/src/spec.rs"
+    spec.write_text(spec.read_text() + f'\n#[allow(dead_code)]\nstatic STOLEN: &[u8] = include_bytes!("{FIXED_TARGET}/debug/tl-worker");\n')
+    with pytest.raises(BuildFailed, match="couldn't read"):
+        build(CH, sub, tmp_path / "b1", mode, cache=False)
+    spec.write_text(REF_SPEC.read_text() + f'\n#[allow(dead_code)]\nstatic SEEN: &str = include_str!("{FIXED_WS}/crates/tl-engine/src/spec.rs");\n')
+    assert (build(CH, sub, tmp_path / "b2", mode, cache=False) / "bin/tl-worker").is_file()  # its own spec.rs: nothing gained
