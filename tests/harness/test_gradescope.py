@@ -248,15 +248,16 @@ def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspa
 
 @needs_rust
 def test_setup_built_the_rust_reference_once_into_a_template_only_the_grader_can_read(autograder):
-    """setup.sh found this machine's toolchain (no apt-get) and built the reference in the sandbox: the
-    template each Rust build copies, holding the reference's source, the grader's alone like the answers."""
+    """setup.sh found this machine's toolchain (no apt-get) and built the template in the sandbox: the build
+    each Rust build copies, made from the contract's stub (never the reference's spec.rs), and the grader's
+    alone like the answers all the same."""
     log = autograder.setup_log
     assert "setup.sh: Rust 1." in log and "installing cargo" not in log, log[-3000:]
     template = autograder.dir / "source" / ".ol-rust-template"
     if "built the Rust reference in the sandbox" not in log:  # setup ran where bwrap cannot: the build only proved itself
         assert "the Rust reference builds here" in log and not template.exists(), log[-3000:]
         pytest.skip("no bwrap here: no template to check")
-    assert (template / "ws" / "crates" / "tl-engine" / "src" / "spec.rs").read_text() == RUST_REF_SPEC.read_text()
+    assert (template / "ws" / "crates" / "tl-engine" / "src" / "spec.rs").read_text() == RUST_STUB.read_text()
     for p in [template, *template.rglob("*")]:
         st = p.lstat()
         assert st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077, f"{p} is not the grader's alone"
