@@ -30,6 +30,7 @@ def bad_inputs(impl, rows, greedy: dict, sampled: dict) -> list:
         ("draft id 4 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 4], None, greedy, [], [], 1)),
         ("draft id -1", lambda: impl.verify_draft(rows, [-1, 2], None, sampled, [], [], 1)),
         ("one draft distribution for a draft of 2", lambda: impl.verify_draft(rows, [2, 1], [q], sampled, [], [], 1)),
+        ("three draft distributions for a draft of 2", lambda: impl.verify_draft(rows, [2, 1], [q, q, q], sampled, [], [], 1)),
         ("a draft distribution of length 3 in a vocabulary of 4", lambda: impl.verify_draft(rows, [2, 1], [q, q[:3]], sampled, [], [], 1)),
         ("a draft distribution with q[d] = 0", lambda: impl.verify_draft(rows, [2, 1], [q, [0.5, 0.0, 0.5, 0.0]], sampled, [], [], 1)),
         ("q[d] = 0 at position 1 while position 0 is surely rejected (check before walking)",
@@ -71,6 +72,10 @@ def bad_inputs(impl, rows, greedy: dict, sampled: dict) -> list:
         ("sample_dense over an empty p", lambda: impl.sample_dense([], 0.5)),
         ("residual of empty p and q", lambda: impl.residual([], [])),
         ("residual with q holding +inf", lambda: impl.residual([0.5, 0.5], [INF, 0.0])),
+        ("residual with p holding NaN", lambda: impl.residual([NAN, 0.5], [0.5, 0.5])),
+        ("residual with a negative probability in q", lambda: impl.residual([0.5, 0.5], [0.75, -0.25])),
+        ("sample_dense over a p holding NaN", lambda: impl.sample_dense([0.5, NAN], 0.25)),
+        ("sample_dense with a negative probability", lambda: impl.sample_dense([-0.5, 1.5], 0.25)),
         # the step loop's own rows: a target must return one row per id it was fed
         ("a target whose extend returns 2 rows for the 3 prompt ids",
          lambda: impl.generate(MiscountingTarget(-1), {"draft": "none", "k": 1}, [1, 2, 3], greedy, 7, 1, [])),

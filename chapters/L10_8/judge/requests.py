@@ -9,6 +9,10 @@ VOCAB = 16  # the fake target's vocabulary in the generation tests
 MAX_NEW = 40  # long enough for several rounds to reject, and to reach the request's budget
 K = 4  # the runtime's default k
 SEED = 7  # the generation tests' seed (greedy draws nothing, but a request carries one)
+PENALISED = dict(temperature=0.0, repetition_penalty=1.5, frequency_penalty=0.4, presence_penalty=0.4)  # greedy, every penalty on
+SAMPLED = dict(temperature=0.6)  # sampled requests that draft: rejections in most rounds, full acceptances in some
+SAMPLED_PENALISED = dict(temperature=0.7, top_p=0.9, repetition_penalty=1.3, frequency_penalty=0.3, presence_penalty=0.2)
+PERIODIC = [1, 2, 1, 2, 1, 2]  # both drafts surely draft after it
 HAND_ROWS = [[0, 1, 3, 0.5], [0, 1, 0.5, 2], [5, 0, 0, 0]]  # section 3's greedy round
 HAND_SEED = 12345  # any seed: greedy verification must not move the generator
 

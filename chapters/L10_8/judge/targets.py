@@ -15,9 +15,11 @@ class LoggedTarget(FakeTarget):
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
         self.log: list[tuple[str, int, int]] = []  # (call, cached before, ids fed or length kept)
+        self.fed: list[list[int]] = []  # the ids of each forward pass, in order
 
     def extend(self, ids):
         self.log.append(("extend", self.cached(), len(ids)))
+        self.fed.append([int(i) for i in ids])
         return super().extend(ids)
 
     def truncate(self, length):

@@ -65,6 +65,8 @@ def test_ngram_draft_hand_example(impl, golden):
         # (ctx, k, n, expected, what it shows)
         ([1, 2, 3, 1, 2, 4, 1, 2, 4, 1, 2], 1, 3, [4], "counts: after [1 2] came 3 once and 4 twice"),
         ([1, 2, 3, 1, 2, 4, 1, 2], 1, 3, [3], "ties to the lowest id: after [1 2] came 3 once and 4 once"),
+        ([1, 2, 4, 1, 2, 3, 1, 2], 1, 3, [3], "ties to the lowest id, not the first seen: after [1 2] came 4, then 3"),
+        ([7, 5, 7, 9, 7, 5, 7, 9, 7], 1, 2, [5], "ties to the lowest id, not the most recent: after [7] came 5, 9, 5, 9"),
         ([3, 1, 4, 2, 1, 5, 2, 1, 5, 3, 1], 1, 3, [4], "longest context first: [3 1] was followed by 4, though [1] was most often followed by 5"),
         ([1, 2, 1, 3, 4, 1], 1, 3, [2], "back-off: [4 1] never occurred before, [1] was followed by 2 and 3 (tie, lowest)"),
         ([1, 2, 3], 3, 3, [], "stop: nothing ever repeats"),
@@ -82,6 +84,8 @@ def test_ngram_draft_hand_example(impl, golden):
     problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0")
     assert problem is None, problem
     problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], -1, 3), "ngram_draft with k = -1")
+    assert problem is None, problem
+    problem = must_refuse(lambda: impl.ngram_draft([1, -2, 1], 2, 3), "ngram_draft over a ctx holding token id -2")
     assert problem is None, problem
     if wrong:
         c, got = wrong[0]
@@ -124,4 +128,7 @@ def test_config_parses_runtime_values(impl):
         assert got == want, f"propose({c}, {ctx}, k={k}): {what}: expected {want}, got {got}"
     problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), f"propose({c}, ctx, k=-1)")
                 for c in (cfg("ngram"), cfg("prompt_lookup"))]
-    assert problems == [None, None], "a negative k is refused, as ngram_draft and prompt_lookup refuse it:\n" + "\n".join(p for p in problems if p)
+    problems += [must_refuse(lambda c=c: impl.propose(c, [5, 6, -7, 8, 5, 6], 3), f"propose({c}, a ctx holding token id -7, k=3)")
+                 for c in (cfg("ngram"), cfg("prompt_lookup"))]
+    problems = [p for p in problems if p]
+    assert not problems, "a negative k or a bad ctx is refused, as ngram_draft and prompt_lookup refuse them:\n" + "\n".join(problems)

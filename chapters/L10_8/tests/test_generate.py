@@ -13,7 +13,9 @@ from chapters.L10_8.judge.judging import case, must_refuse, short
 from chapters.L10_8.judge import stats
 from chapters.L10_8.judge.answers import golden_mismatch, golden_section
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
-from chapters.L10_8.judge.requests import GREEDY, LOGPROB_TOL, MAX_NEW, PROMPTS, VOCAB, budget_target, cfg
+from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
+from chapters.L10_8.judge.requests import (GREEDY, LOGPROB_TOL, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
+                                           SAMPLED_PENALISED, VOCAB, budget_target, cfg)
 
 
 # ---- generation ---------------------------------------------------------------------------------------
@@ -43,10 +45,21 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                 assert g["stats"]["drafted"] == 0 and target.calls == MAX_NEW, f"{where}: no draft means one token per forward pass; {target.calls} passes, {g['stats']['drafted']} drafted"
             if draft == "prompt_lookup":
                 assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
+            if draft != "none":  # round by round: each round feeds the pending token and propose's draft, at most k tokens of it
+                problem = parting(where, own_parts_generation(impl, ref, cfg(draft), prompt, GREEDY, 7, MAX_NEW), g,
+                                  fed=target.fed, cached=target.cached())
+                assert problem is None, problem
             target = budget_target(ref, prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
             with case(where + ", with a KV budget"):
                 impl.generate(target, cfg(draft), prompt, GREEDY, 7, MAX_NEW, [])
             assert not target.misuse, f"{where}: {target.misuse[0]}"
+    # Penalised greedy: each round's verifier sees the prompt and every token emitted in the earlier rounds (its
+    # `output`). Without a draft the reference's generate is the answer; with one, your own parts composed.
+    for draft, prompt in (("none", PROMPTS[0]), ("none", PROMPTS[2]), ("ngram", PROMPTS[1]), ("prompt_lookup", PROMPTS[2])):
+        check_generation(impl, ref, f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}, penalties {PENALISED}",
+                         "reference" if draft == "none" else "own parts", cfg(draft), prompt, PENALISED, 7, MAX_NEW,
+                         hint="Each round's verifier sees the prompt and every token emitted before the round: "
+                              "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
     assert not wrong, golden_mismatch(golden, "generate", wrong)
 
 
@@ -72,6 +85,15 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
     problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}")
                 for s in (-1, 2**64)]
     assert problems == [None, None], "\n".join(p for p in problems if p)
+    # The smallest budgets, whole: max_new 1 never drafts (one pass over the prompt), max_new 2 drafts at most one
+    # token, 3 at most two; greedy and sampled, every draft kind. Without a draft the reference's generate is the
+    # answer; with one, your own propose and verify_draft composed as spec.pyi composes them.
+    for max_new in (1, 2, 3):
+        for draft in ("none", "ngram", "prompt_lookup"):
+            for params in (GREEDY, SAMPLED):
+                check_generation(impl, ref, f"max_new {max_new}, draft {draft}, {params}, prompt {PERIODIC}",
+                                 "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, params, 11, max_new,
+                                 hint="budget = min(k, max_new - emitted - 1): no draft when it is 0, and never KV past the request's budget.")
     target = FakeTarget(ref, VOCAB)
     with case("max_new 0"):
         g = impl.generate(target, cfg("prompt_lookup"), prompt, GREEDY, 7, 0, [])
@@ -83,7 +105,10 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
         (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 5, []), "a target already holding 2 positions (generation starts from an empty one)"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [], GREEDY, 7, 5, []), "an empty prompt"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, -1, []), "max_new -1"),
-        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, 5, [-1]), "an EOS id of -1"))]
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, 5, [-1]), "an EOS id of -1"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [1, -2, 3], GREEDY, 7, 5, []), "a prompt holding token id -2"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup", k=0), prompt, GREEDY, 7, 5, []),
+         "a configuration with k 0 (SpecConfig.parse refuses it, so the request never starts)"))]
     problems = [p for p in problems if p]
     assert not problems, "a request that cannot start is refused with SpecError:\n" + "\n".join(problems)
     prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
@@ -95,6 +120,16 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
     assert g["tokens"] == want, (f"EOS {eos} is emitted at index {j}, inside a run of accepted drafts: generation stops right after it, "
                                  f"dropping the rest of the round.\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
     assert g["finish_reason"] == "eos", f"finish_reason should be 'eos', got {g['finish_reason']!r}"
+    check_generation(impl, ref, f"eos {eos} inside an accepted run", "own parts", cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [eos],
+                     hint="The round is cut right after EOS: its later tokens and their logprobs are dropped.")
+    # EOS as the very last token the budget allows: it still ends the request as "eos" (step 5 comes first).
+    plain = greedy_reference(ref, PERIODIC, MAX_NEW, VOCAB)
+    last = next(m for m in range(2, MAX_NEW) if plain[m - 1] not in plain[:m - 1])  # EOS = plain[last - 1] ends nothing earlier
+    for draft in ("none", "prompt_lookup"):
+        where = f"prompt {PERIODIC}, draft {draft}, max_new {last}, EOS {plain[last - 1]} (token {last} of {last})"
+        check_generation(impl, ref, where, "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, GREEDY, 7,
+                         last, [plain[last - 1]], hint="The last token the budget allows is EOS: EOS ends generation as soon as it "
+                                                       "is handed over, so finish_reason is 'eos', not 'length'.")
 
 
 def test_sampled_spec_keeps_the_target_distribution(impl, ref):
@@ -112,6 +147,10 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     assert [t for t, _ in heard] == g["tokens"], f"the listener heard {short([t for t, _ in heard], 40)}, generate returned {short(g['tokens'], 40)}"
     assert np.allclose([lp for _, lp in heard], g["logprobs"], atol=LOGPROB_TOL), "the listener's logprobs differ from the returned ones"
     assert g["tokens"] == greedy_reference(ref, prompt, MAX_NEW, VOCAB), "generate_stream must emit what greedy emits"
+    want = pristine_generation(ref, cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW)
+    bad = next((i for i, (a, (_, b)) in enumerate(zip(want.logprobs, heard)) if not abs(a - b) <= LOGPROB_TOL), None)
+    assert bad is None, (f"token {bad} ({heard[bad][0]}) reached the listener with logprob {heard[bad][1]!r}; the reference's "
+                         f"is {want.logprobs[bad]!r}: the sampler's logprob of the token under the row that scored it")
     # As soon as a round is verified its tokens go to the listener: so when the next forward pass
     # starts, everything emitted so far has been heard, the pending token it feeds last of all.
     for r, (n_heard, cached, ids) in enumerate(target.passes[1:], start=2):
@@ -120,8 +159,9 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
             f"forward pass {r} starts after {emitted} emitted tokens, but the listener had heard {n_heard}: each round's "
             "tokens must be handed over as soon as the round is verified, before the next forward pass")
     # Sampled, the loop draws from the request's generator, Pcg32.from_seed(seed): the same tokens as
-    # the reference's loop on the same fake target, seed for seed. No draft, so only the loop and the
-    # bonus draw are judged here (drafts and their draws have tests of their own).
+    # the reference's loop on the same fake target, seed for seed. Without a draft only the loop and the
+    # bonus draw decide them; with one (below) the drafts and the verifier's draws do too, which have tests
+    # of their own, so drafted requests are held to your own propose and verify_draft.
     spec = ref.module("infer.spec")
     sampled = {"temperature": 0.8}
     want = spec.generate(FakeTarget(ref, VOCAB), spec.SpecConfig.parse("none", 4), prompt,
@@ -132,6 +172,17 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     assert g["tokens"] == want == [t for t, _ in heard], (
         f"sampled at temperature 0.8 with seed 11, the stream must be the reference's (the request's generator is "
         f"Pcg32.from_seed(seed), drawn as verify_draft draws):\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
+    n = 24  # enough rounds for rejections and full acceptances in each request below
+    check_generation(impl, ref, f"a sampled penalised request, no draft, seed 11, max_new {n}", "reference", cfg("none"), prompt,
+                     SAMPLED_PENALISED, 11, n, stream=True)
+    for draft, p, params, seed, stop_at in (("prompt_lookup", PROMPTS[0], SAMPLED, 11, None), ("ngram", PROMPTS[1], SAMPLED, 11, None),
+                                            ("prompt_lookup", PROMPTS[2], SAMPLED_PENALISED, 2**64 - 1, None),
+                                            ("ngram", PROMPTS[0], SAMPLED, 3, 9)):
+        check_generation(impl, ref, f"a sampled request that drafts: draft {draft}, prompt {p}, {params}, seed {seed}, max_new {n}"
+                         + (f", a listener that says stop at token {stop_at}" if stop_at else ""), "own parts", cfg(draft), p, params,
+                         seed, n, stop_at=stop_at, stream=True,
+                         hint="A sampled request drafts as a greedy one does; one generator, Pcg32.from_seed(seed), serves all "
+                              "its rounds, drawn only by verify_draft (draft_probs None: the drafts are deterministic).")
     stop_after = 5
     heard = []
     target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)

@@ -37,6 +37,11 @@ def test_hand_example_greedy_verify(impl, ref):
         f"(n_accepted {v['n_accepted']}); the bonus comes from the row after the whole draft, not the last draft's row")
     assert abs(v["logprobs"][2] - (5 - _lse(HAND_ROWS[2]))) <= LOGPROB_TOL, f"the bonus token's logprob is 5 - ln(e^5 + 3); got {v['logprobs'][2]}"
     assert v["next_u32"] == first_u32, "greedy verification draws nothing, the bonus token included"
+    v = impl.verify_draft([[800.0, 799.0, 0.0]], [], None, GREEDY, [], [], HAND_SEED)
+    want = -math.log1p(math.exp(-1.0))  # 800 - (800 + ln(1 + e^-1 + e^-800))
+    assert v["tokens"] == [0] and abs(v["logprobs"][0] - want) <= LOGPROB_TOL, (
+        f"logits [800 799 0]: the bonus token 0 has logprob 800 - (800 + ln(e^0 + e^-1 + e^-800)) = {want!r}: take the max "
+        f"out before exp (exp(800) overflows to inf); got tokens {v['tokens']}, logprobs {v['logprobs']}")
     qs = [[0.1, 0.1, 0.7, 0.1], [0.1, 0.7, 0.1, 0.1]]  # valid draft distributions, which greedy never reads
     v = impl.verify_draft(HAND_ROWS, [2, 1], qs, GREEDY, [], [], HAND_SEED)
     assert (v["tokens"], v["n_accepted"], v["next_u32"]) == ([2, 3], 1, first_u32), (
@@ -103,6 +108,18 @@ def test_hand_example_sampled_step(impl):
             ([0.5], {"temperature": 0.0}, [1.0], "a vocabulary of one token")):
         got = impl.dense_distribution(logits, params, [1] if "repetition_penalty" in params else [], [])
         assert np.allclose(got, want, atol=1e-12, rtol=0), f"dense_distribution({logits}, {params}): {what}: expected {want}, got {got}"
+    got = impl.dense_distribution([1.0, 2.0, -0.5], {"temperature": 1.0, "repetition_penalty": 1.5}, [1, 2], [])
+    z = (1.0, 2.0 / 1.5, -0.5 * 1.5)
+    want = [math.exp(x) / sum(math.exp(y) for y in z) for x in z]
+    assert np.allclose(got, want, atol=1e-12, rtol=0), (
+        f"repetition penalty 1.5 on the prompt's tokens 1 and 2: the positive logit 2 is divided (2 / 1.5), the negative "
+        f"-0.5 multiplied (-0.75), so both become less likely: expected {want}, got {got}")
+    for logits, want, what in (([float("-inf"), 0.0, 0.0], [0.0, 0.5, 0.5], "a -inf logit is impossible"),
+                               ([0.0, -800.0, 1.0], [0.2689414213699951, 0.0, 0.7310585786300049], "exp(-801) underflows to 0")):
+        got = impl.dense_distribution(logits, {"temperature": 1.0}, [], [])
+        assert got[want.index(0.0)] == 0.0 and np.allclose(got, want, atol=1e-12, rtol=0), (
+            f"dense_distribution({logits}, T 1): {what}: its probability is exactly 0.0, never a tiny positive number; "
+            f"expected {want}, got {got}")
     got = impl.dense_distribution([0.0, -50.0], {"temperature": 1.0}, [], [])
     assert got[1] > 0 and abs(got[1] / math.exp(-50) - 1) < 1e-9, (
         f"top_p 1 means off: a token of probability e^-50 keeps it; got {got[1]} (is top_p applied at 1?)")

@@ -1,0 +1,255 @@
+"""Whole generations the judge expects, round by round, and where an implementation's generation parts from them.
+
+Two oracles, one shape (`Expected`: every round's fed ids, draft, emitted tokens and logprobs):
+
+    pristine_generation   the judge's pristine reference `generate_stream` on a fresh fake target: the
+                          answer for requests whose output no earlier part of the chapter can change
+                          (no draft: the verifier only ever takes the bonus token), and for greedy
+                          unpenalised requests (greedy speculation is greedy).
+    own_parts_generation  spec.pyi's generate_stream, steps 1 to 5, run by the judge over the
+                          implementation's OWN `propose` and `verify_draft` (and a fresh fake target):
+                          the answer for drafted requests that are sampled or penalised, whose tokens
+                          also depend on the drafts and the verifier's draws. Those parts have tests of
+                          their own (the drafts', verify_matches_python_l8_6, ...); this oracle judges
+                          the loop alone: what it drafts, feeds and keeps, which rows and history it
+                          hands the verifier, that one generator serves the whole request, and how EOS
+                          and the listener end it. On the reference's parts it is the reference's
+                          generate_stream, request for request (staff_tests/test_replay.py).
+
+The request's generator crosses rounds inside the implementation; the judge follows it from the
+outside. verify_draft's op starts a generator from a seed, and Pcg32.from_seed is a bijection from
+seeds to states (spec/pcg32.md section 3: state = (inc + seed) * MULTIPLIER + inc mod 2^64, and the
+multiplier is odd), so the judge starts each round's verify_draft at the seed whose generator stands
+where the request's does after the earlier rounds, and reads how far the call moved it from the
+generator's next u32, which the op returns.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fake_target import FakeTarget
+from .judging import case, short
+from .requests import VOCAB
+from .targets import LoggedTarget
+
+MASK64 = (1 << 64) - 1
+MAX_DRAWS = 4 * 17 + 8  # u32 draws one round may take: two uniforms per draft position (k <= 16), one for the bonus
+
+
+@dataclass
+class Round:
+    fed: list[int]  # the ids of the round's one forward pass: pending token(s), then the draft
+    draft: list[int]
+    tokens: list[int]  # what the round emits (before EOS or the listener cut it)
+    logprobs: list[float]
+    n_accepted: int
+
+
+@dataclass
+class Expected:
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"
+    rounds: list[Round] = field(default_factory=list)
+    cached: int = 0  # the target's positions when generation ends
+    oracle: str = ""  # how the judge got it, in words, for the messages
+
+    def stats(self) -> dict:
+        return {"drafted": sum(len(r.draft) for r in self.rounds), "accepted": sum(r.n_accepted for r in self.rounds),
+                "target_calls": len(self.rounds)}
+
+
+class Listener:
+    """on_token for the judge's own runs: says False on call `stop_at` (1-based), True otherwise."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.stop_at, self.calls = stop_at, 0
+
+    def __call__(self, _token, _logprob) -> bool:
+        self.calls += 1
+        return self.stop_at is None or self.calls < self.stop_at
+
+
+class _RecordingTarget(FakeTarget):
+    """The fake target, noting each forward pass's ids and the length each truncate keeps."""
+
+    def __init__(self, *args, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.passes: list[tuple[int, list[int], int | None]] = []  # (cached before, ids fed, kept by the truncate after)
+
+    def extend(self, ids):
+        self.passes.append((self.cached(), [int(i) for i in ids], None))
+        return super().extend(ids)
+
+    def truncate(self, length):
+        before, ids, _ = self.passes[-1]
+        self.passes[-1] = (before, ids, int(length))
+        return super().truncate(length)
+
+
+def pristine_generation(ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), vocab: int = VOCAB,
+                        stop_at: int | None = None) -> Expected:
+    """The pristine reference's generate_stream on a fresh fake target, with its rounds."""
+    spec, sampling = ref.module("infer.spec"), ref.module("infer.sampling")
+    target, listener = _RecordingTarget(ref, vocab), Listener(stop_at)
+    handed: list[tuple[int, int, float]] = []  # (round, token, logprob), in the order handed over
+
+    def on_token(t, lp):
+        handed.append((len(target.passes), int(t), float(lp)))
+        return listener(t, lp)
+
+    extra = {k: cfg[k] for k in ("max_ngram", "min_ngram") if k in cfg}
+    g = spec.generate_stream(target, spec.SpecConfig.parse(cfg["draft"], cfg["k"], **extra), list(prompt),
+                             sampling.SamplingParams(**params), seed, max_new, list(eos), on_token)
+    want = Expected(list(g.tokens), list(g.logprobs), g.finish_reason, [], target.cached(), "the reference's generate")
+    for r, (before, fed, kept) in enumerate(target.passes, start=1):
+        pending = len(prompt) if r == 1 else 1
+        toks = [(t, lp) for rr, t, lp in handed if rr == r]
+        want.rounds.append(Round(fed, fed[pending:], [t for t, _ in toks], [lp for _, lp in toks], kept - before - pending))
+    return want
+
+
+def seed_at(rng, state: int) -> int:
+    """The seed whose Pcg32.from_seed generator stands at `state`: from_seed leaves
+    (inc + seed) * MULTIPLIER + inc (spec/pcg32.md section 3), inverted; `rng` is the judge's rng module."""
+    inc = rng.Pcg32.from_seed(0).inc
+    return ((state - inc) * pow(rng.MULTIPLIER, -1, 1 << 64) - inc) & MASK64
+
+
+def _draws(rng, state: int, next_u32: int) -> int | None:
+    """How many u32 a generator at `state` drew before `next_u32` came out; None beyond MAX_DRAWS."""
+    gen = rng.Pcg32.from_seed(seed_at(rng, state))
+    for n in range(MAX_DRAWS + 1):
+        if gen.next_u32() == next_u32:
+            return n
+    return None
+
+
+def _advance(rng, state: int, n: int) -> int:
+    gen = rng.Pcg32.from_seed(seed_at(rng, state))
+    for _ in range(n):
+        gen.next_u32()
+    return gen.state
+
+
+def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), vocab: int = VOCAB,
+                         stop_at: int | None = None) -> Expected:
+    """spec.pyi's generate_stream, steps 1 to 5, run by the judge over the implementation's own propose and
+    verify_draft on a fresh fake target (the implementation's parts are called through the protocol)."""
+    rng = ref.module("rng")
+    target, listener = FakeTarget(ref, vocab), Listener(stop_at)
+    want = Expected(oracle="what your own propose and verify_draft give, composed as spec.pyi's generate_stream composes them")
+    prompt, eos = [int(t) for t in prompt], set(int(t) for t in eos)
+    state = rng.Pcg32.from_seed(seed).state  # the request's generator, followed from outside
+    while len(want.tokens) < max_new:
+        emitted = list(want.tokens)
+        budget = min(cfg["k"], max_new - len(emitted) - 1)  # step 1
+        draft = [int(t) for t in impl.propose(cfg, prompt + emitted, budget)] if budget > 0 else []
+        fed = ([emitted[-1]] if emitted else prompt) + draft  # step 2
+        rows = target.extend(fed)[len(fed) - len(draft) - 1:]
+        v = impl.verify_draft([np.asarray(r).tolist() for r in rows], draft, None, params, prompt, emitted,
+                              seed_at(rng, state))  # step 3
+        n = _draws(rng, state, v["next_u32"])
+        if n is None:
+            raise AssertionError(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
+                                 "(two uniforms per draft position and one for the bonus token at most)")
+        state = _advance(rng, state, n)
+        target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
+        want.rounds.append(Round(fed, draft, list(v["tokens"]), list(v["logprobs"]), v["n_accepted"]))
+        for t, lp in zip(v["tokens"], v["logprobs"]):  # step 5
+            want.tokens.append(int(t))
+            want.logprobs.append(float(lp))
+            if not listener(t, lp):
+                want.finish_reason = "stopped"
+                break
+            if t in eos:
+                want.finish_reason = "eos"
+                break
+        if want.finish_reason != "length":
+            break
+    want.cached = target.cached()
+    return want
+
+
+def _round_of(want: Expected, index: int) -> tuple[int, int]:
+    """(round number, 1-based; first token index of that round) of the token at `index` of the expected stream."""
+    start = 0
+    for r, rd in enumerate(want.rounds, start=1):
+        if index < start + len(rd.tokens):
+            return r, start
+        start += len(rd.tokens)
+    return len(want.rounds), start
+
+
+def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None = None, cached: int | None = None,
+            heard: list[int] | None = None, logprob_tol: float = 1e-9) -> str | None:
+    """Where the implementation's generation `got` parts from `want`, in words naming the round and the token;
+    None when it does not. Compared: what it fed its target round by round (`fed`, when given), the tokens,
+    finish_reason, logprobs, what the listener heard (`heard`, when given), SpecStats and the positions the
+    target holds at the end (`cached`); the last two only with `fed` (they follow from the rounds)."""
+    head = f"{where}: the expected generation is {want.oracle}."
+    toks = list(got["tokens"])
+    j = next((i for i, (a, b) in enumerate(zip(want.tokens, toks)) if a != b), None)
+    if j is None and len(toks) != len(want.tokens):
+        j = min(len(toks), len(want.tokens))
+    r_tok = _round_of(want, j)[0] if j is not None else None
+    r_fed = next((r for r, (w, g) in enumerate(zip(want.rounds, fed or []), start=1) if w.fed != g), None)
+    if r_fed is not None and (r_tok is None or r_fed <= r_tok):  # it fed something else before any token parted
+        w, g = want.rounds[r_fed - 1], fed[r_fed - 1]
+        emitted = sum(len(x.tokens) for x in want.rounds[:r_fed - 1])
+        pending = w.fed[:len(w.fed) - len(w.draft)]
+        return (f"{head}\n  Round {r_fed} (forward pass {r_fed}) comes after {emitted} emitted tokens, all as expected; it should "
+                f"feed the pending {'prompt' if r_fed == 1 else 'token'} {short(pending, 8)} then the draft {w.draft} "
+                f"(propose(cfg, prompt + emitted, min(k, max_new - emitted - 1)), nothing when that budget is 0),\n"
+                f"  {short(w.fed, 24)}; your loop fed {short(g, 24)}")
+    if j is not None:
+        r, start = _round_of(want, j)
+        w = want.rounds[r - 1] if want.rounds else None
+        said = f"round {r} fed {short(w.fed, 12)} after {start} emitted tokens and emits {w.tokens}" if w else "there is no round at all"
+        return (f"{head}\n  The generations part at token {j}, in round {r}: expected "
+                f"{want.tokens[j] if j < len(want.tokens) else 'the end'}, got {toks[j] if j < len(toks) else 'the end'} "
+                f"({said}).\n  expected {short(want.tokens, 40)}\n  got      {short(toks, 40)}")
+    if got["finish_reason"] != want.finish_reason:
+        return f"{head}\n  Same {len(toks)} tokens, but finish_reason {got['finish_reason']!r}; expected {want.finish_reason!r}"
+    lps = list(got["logprobs"])
+    if len(lps) != len(toks):
+        return f"{head}\n  {len(toks)} tokens but {len(lps)} logprobs: one logprob per emitted token, cut where the tokens are cut"
+    bad = next((i for i, (a, b) in enumerate(zip(want.logprobs, lps)) if not abs(a - b) <= logprob_tol), None)
+    if bad is not None:
+        r, _ = _round_of(want, bad)
+        return f"{head}\n  Token {bad} (round {r}) is right, its logprob is not: expected {want.logprobs[bad]!r}, got {lps[bad]!r}"
+    if heard is not None and heard != toks:
+        return f"{head}\n  The listener heard {short(heard, 40)}, generate returned {short(toks, 40)}"
+    if fed is None:
+        return None
+    want_stats = want.stats()
+    got_stats = {k: got["stats"][k] for k in want_stats}
+    if got_stats != want_stats:
+        return f"{head}\n  Same tokens, but SpecStats {got_stats}; expected {want_stats} over its {len(want.rounds)} rounds"
+    if cached is not None and cached != want.cached:
+        return (f"{head}\n  Same tokens, but the target holds {cached} positions at the end; expected {want.cached} "
+                "(every round truncates to the kept length: rejected drafts' KV goes back)")
+    return None
+
+
+def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, params: dict, seed: int, max_new: int,
+                     eos=(), stop_at: int | None = None, stream: bool = False, hint: str = "") -> dict:
+    """Generate with the implementation on a logged fake target holding the request's KV budget, and fail with
+    the round and token where it parts from the expected generation (rounds, tokens, finish, logprobs, what the
+    listener heard, stats, cached positions). oracle: "reference" (pristine_generation) or "own parts"
+    (own_parts_generation). A listener is used when `stream` or `stop_at` is given; `hint` ends the message.
+    Returns the implementation's answer."""
+    make = pristine_generation if oracle == "reference" else (lambda *a, **kw: own_parts_generation(impl, *a, **kw))
+    want = make(ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    target = LoggedTarget(ref, VOCAB, budget=len(prompt) + max(max_new, 1) - 1)
+    heard: list[int] | None = [] if (stream or stop_at is not None) else None
+    listener = None
+    if heard is not None:
+        listener = lambda t, lp: heard.append(int(t)) or stop_at is None or len(heard) < stop_at
+    with case(where):
+        g = impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=listener)
+    assert not target.misuse, f"{where}: {target.misuse[0]}"
+    problem = parting(where, want, g, fed=target.fed, cached=target.cached(), heard=heard)
+    assert problem is None, problem + (f"\n  {hint}" if hint else "")
+    return g

@@ -1,0 +1,61 @@
+"""The judge's round-by-round oracles (chapters/L10_8/judge/replay.py) on the reference.
+
+own_parts_generation runs spec.pyi's generate_stream steps over an implementation's own propose and
+verify_draft, following the request's generator from outside (seed_at). On the reference's parts it must be
+the reference's generate_stream, round for round, whatever the request; and the parting message must name
+the round and the token where two generations part.
+"""
+
+from hypothesis import given, settings, strategies as st
+
+from chapters.L10_8.judge.replay import Expected, Round, own_parts_generation, parting, pristine_generation, seed_at
+from harness.reference import pristine
+from harness.registry import load_chapter
+from harness.subjects import open_impl
+
+REF = pristine()
+IMPL = open_impl(load_chapter("L10.8"), "reference")
+IMPL.start_budget(10**9)
+PARAMS = [{"temperature": 0.0}, {"temperature": 0.8}, {"temperature": 1.0, "top_k": 5},
+          {"temperature": 0.7, "top_p": 0.9, "repetition_penalty": 1.3, "frequency_penalty": 0.3, "presence_penalty": 0.2},
+          {"temperature": 0.0, "repetition_penalty": 1.5, "frequency_penalty": 0.4}]
+
+
+def test_seed_at_inverts_from_seed():
+    Pcg32 = REF.module("rng").Pcg32
+    for seed in (0, 1, 11, 2**63, 2**64 - 1):
+        g = Pcg32.from_seed(seed)
+        for _ in range(7):
+            g.next_u32()
+        h = Pcg32.from_seed(seed_at(REF.module("rng"), g.state))
+        assert (h.state, h.inc) == (g.state, g.inc)
+        assert [h.next_u32() for _ in range(5)] == [g.next_u32() for _ in range(5)]
+
+
+@settings(max_examples=80, deadline=None)
+@given(base=st.lists(st.integers(0, 15), min_size=1, max_size=7), repeat=st.integers(1, 3),
+       draft=st.sampled_from(["none", "ngram", "prompt_lookup"]), k=st.integers(1, 8), params=st.sampled_from(PARAMS),
+       seed=st.integers(0, 2**64 - 1), max_new=st.integers(0, 30), eos=st.lists(st.integers(0, 15), max_size=1),
+       stop_at=st.none() | st.integers(1, 30))
+def test_own_parts_of_the_reference_are_the_reference(base, repeat, draft, k, params, seed, max_new, eos, stop_at):
+    cfg, prompt = {"draft": draft, "k": k}, base * repeat
+    want = pristine_generation(REF, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    got = own_parts_generation(IMPL, REF, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    assert (got.tokens, got.finish_reason, got.cached, got.stats()) == (want.tokens, want.finish_reason, want.cached, want.stats())
+    assert [(r.fed, r.draft, r.n_accepted) for r in got.rounds] == [(r.fed, r.draft, r.n_accepted) for r in want.rounds]
+    assert len(got.logprobs) == len(want.logprobs) and all(abs(a - b) <= 1e-12 for a, b in zip(got.logprobs, want.logprobs))
+    as_answer = {"tokens": want.tokens, "logprobs": want.logprobs, "finish_reason": want.finish_reason, "stats": want.stats()}
+    assert parting("x", got, as_answer, fed=[r.fed for r in want.rounds], cached=want.cached) is None
+
+
+def test_parting_names_the_round_and_the_token():
+    want = Expected([1, 2, 3, 4, 5], [-1.0] * 5, "length", [Round([7, 8], [8], [1, 2], [-1.0] * 2, 1), Round([2, 3], [3], [3], [-1.0], 0),
+                                                            Round([3], [], [4, 5], [-1.0] * 2, 0)], 9, "the judge's")
+    got = {"tokens": [1, 2, 3, 9, 5], "logprobs": [-1.0] * 5, "finish_reason": "length",
+           "stats": {"drafted": 2, "accepted": 1, "target_calls": 3}}
+    message = parting("here", want, got)
+    assert "part at token 3, in round 3: expected 4, got 9" in message, message
+    message = parting("here", want, {**got, "tokens": [1, 2, 3, 4, 5]}, fed=[[7, 8], [2, 3, 4], [3]])
+    assert "Round 2 (forward pass 2)" in message and "your loop fed [2 3 4]" in message, message
+    message = parting("here", want, {**got, "tokens": [1, 2, 3, 4, 5], "finish_reason": "eos"})
+    assert "finish_reason 'eos'" in message, message
