@@ -1,6 +1,7 @@
-"""Submissions graded per minute by `ol grade --jobs 2`: a Python class and a Rust class, side by side in one run.
+"""Submissions graded per minute by `ol grade`: a Python class and a Rust class, on the local default and on a
+loopback Dask cluster, side by side in one run; Dask's overhead; how fast a resumed run skips.
 
-    python bench/grade_rate.py [--lang python|rust|all] [--jobs 2,1] [--out F.json] [--quick]
+    python bench/grade_rate.py [--lang python|rust|all] [--jobs 2,1] [--cluster 1,2|none] [--out F.json] [--quick]
 
 Each language's class is 20 bare uploads (a folder holding only spec.py or spec.rs; the rest comes
 from that language's reference, --ref-deps), made by `make_class` into a temporary folder:
@@ -15,18 +16,30 @@ from that language's reference, --ref-deps), made by `make_class` into a tempora
 
 Each language's class is its own `ol grade` run (so each has its rate), on fresh cases from a fixed
 seed, in the same bench run; with --jobs 2,1 (the default) each language is graded with --jobs 2,
-then serially, to show what the second core buys. The per-submission wall median comes from the
-grades.csv each run writes (its wall_s and language columns). Every grade is checked: a correct one
-passes all 16 tests; a mutant does not pass the test its pitfall names (chapters/L10_8/mutants/
-manifest.toml); one that does not load or compile has every test an error; one that crashes does not
-pass the test that calls the crashing function but passes some other (the crash costs only its own
-tests); every row is graded (never `ungraded`) and names the class's language. A grader that errs
-fast is not a fast grader: a wrong grade ends the bench with exit 1, after the figures.
---quick: one correct submission and one mutant per language, --jobs 2 only (the CI smoke run: its
-grades are checked, its rates printed, the goals not judged: two submissions are mostly fixed cost).
-The Rust class is left out (said so) where there is no cargo.
+then serially, to show what the second core buys. Then, with --cluster 1,2 (the default), each class
+is graded through `--scheduler` on a loopback Dask cluster (a real `dask scheduler` and `dask worker
+--nthreads 1` processes, bench/_grade_cluster.py) of 1 worker, then of 2: what the second worker
+buys, and Dask's per-submission overhead against --jobs 1 (one judge at a time on both; the time
+outside the judges, so the judges' own noise cancels; the whole-run difference is printed too), and
+how busy the workers were (judge time over workers x run time: 2 workers' rate at equal judge speed,
+apart from what two judges at once cost on this machine's shared cores). A language's runs follow
+one another, close in time (the machine is shared and its load drifts). The per-submission wall median comes from the grades.csv each run writes (its wall_s and language
+columns). Every grade is checked, on every engine: a correct one passes all 16 tests; a mutant does
+not pass the test its pitfall names (chapters/L10_8/mutants/manifest.toml); one that does not load or
+compile has every test an error; one that crashes does not pass the test that calls the crashing
+function but passes some other (the crash costs only its own tests); every row is graded (never
+`ungraded`) and names the class's language. A grader that errs fast is not a fast grader: a wrong
+grade ends the bench with exit 1, after the figures.
+Resume: the --jobs 2 command run again on its graded class (it skips all 20), and the plain `ol grade`
+command on a class of 100 whose ledger already holds each graded (bench/_grade_cluster.py says how
+that ledger is written), timed.
+--quick: one correct submission and one mutant per language, --jobs 2 and a 2-worker cluster only,
+and the resume of 100 (the CI smoke run: its grades are checked, its rates printed, the goals not
+judged: two submissions are mostly fixed cost). The Rust class is left out (said so) where there is
+no cargo.
 Goals (issue 15), with --jobs 2 on this 2-core machine: Rust at least 20 submissions a minute, Python
-at least 30.
+at least 30. Issue 16: 2 workers at least 1.8x one worker's rate; Dask's overhead under 5 % of a
+submission's time; a resumed run skips 100 graded submissions in under 5 s.
 """
 
 import argparse
@@ -43,7 +56,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
+import _grade_cluster as gc  # noqa: E402
 sys.path.insert(0, str(REPO))
+from harness.loopback import Loopback  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
 from harness.subjects import materialize_mutant  # noqa: E402
 
@@ -53,6 +68,9 @@ GOALS_PER_MINUTE = {"python": 30, "rust": 20}  # issue 15, with --jobs 2 on 2 co
 GOAL_JOBS = 2  # the goals' --jobs
 JOBS = (2, 1)  # each language with both cores, then serially (what the second core buys)
 QUICK_JOBS = (2,)
+CLUSTER = (1, 2)  # loopback Dask clusters of 1, then 2 single-threaded workers
+QUICK_CLUSTER = (2,)
+GRADE_DEADLINE_S = 3600  # one `ol grade` of a class (the serial Rust class takes about 500 s here)
 SEED = "12345"  # the fresh cases' seed: the same class regrades identically
 CORRECT = 8
 MUTANTS = ("s01", "s02", "s03", "s05", "s07", "s08", "s10", "s13")  # 8 different pitfalls, over all four test files
@@ -127,13 +145,17 @@ def make_class(chapter, lang: str, into: Path, quick: bool) -> dict[str, Expect]
     return {name: expect for name, (_, expect) in files.items()}
 
 
-def grade_once(klass: Path, jobs: int, out_csv: Path) -> float:
-    """Seconds `ol grade` takes on the class; a run that fails (other than exit 3, some submission ungraded,
-    which the grade check reports) ends the bench with its output."""
-    cmd = [sys.executable, "-m", "harness.cli", "grade", CHAPTER, str(klass), "--jobs", str(jobs), "--ref-deps",
+def grade_once(klass: Path, where: list[str], out_csv: Path) -> float:
+    """Seconds `ol grade` takes on the class, `where`: --jobs N or --scheduler ADDRESS; a run that fails (other
+    than exit 3, some submission ungraded, which the grade check reports) ends the bench with its output."""
+    cmd = [sys.executable, "-m", "harness.cli", "grade", CHAPTER, str(klass), *where, "--ref-deps",
            "--seed", SEED, "--out", str(out_csv)]
     start = time.perf_counter()
-    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+                           timeout=GRADE_DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        sys.exit(f"ol grade did not finish within {GRADE_DEADLINE_S} s: {' '.join(cmd)}")
     elapsed = time.perf_counter() - start
     if r.returncode not in (0, 3) or not out_csv.is_file():
         sys.exit(f"ol grade failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
@@ -171,17 +193,30 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--lang", choices=(*LANGS, "all"), default="all", help="the classes graded (default all)")
     ap.add_argument("--jobs", default=None, help=f"comma-separated --jobs of each language's runs (default "
                                                  f"{','.join(map(str, JOBS))}; {','.join(map(str, QUICK_JOBS))} with --quick)")
-    add_common(ap, "grade_rate", f"1 correct + mutant {', '.join(QUICK_MUTANTS)} per language, --jobs 2 only")
+    ap.add_argument("--cluster", default=None, help=f"comma-separated sizes of the loopback Dask clusters, or none (default "
+                                                    f"{','.join(map(str, CLUSTER))}; {','.join(map(str, QUICK_CLUSTER))} with --quick)")
+    add_common(ap, "grade_rate", f"1 correct + mutant {', '.join(QUICK_MUTANTS)} per language, --jobs 2 and 2 workers only")
     a = ap.parse_args()
     try:
         a.jobs = tuple(int(j) for j in a.jobs.split(",")) if a.jobs else (QUICK_JOBS if a.quick else JOBS)
+        a.cluster = (() if a.cluster == "none" else tuple(int(w) for w in a.cluster.split(",")) if a.cluster
+                     else QUICK_CLUSTER if a.quick else CLUSTER)
     except ValueError:
-        ap.error(f"--jobs {a.jobs!r}: comma-separated integers, e.g. 2,1")
-    if not a.jobs or min(a.jobs) < 1:
-        ap.error("--jobs: each at least 1")
+        ap.error("--jobs, --cluster: comma-separated integers, e.g. 2,1")
+    if not a.jobs or min(a.jobs) < 1 or (a.cluster and min(a.cluster) < 1):
+        ap.error("--jobs, --cluster: each at least 1")
     a.langs = LANGS if a.lang == "all" else (a.lang,)
     a.out = out_path(a, "grade_rate")
     return a
+
+
+def figures(elapsed: float, rows: dict, expect: dict, slots: int) -> dict:
+    """A run's figures; `busy`: the share of its slots' time (slots x seconds) spent inside a judge."""
+    walls = {n: float(r["wall_s"]) for n, r in rows.items()}
+    by_kind = {k: median([w for n, w in walls.items() if expect[n].kind == k]) for k in KINDS}
+    return {"seconds": elapsed, "per_minute": len(expect) / elapsed * 60, "wall_median_s": median(list(walls.values())),
+            "wall_mean_s": statistics.fmean(walls.values()), "busy": sum(walls.values()) / (slots * elapsed),
+            "slots": slots, "wall_median_s_by_kind": by_kind, "wall_s": walls}
 
 
 def main() -> int:
@@ -191,58 +226,113 @@ def main() -> int:
     langs = [lang for lang in a.langs if lang != "rust" or shutil.which("cargo")]
     if len(langs) < len(a.langs):
         print("no cargo here: the Rust class is left out")
-    runs: dict[str, dict[int, dict]] = {lang: {} for lang in langs}
+    runs: dict[str, dict] = {lang: {} for lang in langs}  # lang -> label ("--jobs 2", "dask 1w") -> figures
     expects, problems = {}, []
     with tempfile.TemporaryDirectory(prefix="ol-grade-rate-") as tmp:
+        tmp = Path(tmp)
+
+        def run(lang: str, label: str, where: list[str]) -> dict:
+            out_csv = tmp / f"grades-{lang}-{label.replace(' ', '').replace('-', '')}.csv"
+            elapsed = grade_once(tmp / f"class-{lang}", where, out_csv)
+            rows = {r["submission"]: r for r in csv.DictReader(out_csv.open())}
+            problems.extend(wrong_grades(f"{lang} {label}", rows, expects[lang], lang, tests))
+            runs[lang][label] = figures(elapsed, rows, expects[lang], int(label.split()[-1].rstrip("w"))) | {
+                "csv": str(out_csv), "where": where}
+            return runs[lang][label]
+
         for lang in langs:
-            expects[lang] = make_class(chapter, lang, Path(tmp) / f"class-{lang}", a.quick)
-        for jobs in a.jobs:  # both languages with --jobs 2 first, close in time; then the serial runs
-            for lang in langs:
-                out_csv = Path(tmp) / f"grades-{lang}-{jobs}.csv"
-                elapsed = grade_once(Path(tmp) / f"class-{lang}", jobs, out_csv)
-                rows = {r["submission"]: r for r in csv.DictReader(out_csv.open())}
-                problems += wrong_grades(f"{lang} --jobs {jobs}", rows, expects[lang], lang, tests)
-                walls = {n: float(r["wall_s"]) for n, r in rows.items()}
-                by_kind = {k: median([w for n, w in walls.items() if expects[lang][n].kind == k]) for k in KINDS}
-                runs[lang][jobs] = {"seconds": elapsed, "per_minute": len(expects[lang]) / elapsed * 60,
-                                    "wall_median_s": median(list(walls.values())), "wall_median_s_by_kind": by_kind,
-                                    "wall_s": walls}
+            expects[lang] = make_class(chapter, lang, tmp / f"class-{lang}", a.quick)
+        for lang in langs:  # each language's runs close in time (this machine is shared: its load drifts)
+            for jobs in a.jobs:
+                run(lang, f"--jobs {jobs}", ["--jobs", str(jobs)])
+            for workers in a.cluster:  # a loopback cluster of each size, up before and down after its run
+                with Loopback(workers=workers, nthreads=1) as cluster:
+                    run(lang, f"dask {workers}w", ["--scheduler", cluster.address])
+        first = runs[langs[0]][f"--jobs {a.jobs[0]}"]
+        again_s = grade_once(tmp / f"class-{langs[0]}", first["where"], Path(first["csv"]))  # the same command again
+        resume = gc.resume_skip(chapter, tmp, Path(first["csv"]), SEED, lambda d, i: _upload(chapter, d, i))
+        problems += resume["problems"]
+    report(a, langs, runs, expects, again_s, resume, problems)
+    for p in problems:
+        print(f"BROKEN: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _upload(chapter, into: Path, i: int) -> None:
+    """One bare upload of the Python reference's spec.py with a line of its own (the resume class)."""
+    spec = chapter.language("python")
+    into.mkdir(parents=True)
+    (into / Path(spec.student_files[0]).name).write_text((spec.reference / spec.student_files[0]).read_text() + f"\n# {i}\n")
+
+
+def report(a, langs, runs, expects, again_s, resume, problems) -> None:
     n = {lang: len(e) for lang, e in expects.items()}
     kinds = {lang: {k: sum(e.kind == k for e in expects[lang].values()) for k in KINDS} for lang in langs}
     for lang in langs:
         print(f"{lang}: {n[lang]} bare uploads (" + ", ".join(f"{c} {k}" for k, c in kinds[lang].items() if c) +
               f"), --ref-deps, fresh cases seed {SEED}")
-    serial = 1 in a.jobs and len(a.jobs) > 1
-    print(f"{'language':<8} {'jobs':>4} {'seconds':>8} {'per minute':>11} {'median s/sub':>13}"
-          + (f" {'x jobs=1':>9}" if serial else "") + "  goal")
-    for jobs in a.jobs:
+    labels = [f"--jobs {j}" for j in a.jobs] + [f"dask {w}w" for w in a.cluster]
+    serial = {"--jobs": "--jobs 1", "dask": "dask 1w"}
+    print(f"{'language':<8} {'engine':>9} {'seconds':>8} {'per minute':>11} {'median s/sub':>13} {'x serial':>9}  goal")
+    for label in labels:
         for lang in langs:
-            v = runs[lang][jobs]
+            v, base = runs[lang][label], runs[lang].get(serial[label.split()[0]])
             goal = ""
-            if jobs == GOAL_JOBS:
+            if label == f"--jobs {GOAL_JOBS}":
                 g = GOALS_PER_MINUTE[lang]
                 goal = f">= {g} a minute " + ("not judged on a smoke run" if a.quick else
                                               "met" if v["per_minute"] >= g else "NOT met")
-            x = f" {v['per_minute'] / runs[lang][1]['per_minute']:9.2f}" if serial else ""
-            print(f"{lang:<8} {jobs:>4} {v['seconds']:8.1f} {v['per_minute']:11.1f} {v['wall_median_s']:13.2f}{x}  {goal}")
+            x = f"{v['per_minute'] / base['per_minute']:9.2f}" if base and base is not v else f"{'':9}"
+            print(f"{lang:<8} {label:>9} {v['seconds']:8.1f} {v['per_minute']:11.1f} {v['wall_median_s']:13.2f} {x}  {goal}")
     print("median s/sub by kind: " + "; ".join(
-        f"{lang} --jobs {jobs}: " + " ".join(f"{k} {m:.2f}" for k, m in runs[lang][jobs]["wall_median_s_by_kind"].items()
-                                            if m is not None)
-        for jobs in a.jobs for lang in langs))
+        f"{lang} {label}: " + " ".join(f"{k} {m:.2f}" for k, m in runs[lang][label]["wall_median_s_by_kind"].items()
+                                       if m is not None) for label in labels for lang in langs))
     if "python" in runs and "rust" in runs:
-        for jobs in a.jobs:
-            py, rs = runs["python"][jobs], runs["rust"][jobs]
-            print(f"--jobs {jobs}: rust grades {rs['per_minute'] / py['per_minute']:.2f}x python's rate; "
+        for label in labels:
+            py, rs = runs["python"][label], runs["rust"][label]
+            print(f"{label}: rust grades {rs['per_minute'] / py['per_minute']:.2f}x python's rate; "
                   f"its median submission takes {rs['wall_median_s'] / py['wall_median_s']:.2f}x as long")
-    write_figures(a.out, {"quick": a.quick, "seed": SEED, "jobs": list(a.jobs), "languages": langs, "submissions": n,
-                          "kinds": kinds, "mutants": list(QUICK_MUTANTS if a.quick else MUTANTS), "runs": runs,
+    scaling = {lang: runs[lang]["dask 2w"]["per_minute"] / runs[lang]["dask 1w"]["per_minute"]
+               for lang in langs if {"dask 1w", "dask 2w"} <= set(runs[lang])}
+    overheads = {lang: gc.overhead(runs[lang]["--jobs 1"], runs[lang]["dask 1w"])
+                 for lang in langs if {"--jobs 1", "dask 1w"} <= set(runs[lang])}
+    if scaling:
+        print("dask: 2 workers grade " + ", ".join(f"{lang} {x:.2f}x" for lang, x in scaling.items()) +
+              f" one worker's rate (goal >= {gc.SCALING_GOAL}x): " +
+              ("met" if all(x >= gc.SCALING_GOAL for x in scaling.values()) else "NOT met"))
+        for lang in scaling:
+            one, two = runs[lang]["dask 1w"], runs[lang]["dask 2w"]
+            j = (f"; --jobs 2 against --jobs 1: {runs[lang]['--jobs 2']['wall_mean_s'] / runs[lang]['--jobs 1']['wall_mean_s']:.2f}x"
+                 if {"--jobs 1", "--jobs 2"} <= set(runs[lang]) else "")
+            print(f"  {lang}: the workers were inside a judge {100 * one['busy']:.0f} % (1w) and {100 * two['busy']:.0f} % (2w) "
+                  f"of the run; each judge took {two['wall_mean_s'] / one['wall_mean_s']:.2f}x as long with 2 at once "
+                  f"(the machine's cores, shared{j}); at equal judge speed 2 workers give "
+                  f"{2 * two['busy'] / one['busy']:.2f}x")
+    if overheads:
+        print("dask overhead per submission against --jobs 1, outside the judges: " + "; ".join(
+            f"{lang} {o['per_submission_s']:+.2f} s = {100 * o['share_of_median']:+.1f} % of the median submission's "
+            f"{o['median_submission_s']:.1f} s" for lang, o in overheads.items()) +
+            f" (goal < {100 * gc.OVERHEAD_GOAL:g} %): " +
+            ("met" if all(o["share_of_median"] < gc.OVERHEAD_GOAL for o in overheads.values()) else "NOT met"))
+        print("  whole-run difference, judges' noise included: " + "; ".join(
+            f"{lang} {o['raw_per_submission_s']:+.2f} s a submission = {100 * o['raw_share']:+.1f} %" for lang, o in overheads.items()))
+    elif a.cluster:
+        print("dask overhead: not measured (needs --jobs 1 and a 1-worker cluster)")
+    skip_goal = ("not judged on a smoke run" if a.quick else "met" if resume["seconds"] and
+                 resume["seconds"] < gc.RESUME_GOAL_S else "NOT met")
+    print(f"resume: the {langs[0]} --jobs {a.jobs[0]} command again (skips its {n[langs[0]]}): {again_s:.1f} s; "
+          f"`ol grade` over {gc.RESUME_N} already graded: " +
+          (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
+          f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}")
+    write_figures(a.out, {"quick": a.quick, "seed": SEED, "jobs": list(a.jobs), "cluster": list(a.cluster),
+                          "languages": langs, "submissions": n, "kinds": kinds,
+                          "mutants": list(QUICK_MUTANTS if a.quick else MUTANTS), "runs": runs,
+                          "dask_scaling_2_over_1": scaling, "dask_overhead": overheads,
+                          "resume": {"again_s": again_s, "skip_100_s": resume["seconds"]},
                           "goals_per_minute_jobs_2": {k: GOALS_PER_MINUTE[k] for k in langs},
-                          "goals_met": {lang: runs[lang][GOAL_JOBS]["per_minute"] >= GOALS_PER_MINUTE[lang]
-                                        for lang in langs if GOAL_JOBS in runs[lang] and not a.quick},
+                          "goals_met": {lang: runs[lang][f"--jobs {GOAL_JOBS}"]["per_minute"] >= GOALS_PER_MINUTE[lang]
+                                        for lang in langs if f"--jobs {GOAL_JOBS}" in runs[lang] and not a.quick},
                           "problems": problems})
-    for p in problems:
-        print(f"BROKEN: {p}", file=sys.stderr)
-    return 1 if problems else 0
 
 
 if __name__ == "__main__":

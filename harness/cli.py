@@ -358,49 +358,6 @@ def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
 
 @main.command()
 @click.argument("chapter")
-@click.argument("submissions_dir", type=click.Path(path_type=Path))
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="submissions graded at once (default: the core count)")
-@click.option("--out", "out_csv", default="grades.csv", type=click.Path(path_type=Path), help="the CSV of grades")
-@click.option("--results-dir", default=None, type=click.Path(path_type=Path), help="one JSON report per submission, and summary.json")
-@click.option("--seed", default=None, help="the fresh cases' seed (default: a random one, recorded in the outputs)")
-@click.option("--shipped-cases", is_flag=True, help="grade on the shipped golden cases instead of fresh ones")
-@click.option("--ref-deps", is_flag=True, help="every submission holds only its chapter file; the rest comes from the reference")
-@click.option("--no-sandbox", is_flag=True, help="grade even where workers cannot be confined (they run as you: trusted code only)")
-def grade(chapter, submissions_dir, jobs, out_csv, results_dir, seed, shipped_cases, ref_deps, no_sandbox) -> None:
-    """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel."""
-    import os
-
-    from .confine import SandboxError, answers_exposed, choose, exposure_advice
-    from .grade import check_outputs, grade as run_grade, submissions_in
-
-    ch = load_chapter(chapter)
-    mode = choose()
-    if not mode.confined and not no_sandbox:
-        raise SandboxError(f"ol grade runs untrusted code and will not run it unconfined: {mode.why}. Grade on a "
-                           "machine with unprivileged user namespaces (bubblewrap), or as root (workers then run as an "
-                           "unprivileged uid); or, for trusted submissions only, pass --no-sandbox.")
-    if exposed := answers_exposed(ch, mode):
-        raise SandboxError(f"ol grade in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}")
-    err.print(f"ol: grading in sandbox mode {mode.name}" + (f" ({mode.why})" if mode.why else ""))
-    seed_value = None if shipped_cases else _seed("random" if seed is None else seed, "--seed")
-    n = len(submissions_in(ch, submissions_dir))
-    check_outputs(out_csv, results_dir)
-    with Progress(console=err, transient=True) as progress:
-        task = progress.add_task("grading", total=n)
-        result = run_grade(ch, submissions_dir, jobs or os.cpu_count() or 1, seed_value, ref_deps, out_csv, results_dir,
-                           on_done=lambda r: progress.advance(task), sandbox=mode.name)
-    show.grades(out, ch.chapter, result)
-    out.print(f"wrote {out_csv}" + (f" and {results_dir}/" if results_dir else "") +
-              (f"; replay with --seed {seed_value}" if seed_value is not None else ""))
-    ungraded = result["summary"]["ungraded"]
-    if ungraded:
-        err.print(f"[bold red]ol: {ungraded} of {n} submissions could not be graded[/] (their rows say ungraded, "
-                  "with the reason); fix the cause and grade them again.", markup=True)
-        raise Exit(3)
-
-
-@main.command()
-@click.argument("chapter")
 @click.option("--out", "out_zip", default="autograder.zip", type=click.Path(path_type=Path), help="the bundle to write")
 @click.option("--seed", default=None, help="the fresh cases' seed, fixed for the assignment (default: a random 63-bit one)")
 def gradescope(chapter, out_zip, seed) -> None:
@@ -498,6 +455,10 @@ def selftest(ctx) -> None:
         code = 2
     raise Exit(1 if code == 5 else min(code, 3))
 
+
+from .cli_grade import add_to  # noqa: E402  (`ol grade`, in a module of its own)
+
+add_to(main, out, err, Exit, _seed)
 
 if __name__ == "__main__":
     main(prog_name="ol")  # `python -m harness.cli` is how ./ol runs it; help and errors say `ol`

@@ -1,17 +1,23 @@
-"""`ol grade`: a class of submissions, each judged in a process of its own, in parallel.
+"""`ol grade`: a class of submissions, each judged in a process of its own, here or on a Dask cluster.
 
 Each entry of the submissions folder (a folder, a bare chapter file, or a zip: harness.layout) is
 graded by a separate `ol check` process (its own judge) that talks to the submission's worker; a
 submission that kills its judge, hangs past the whole-check limit or crashes loses only its own
 grade. Grading uses fresh cases from a recorded seed: the same seed regrades identically.
 
+Every submission travels as a parcel of its bytes (harness.parcel) in a Task (harness.task), run by
+threads of this process (the local default, `--jobs`) or by the workers of a Dask scheduler
+(harness.cluster, `--scheduler`): the same judge on the same bytes, so the same grades. The results
+directory is the ledger (harness.ledger): a rerun skips what it holds graded with the run's key.
+
 Nothing fails quietly. Every output path is checked before anyone is graded. A submission whose
 judge gave no trustworthy report (it exited with a usage or harness error, was killed, ran out of
-time, or wrote an unreadable report) is *ungraded*, with the reason: never a 0. The CSV and each
-report are rewritten atomically as every submission finishes, so an interrupted run loses nothing.
+time, or wrote an unreadable report) is *ungraded*, with the reason: never a 0. Each report is
+written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
 """
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from functools import lru_cache
 import json
 import os
 import queue
@@ -22,15 +28,27 @@ import sys
 import tempfile
 import time
 
-from .confine import slot_uids
 from .errors import BadSubmission, OlError, UsageError
-from .golden import fresh_golden
 from .outcomes import Outcome
 from .paths import REPO
 from .registry import Chapter
 from .report import Report, TestResult
 
+STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
 WHOLE_CHECK_S = 900  # one submission's whole check; the per-test budgets already bound a normal run
+
+
+@lru_cache(maxsize=1)
+def _die_with_parent() -> list[str]:
+    """A prefix that kills the judge when the thread that started it dies (its `ol grade`, or its Dask worker,
+    killed outright): util-linux's setpriv --pdeathsig, where it has it; else none."""
+    if shutil.which("setpriv") is None:
+        return []
+    try:
+        ok = subprocess.run(["setpriv", "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    return ["setpriv", "--pdeathsig", "KILL", "--"] if ok else []
 
 
 def _ungraded(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Report:
@@ -61,21 +79,23 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids: "queue.Queue | None" = None, template: Path | None = None) -> tuple[Report, float]:
+           uids: "queue.Queue | None" = None, template: Path | None = None, shown: str | None = None) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -` in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
-    `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one."""
+    `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one.
+    `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
+    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine."""
     uid = uids.get() if uids is not None else None
     try:
-        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template)
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown)
     finally:
         if uid is not None:
             uids.put(uid)
 
 
 def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-               uid: int | None, template: Path | None = None) -> tuple[Report, float]:
-    cmd = [sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
+               uid: int | None, template: Path | None = None, shown: str | None = None) -> tuple[Report, float]:
+    cmd = [*_die_with_parent(), sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
            "--json", "-"]
     if ref_deps:
         cmd.append("--ref-deps")
@@ -92,7 +112,7 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=tmp,
                            stdin=subprocess.DEVNULL, start_new_session=True)
-        problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr)
+        problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
@@ -140,81 +160,92 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
             raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e}); pick a writable place") from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+class Events:
+    """What a grading run tells as it goes (the CLI's live progress overrides these); nothing here prints.
+    `started` may be called from another thread; `begin` and `finished` from the caller's."""
+
+    def begin(self, total: int, skipped: list[str], todo: int) -> None: ...
+
+    def started(self, name: str, where: str) -> None: ...
+
+    def finished(self, report: Report, wall: float, where: str) -> None: ...
 
 
-class Ledger:
-    """The outputs, rewritten atomically after each submission: the CSV, and each report and the summary."""
+def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path,
+          *, jobs: int = 1, cluster=None, unconfined_ok: bool = False, regrade: bool = False, sandbox: str | None = None,
+          events: Events | None = None) -> dict:
+    """Grade every submission of the folder not already graded with this run's key in the ledger `results_dir`
+    (harness.ledger; `regrade`: every one), each a Task (harness.task) run by `jobs` threads here or, given
+    `cluster` (harness.cluster.Cluster), by its Dask workers. The sandbox is chosen where each is graded
+    (harness.confine); a machine that cannot confine refuses, unless `unconfined_ok`. `sandbox`: the mode the
+    outputs record until a report says (this machine's, for the local default). Returns the ledger's result."""
+    from .ledger import Ledger
+    from .parcel import ParcelError, digest, pack
+    from .task import Task
+    from .version import version_of
 
-    def __init__(self, chapter: Chapter, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path | None) -> None:
-        self.chapter, self.out_csv, self.results_dir = chapter, out_csv, results_dir
-        self.result = {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
-                       "tests": [t.name for t in chapter.tests], "reports": [], "wall_s": []}
-
-    def add(self, report: Report, wall: float) -> None:
-        self.result["reports"].append(report)
-        self.result["wall_s"].append(round(wall, 2))
-        order = sorted(range(len(self.result["reports"])), key=lambda i: self.result["reports"][i].submission)
-        for key in ("reports", "wall_s"):
-            self.result[key] = [self.result[key][i] for i in order]
-        self.result["summary"] = summarize(self.chapter, self.result["reports"])
-        self._write(report, wall)
-
-    def _write(self, report: Report, wall: float) -> None:
-        from .render.csv import grades_csv
-
-        _atomic_write(self.out_csv, grades_csv(self.result))
-        if self.results_dir is not None:
-            data = {**report.to_json(), "seed": self.result["seed"], "wall_s": round(wall, 2)}
-            _atomic_write(self.results_dir / f"{report.submission}.json", json.dumps(data, indent=2) + "\n")
-            summary = {k: self.result.get(k) for k in ("chapter", "seed", "fresh", "ref_deps", "sandbox")} | {"summary": self.result["summary"]}
-            _atomic_write(self.results_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
-
-
-def grade(chapter: Chapter, submissions_dir: Path, jobs: int, seed: int | None, ref_deps: bool, out_csv: Path,
-          results_dir: Path | None = None, on_done=None, sandbox: str = "bwrap") -> dict:
-    """Grade every submission of the folder; `sandbox`: the mode every judge must confine its worker in
-    (harness.confine; a judge that cannot refuses, and the submission is ungraded, never unconfined)."""
+    events = events or Events()
     subs = submissions_in(chapter, submissions_dir)
     check_outputs(out_csv, results_dir)
-    ledger = Ledger(chapter, seed, ref_deps, out_csv, results_dir)
-    ledger.result["sandbox"] = sandbox
-    scratch = Path(tempfile.mkdtemp(prefix="ol-grade-"))
-    scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable, and the fresh cases are 0600
+    version = version_of(chapter)
+    ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox)
+    todo, by_name = [], {s.name: s for s in subs}
+    for sub in subs:
+        try:
+            if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
+                continue
+            parcel = pack(sub)
+        except ParcelError as e:  # it cannot travel: ungraded, with the reason, on every engine
+            report = _ungraded(chapter, sub.name, ref_deps, f"its files could not be shipped to a judge: {e}")
+            report.language = _language_of(chapter, sub)
+            ledger.record(report, 0.0, "", "client")
+            continue
+        todo.append(Task(chapter.chapter, parcel, str(sub), seed, ref_deps, unconfined_ok, version))
+    events.begin(len(subs), list(ledger.skipped), len(todo))
+
+    def done(task, result: dict) -> None:
+        report = Report.from_json(result["report"])
+        if report.language is None:
+            report.language = _language_of(chapter, by_name[task.parcel.name])
+        ledger.record(report, result["wall_s"], task.parcel.digest, result["where"])
+        events.finished(report, result["wall_s"], result["where"])
+
+    def lost(task, reason: str) -> None:  # the cluster could not finish it (its workers kept dying): ungraded
+        report = _ungraded(chapter, task.parcel.name, ref_deps, reason)
+        done(task, {"report": report.to_json(), "wall_s": 0.0, "where": "cluster"})
+
     try:
-        golden = fresh_golden(chapter, seed, scratch) if seed is not None else chapter.golden
-        template = _rust_template(chapter, subs, scratch, sandbox)
-        uids = None
-        if sandbox == "uid":  # each concurrent judge's worker a uid of its own: a fork bomb starves only itself
-            uids = queue.Queue()
-            for uid in slot_uids(max(1, jobs)):
-                uids.put(uid)
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-            futures = [pool.submit(_judge, chapter, s, golden, ref_deps, scratch, sandbox, uids, template) for s in subs]
-            for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
-                report, wall = f.result()
-                ledger.add(report, wall)
-                if on_done:
-                    on_done(report)
+        if todo and cluster is not None:
+            cluster.run(todo, events.started, done, lost)
+        elif todo:
+            _run_here(todo, max(1, jobs), events.started, done)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)  # the fresh cases and the judges' scratch reports go
+        ledger.write()  # grades.csv and summary.json from the ledger, whatever stopped the run
     return ledger.result
 
 
-def _rust_template(chapter: Chapter, subs: list[Path], scratch: Path, sandbox: str) -> Path | None:
-    """bwrap, with a Rust submission in the class: the Rust reference built once (harness.rust.prebuild_template),
-    which every Rust submission's build copies (read-only for them: each judge builds in a copy), so each
-    compiles only its own crate, incrementally. None otherwise (each builds clean)."""
-    if sandbox != "bwrap" or "rust" not in chapter.languages or not any(_language_of(chapter, s) == "rust" for s in subs):
-        return None
-    from .confine import choose
-    from .rust import prebuild_template
+def _run_here(tasks: list, jobs: int, started, done) -> None:
+    """The local default: `jobs` threads, each task's judge a process of its own; done() in finishing order.
+    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges."""
+    from . import task as task_mod
+    from .confine import descendants, kill_all
 
-    return prebuild_template(chapter, scratch / "rust-template", choose(sandbox))
-
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = {}
+    try:
+        futures = {pool.submit(task_mod.run, t, jobs, lambda name: started(name, "local")): t for t in tasks}
+        for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
+            done(futures[f], f.result())
+        pool.shutdown(wait=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + STOP_S
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            kill_all(descendants(os.getpid()))  # the judges (each in a session of its own) and their workers
+            time.sleep(0.1)
+        raise
+    finally:
+        task_mod.close_idle()  # this run's fresh cases, Rust build and scratch
 
 def summarize(chapter: Chapter, reports: list[Report]) -> dict:
     graded = [r for r in reports if r.ungraded is None]

@@ -161,19 +161,24 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
 
 
 def grades(out, chapter: str, result: dict) -> None:
+    """The class's grades, best score first (the ungraded last), then each ungraded one with its reason."""
     seed = result["seed"]
     t = Table(title=f"{chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed}" if seed is not None else ""))
     for col in ("submission", "passed", "score", "time"):
         t.add_column(col)
-    for r, wall in zip(result["reports"], result["wall_s"]):
+    rows = sorted(zip(result["reports"], result["wall_s"]),
+                  key=lambda rw: (rw[0].ungraded is not None, -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
+    for r, wall in rows:
         if r.ungraded is not None:
             t.add_row(r.submission, "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
         else:
             t.add_row(r.submission, f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
     out.print(t)
-    for r in result["reports"]:
+    for r, _ in rows:
         if r.ungraded is not None:
             out.print(f"[bold red]ungraded[/] {escape(r.submission)}: {escape(r.ungraded)}")
+    if result.get("missing"):
+        out.print(f"[bold red]not graded[/] (the run stopped first): {escape(', '.join(result['missing']))}")
     summ = result["summary"]
     out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
     if summ["pitfalls_most_matched"]:

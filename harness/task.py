@@ -1,0 +1,238 @@
+"""One submission's grading as a task: everything it needs travels with it, and its report comes back as data.
+
+`ol grade` makes one Task per submission (harness.grade) and runs `run(task)` where it is graded: in a
+thread of its own process (the local default), or on a Dask worker (harness.cluster), perhaps on
+another machine with no shared filesystem. The task carries the submission's bytes (harness.parcel),
+the chapter, the fresh-case seed, whether an unconfined worker is acceptable, and the client's
+harness version (harness.version). Where it runs:
+
+1. the harness version is compared with the client's: any difference (files, Python, a numeric
+   library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
+2. the sandbox is chosen as for `ol check` (harness.confine); a machine that cannot confine refuses
+   (WorkerRefused), unless the client passed --no-sandbox;
+3. the parcel is unpacked into a fresh folder and graded by the judge (`ol check --json -` in a
+   process of its own, harness.grade._judge), on fresh cases made from the seed on this machine;
+4. the report comes back as a dict, the worker's folder replaced by the client's path in its text.
+
+A submission's own failure (it cannot be unpacked, its judge died, it hung) is an ungraded report:
+data, never an exception, so nothing retries it. Only the harness or the machine raises.
+
+The fresh cases, the Rust reference's build (bwrap) and the uid-mode slots are made once per process
+and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
+end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
+own local directory, which Dask removes with it (and, after a worker was killed, when the next starts).
+"""
+
+from __future__ import annotations
+
+import atexit
+from dataclasses import dataclass
+import json
+import os
+import queue
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .errors import OlError
+from .parcel import Parcel, ParcelError, unpack
+from .registry import load_chapter
+from .version import differences, version_of
+
+KEEP_IDLE = 1  # runs a long-lived process (a Dask worker) keeps once no task uses them: the last one
+
+
+class WorkerRefused(OlError):
+    """This machine will not grade: its harness differs from the client's, or it cannot confine (exit 3)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    chapter: str
+    parcel: Parcel
+    shown: str  # the submission's path as the client names it: its report's messages say this
+    seed: int | None  # fresh cases from this seed; None: the shipped golden cases
+    ref_deps: bool
+    unconfined_ok: bool  # --no-sandbox: grade even where the worker cannot be confined
+    version: dict  # the client's harness version (harness.version.version_of)
+
+
+@dataclass
+class _Run:
+    chapter: object
+    seed: int | None
+    mode: object  # harness.confine.Mode
+    scratch: Path
+    uids: queue.Queue | None
+    lock: threading.Lock
+    golden: Path | None = None
+    template: Path | None = None
+    template_made: bool = False
+    users: int = 0
+    last_used: float = 0.0
+
+    def fresh_golden(self) -> Path:
+        with self.lock:
+            if self.golden is None:
+                from .golden import fresh_golden
+
+                self.golden = fresh_golden(self.chapter, self.seed, self.scratch) if self.seed is not None else self.chapter.golden
+            return self.golden
+
+    def rust_template(self) -> Path | None:
+        """bwrap: the Rust reference built once (harness.grade._rust_template's job); None in other modes."""
+        with self.lock:
+            if not self.template_made:
+                if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
+                    from .rust import prebuild_template
+
+                    self.template = prebuild_template(self.chapter, self.scratch / "rust-template", self.mode)
+                self.template_made = True
+            return self.template
+
+
+_runs: dict[tuple, _Run] = {}
+_runs_lock = threading.Lock()
+
+
+def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
+    from .confine import answers_exposed, choose, exposure_advice, slot_uids
+    from .sandbox import _reachable_by_other
+
+    key = (task.chapter, task.seed, task.version["digest"])
+    with _runs_lock:
+        run = _runs.get(key)
+        if run is None:
+            chapter = load_chapter(task.chapter)
+            mode = choose()
+            if not mode.confined and not task.unconfined_ok:
+                raise WorkerRefused(f"{_who()} cannot confine submissions ({mode.why}) and will not run them unconfined: "
+                                    "give it bubblewrap (unprivileged user namespaces) or run it as root (docs/grading.md), "
+                                    "or grade trusted code only with --no-sandbox")
+            if exposed := answers_exposed(chapter, mode):
+                raise WorkerRefused(f"{_who()}, in sandbox mode uid: {exposure_advice(exposed)}")
+            uids = None
+            if mode.name == "uid":  # each concurrent judge's worker a uid of its own
+                uids = queue.Queue()
+                for uid in slot_uids(max(1, slots)):
+                    uids.put(uid)
+            if scratch_root is not None and mode.name == "uid" and not _reachable_by_other(scratch_root):
+                scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
+            scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
+            scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable; the fresh cases are 0600
+            run = _runs[key] = _Run(chapter, task.seed, mode, scratch, uids, threading.Lock())
+        run.users += 1
+        return run
+
+
+def _release(run: _Run) -> None:
+    with _runs_lock:
+        run.users -= 1
+        run.last_used = time.monotonic()
+    close_idle(KEEP_IDLE)
+
+
+def close_idle(keep: int = 0) -> None:
+    """Remove the scratch of the runs no task uses, all but the `keep` most recently used."""
+    with _runs_lock:
+        idle = sorted((r.last_used, k) for k, r in _runs.items() if r.users == 0)
+        gone = [_runs.pop(k) for _, k in idle[: max(0, len(idle) - keep)]]
+    for run in gone:
+        shutil.rmtree(run.scratch, ignore_errors=True)
+
+
+atexit.register(close_idle)
+
+
+def _where() -> str:
+    """The Dask worker's address when this runs on one, else "local"."""
+    if "distributed" not in sys.modules:  # the local default never imports Dask
+        return "local"
+    from distributed import get_worker
+
+    try:
+        return f"Dask worker {get_worker().address}"
+    except ValueError:  # no worker: this thread is the local default's
+        return "local"
+
+
+def _who() -> str:
+    where = _where()
+    return "this machine" if where == "local" else where
+
+
+def check_version(task: Task, chapter) -> None:
+    """Refuse (WorkerRefused) when this machine's harness version is not the one the task was made with."""
+    mine = version_of(chapter)
+    if mine["digest"] != task.version["digest"]:
+        diffs = differences(mine, task.version) or ["their version digests differ"]
+        if _where() == "local":  # the same machine: its files were edited while it graded
+            raise WorkerRefused(f"the harness changed while this run graded ({'; '.join(diffs)}): ol grade stops rather than "
+                                "grade one class with two versions; the ledger keeps what was graded, and a rerun grades "
+                                "every submission with the new version")
+        raise WorkerRefused(f"{_who()} refuses to grade: its harness version is not the client's ({'; '.join(diffs)}). "
+                            "Every worker must run the client's ol checkout (same commit, same environment): "
+                            "see docs/grading.md")
+
+
+def check_version_here(chapter: str, version: dict) -> str:
+    """The client's preflight, a small task pinned to each Dask worker: refuse as a grading task would; else the digest."""
+    check_version(Task(chapter, Parcel("", b"", ""), "", None, False, False, version), load_chapter(chapter))
+    return version["digest"]
+
+
+def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = None) -> dict:
+    """Grade one submission here; returns {"report": report JSON, "wall_s", "where"}. `slots`: the tasks this
+    process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
+    `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
+    after the worker was killed; default: the system's temporary folder)."""
+    from .grade import _judge, _language_of, _ungraded
+
+    check_version(task, load_chapter(task.chapter))
+    run_ = _open(task, slots, scratch_root)
+    try:
+        if started is not None:
+            started(task.parcel.name)
+        box = Path(tempfile.mkdtemp(prefix="sub-", dir=run_.scratch))
+        box.chmod(0o711)
+        try:
+            try:
+                sub = unpack(task.parcel, box / "in")
+            except (ParcelError, OSError, ValueError) as e:  # a corrupt or hostile parcel: its own failure
+                report = _ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"its files could not be unpacked: {e}")
+                report.sandbox = run_.mode.name
+                return {"report": report.to_json(), "wall_s": 0.0, "where": _where()}
+            template = run_.rust_template() if _language_of(run_.chapter, sub) == "rust" else None
+            report, wall = _judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
+                                  run_.uids, template, task.shown)
+            data = _shown_as(report.to_json(), str(sub), task.shown)
+            return {"report": data, "wall_s": wall, "where": _where()}
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+    finally:
+        _release(run_)
+
+
+def _shown_as(data: dict, here: str, shown: str) -> dict:
+    """The report with this machine's copy of the submission named as the client names it (the same text on
+    every engine); the JSON stays valid (both paths are escaped as JSON strings)."""
+    if here == shown:
+        return data
+    text = json.dumps(data).replace(json.dumps(here)[1:-1], json.dumps(shown)[1:-1])
+    return json.loads(text)
+
+
+def run_on_dask_worker(task: Task) -> dict:
+    """`run` as a Dask task: it tells the client when it starts (the topic "ol-grade-started")."""
+    from distributed import get_worker
+
+    worker = get_worker()
+    key = worker.get_current_task()
+
+    def started(name: str) -> None:
+        worker.log_event("ol-grade-started", {"key": key, "name": name, "worker": worker.address, "pid": os.getpid()})
+
+    return run(task, slots=worker.state.nthreads, started=started, scratch_root=worker.local_directory)

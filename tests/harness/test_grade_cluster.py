@@ -1,0 +1,197 @@
+"""`ol grade --scheduler` on a real Dask cluster: a `dask scheduler` and `dask worker` processes on
+loopback, started by the tests themselves (harness.loopback: every wait with a deadline, every process
+killed with its session at the end).
+
+- a small mixed class graded on the cluster gives the local default's grades.csv byte for byte, the
+  timing column aside;
+- a worker killed mid-run: every submission is still graded, exactly once;
+- an interrupted run (SIGINT), run again: what was graded is skipped, not graded again;
+- a worker from another checkout refuses, naming what differs.
+"""
+
+import csv
+import io
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import rust
+
+from harness.loopback import Loopback
+from harness.paths import REPO
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = REPO / "examples" / "submissions"
+REFERENCE_SPEC = REPO / "reference" / "tinyllm" / "infer" / "spec.py"
+HAS_CARGO = rust.missing() is None  # what the harness itself asks before a Rust build
+RUN_S = 900  # one `ol grade` of these small classes, at most
+TIMING = {"wall_s"}  # the CSV's timing columns
+
+
+def ol_grade(klass: Path, out: Path, *extra: str, timeout: float = RUN_S) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), "--ref-deps",
+                           "--out", str(out / "grades.csv"), "--results-dir", str(out / "results"), *extra],
+                          capture_output=True, text=True, timeout=timeout, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def start_ol_grade(klass: Path, out: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), "--ref-deps",
+                             "--out", str(out / "grades.csv"), "--results-dir", str(out / "results"), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def without_timing(csv_text: str) -> bytes:
+    """The CSV's bytes with its timing columns removed (rewritten by the same csv writer ol uses)."""
+    rows = list(csv.reader(io.StringIO(csv_text)))
+    keep = [i for i, name in enumerate(rows[0]) if name not in TIMING]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows([[r[i] for i in keep] for r in rows])
+    return buf.getvalue().encode()
+
+
+def rows(out: Path) -> list[dict]:
+    with open(out / "grades.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def bare_class(into: Path, n: int) -> Path:
+    """n correct bare spec.py uploads, no two alike (each its own comment line)."""
+    for i in range(n):
+        (into / f"student-{i:02d}").mkdir(parents=True)
+        (into / f"student-{i:02d}" / "spec.py").write_text(REFERENCE_SPEC.read_text() + f"\n# student {i}\n")
+    return into
+
+
+def ledger(out: Path) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in (out / "results").glob("*.json") if p.name != "summary.json"}
+
+
+def wait_until(what, deadline_s: float, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not what():
+        if proc is not None and proc.poll() is not None:
+            out, err = proc.communicate(timeout=30)
+            pytest.fail(f"ol grade ended ({proc.returncode}) before the test could act:\n{out[-2000:]}\n{err[-3000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"waited {deadline_s} s in vain")
+        time.sleep(0.2)
+
+
+def stop(proc: subprocess.Popen) -> tuple[str, str]:
+    if proc.poll() is None:
+        proc.kill()
+    return proc.communicate(timeout=60)
+
+
+def test_the_cluster_gives_the_local_default_s_csv_byte_for_byte(tmp_path):
+    klass = tmp_path / "class"
+    names = ["correct", "s01-first-occurrence", "no-import"] + (["rust-correct", "rust-s07-draws-u-resample-only-on-rejection"]
+                                                              if HAS_CARGO else [])
+    for name in names:
+        shutil.copytree(EXAMPLES / name, klass / name)
+    (klass / "empty").mkdir()  # not a submission: ungraded, with the reason, on both
+    local = ol_grade(klass, tmp_path / "local", "--seed", "4242", "--jobs", "2")
+    assert local.returncode == 3 and "1 of" in local.stderr, local.stderr[-3000:]
+    with Loopback(workers=2) as cluster:
+        remote = ol_grade(klass, tmp_path / "cluster", "--seed", "4242", "--scheduler", cluster.address)
+    assert remote.returncode == 3, remote.stdout[-2000:] + remote.stderr[-3000:]
+    a, b = ((tmp_path / run / "grades.csv").read_text() for run in ("local", "cluster"))
+    assert without_timing(a) == without_timing(b), f"local:\n{a}\ncluster:\n{b}"
+    got = {r["submission"]: r for r in rows(tmp_path / "cluster")}
+    assert set(got) == {*names, "empty"} and got["empty"]["status"] == "ungraded"
+    assert got["correct"]["passed"] == "16" and got["no-import"]["passed"] == "0"
+    assert "Dask worker tcp://127.0.0.1:" in remote.stderr, "each completion says where it was graded"
+    workers = set(re.findall(r" on Dask worker (tcp://127\.0\.0\.1:\d+)", remote.stderr))
+    assert len(workers) == 2, f"both workers graded: {remote.stderr[-2000:]}"
+
+
+def test_a_worker_killed_mid_run_loses_no_submission_and_grades_none_twice(tmp_path):
+    from distributed import Client
+
+    klass = bare_class(tmp_path / "class", 6)
+    out = tmp_path / "out"
+    with Loopback(workers=2) as cluster:
+        with Client(cluster.address, timeout=30, set_as_default=False) as watcher:
+            victim = next(a for a, info in watcher.scheduler_info()["workers"].items() if info["name"] == "w0")
+            proc = start_ol_grade(klass, out, "--seed", "7", "--scheduler", cluster.address)
+            try:
+                # w0 is grading one of them, and one is already in the ledger: now the machine is lost
+                wait_until(lambda: ledger(out) and watcher.processing(workers=[victim]).get(victim), RUN_S, proc)
+                in_flight = set(watcher.processing(workers=[victim])[victim])
+                cluster.kill_worker(0)
+                stdout, stderr = proc.communicate(timeout=RUN_S)
+            finally:
+                stop(proc)
+    assert in_flight, "w0 was grading when it was killed"
+    assert proc.returncode == 0, stdout[-2000:] + stderr[-3000:]
+    got = rows(out)
+    names = [r["submission"] for r in got]
+    assert sorted(names) == sorted(p.name for p in klass.iterdir()), "one row per submission, no duplicate"
+    assert all(r["status"] == "graded" and r["passed"] == "16" for r in got), got
+    assert sorted(ledger(out)) == sorted(names)
+    finished = [line.split()[1] for line in stderr.splitlines() if line.startswith("16/16 ")]
+    assert sorted(finished) == sorted(names), f"each finished exactly once:\n{stderr[-3000:]}"
+
+
+@pytest.mark.parametrize("engine", ["local", "cluster"])
+def test_an_interrupted_run_resumes_and_grades_nothing_twice(tmp_path, engine):
+    klass = bare_class(tmp_path / "class", 5)
+    out = tmp_path / "out"
+    with Loopback(workers=2) if engine == "cluster" else _nothing() as cluster:
+        where = ["--scheduler", cluster.address] if engine == "cluster" else ["--jobs", "2"]
+        proc = start_ol_grade(klass, out, *where)  # no --seed: a random one, recorded in the ledger
+        try:
+            wait_until(lambda: len(ledger(out)) >= 2, RUN_S, proc)
+            proc.send_signal(signal.SIGINT)
+            stdout, stderr = proc.communicate(timeout=120)
+        finally:
+            stop(proc)
+        assert proc.returncode == 130 and "run the same command again to resume" in stderr, stderr[-3000:]
+        kept = ledger(out)
+        assert 2 <= len(kept) < 5, f"{len(kept)} graded before the interrupt"
+        assert len(rows(out)) == len(kept), "grades.csv is rebuilt from the ledger when a run stops"
+        mtimes = {p.name: p.stat().st_mtime_ns for p in (out / "results").glob("*.json") if p.name != "summary.json"}
+        again = ol_grade(klass, out, *where)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert f"{len(kept)} of 5 submissions already graded" in again.stderr and "resuming on them" in again.stderr, again.stderr
+    regraded = {line.split()[1] for line in again.stderr.splitlines() if line.startswith("16/16 ")}
+    assert regraded == {p.name for p in klass.iterdir()} - set(kept), again.stderr[-3000:]
+    after = ledger(out)
+    assert all(after[name] == data for name, data in kept.items()), "a skipped entry is not rewritten"
+    assert all((out / "results" / n).stat().st_mtime_ns == t for n, t in mtimes.items())
+    assert len(rows(out)) == 5 and all(r["passed"] == "16" for r in rows(out))
+
+
+class _nothing:
+    address = ""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def test_a_worker_of_another_checkout_refuses_naming_what_differs(tmp_path):
+    other = tmp_path / "other-checkout"
+    for part in ("harness", "chapters", "reference", "rust", "fixtures", "config", "spec"):
+        shutil.copytree(REPO / part, other / part, ignore=shutil.ignore_patterns("__pycache__", "target"))
+    shutil.copy(REPO / "pyproject.toml", other / "pyproject.toml")
+    with open(other / "chapters" / "L10_8" / "chapter.toml", "a") as f:
+        f.write("\n# edited on this machine only\n")
+    klass = bare_class(tmp_path / "class", 1)
+    with Loopback(workers=1, worker_pythonpath=other) as cluster:
+        r = ol_grade(klass, tmp_path / "out", "--seed", "1", "--scheduler", cluster.address, timeout=300)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "refuses to grade: its harness version is not the client's" in r.stderr, r.stderr[-2000:]
+    assert "the harness, chapter pack, references or fixtures differ" in r.stderr and "Traceback" not in r.stderr
+    assert not ledger(tmp_path / "out"), "no grade from a mixed-version cluster"

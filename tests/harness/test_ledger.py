@@ -1,0 +1,179 @@
+"""The pieces of `ol grade`'s engine that need no judge: a submission's parcel (harness.parcel), the
+ledger's keys and what it skips (harness.ledger), the harness version (harness.version), and a
+worker's refusal of another version's task (harness.task)."""
+
+import json
+import os
+import zipfile
+
+import pytest
+
+from harness.ledger import Ledger, default_results_dir, recorded_seed
+from harness.outcomes import Outcome
+from harness.parcel import SHIP_CAP, ParcelError, digest, pack, unpack
+from harness.paths import REPO
+from harness.registry import load_chapter
+from harness import report as rp
+from harness.task import Task, WorkerRefused, run
+from harness.version import differences, version_of
+
+CH = load_chapter("L10.8")
+
+
+def submission(root):
+    sub = root / "alice"
+    (sub / "tinyllm" / "infer").mkdir(parents=True)
+    (sub / "tinyllm" / "infer" / "spec.py").write_text("x = 1\n")
+    (sub / "tinyllm" / "__init__.py").write_text("")
+    (sub / "run.sh").write_text("#!/bin/sh\n")
+    (sub / "run.sh").chmod(0o755)
+    (sub / "empty").mkdir()
+    return sub
+
+
+def test_a_parcel_unpacks_to_the_same_files_and_its_digest_is_content_only(tmp_path):
+    sub = submission(tmp_path / "a")
+    p = pack(sub)
+    assert p.name == "alice" and p.digest == digest(sub)
+    back = unpack(p, tmp_path / "back")
+    assert back == tmp_path / "back" / "alice"
+    files = sorted(q.relative_to(back).as_posix() for q in back.rglob("*"))
+    assert files == ["empty", "run.sh", "tinyllm", "tinyllm/__init__.py", "tinyllm/infer", "tinyllm/infer/spec.py"]
+    assert (back / "tinyllm" / "infer" / "spec.py").read_text() == "x = 1\n" and os.access(back / "run.sh", os.X_OK)
+    other = submission(tmp_path / "b")  # the same files written later, elsewhere: the same digest and bytes
+    os.utime(other / "tinyllm" / "infer" / "spec.py", (1, 1))
+    assert pack(other).digest == p.digest and pack(other).data == p.data
+    (other / "tinyllm" / "infer" / "spec.py").write_text("x = 2\n")
+    assert digest(other) != p.digest
+    (other / "run.sh").chmod(0o644)
+    assert digest(other) != digest(submission(tmp_path / "c")), "the executable bit is content"
+
+
+def test_a_parcel_ships_no_link_fifo_cache_or_build_output_and_is_capped(tmp_path):
+    sub = submission(tmp_path)
+    (sub / "answers.json").symlink_to(CH.golden)
+    (sub / "tree").symlink_to(REPO, target_is_directory=True)
+    os.mkfifo(sub / "pipe")  # reading it would block the packer
+    (sub / "tinyllm" / "__pycache__").mkdir()
+    (sub / "tinyllm" / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"\0")
+    (sub / "target").mkdir()
+    (sub / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    with zipfile.ZipFile(__import__("io").BytesIO(pack(sub).data)) as z:
+        names = sorted(z.namelist())
+    assert not any(n.endswith(("answers.json", "pipe", ".pyc")) or "/tree" in n or "/target" in n for n in names), names
+    big = tmp_path / "big"
+    big.mkdir()
+    (big / "blob").write_bytes(b"\0" * (SHIP_CAP + 1))
+    with pytest.raises(ParcelError, match="more than 64 MiB"):
+        pack(big)
+
+
+def test_a_parcel_naming_a_path_outside_its_submission_is_refused(tmp_path):
+    import io
+
+    from harness.parcel import Parcel
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("alice/../../escape.py", "x")
+    with pytest.raises(ParcelError, match="outside the submission"):
+        unpack(Parcel("alice", buf.getvalue(), "d"), tmp_path / "in")
+    assert not (tmp_path / "escape.py").exists()
+
+
+def report(name: str, ungraded: str | None = None, sandbox: str = "bwrap") -> rp.Report:
+    tests = [rp.TestResult(t.name, t.kind, Outcome.PASS if ungraded is None else Outcome.ERROR, 0.1, "", t.points)
+             for t in CH.tests]
+    return rp.Report(CH.chapter, name, True, tests, ungraded=ungraded, sandbox=sandbox, language="python")
+
+
+def a_ledger(tmp_path, names, seed=5, version=None):
+    return Ledger(CH, names, tmp_path / "grades.csv", tmp_path / "results", seed, True,
+                  version or {"digest": "v1"}, "bwrap")
+
+
+def test_the_ledger_skips_only_a_grade_with_the_same_key(tmp_path):
+    (tmp_path / "results").mkdir()
+    first = a_ledger(tmp_path, ["a", "b", "c"])
+    assert recorded_seed(tmp_path / "results") == 5, "the seed is recorded before anyone is graded"
+    first.record(report("a"), 1.5, "da", "local")
+    first.record(report("b", ungraded="its judge was killed"), 0.5, "db", "local")
+    first.record(report("c", sandbox="none"), 1.0, "dc", "local")
+    csv_rows = (tmp_path / "grades.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in csv_rows[1:]] == ["a", "b", "c"]
+    again = a_ledger(tmp_path, ["a", "b", "c"])
+    assert again.graded("a", "da", unconfined_ok=False)
+    assert not again.graded("b", "db", unconfined_ok=False), "an ungraded entry is graded again"
+    assert not again.graded("c", "dc", unconfined_ok=False), "an unconfined grade is not kept for a confined run"
+    assert again.graded("c", "dc", unconfined_ok=True)
+    assert not again.graded("a", "changed", unconfined_ok=False), "other files: graded again"
+    assert not a_ledger(tmp_path, ["a"], seed=6).graded("a", "da", False), "another seed: graded again"
+    assert not a_ledger(tmp_path, ["a"], version={"digest": "v2"}).graded("a", "da", False), "another harness: again"
+    entry = json.loads((tmp_path / "results" / "a.json").read_text())
+    assert entry["key"] == {"content": "da", "seed": 5, "ref_deps": True, "harness": "v1"} and entry["wall_s"] == 1.5
+    (tmp_path / "results" / "a.json").write_text(entry.__repr__())  # damaged by hand: graded again, not trusted
+    assert not a_ledger(tmp_path, ["a"]).graded("a", "da", False)
+
+
+def test_a_submission_named_summary_is_refused_and_the_ledger_sits_beside_the_csv(tmp_path):
+    from harness.errors import UsageError
+
+    (tmp_path / "results").mkdir()
+    with pytest.raises(UsageError, match="would overwrite the ledger's summary.json"):
+        a_ledger(tmp_path, ["summary"])
+    assert default_results_dir(tmp_path / "grades.csv") == tmp_path / "grades-results"
+
+
+def test_versions_differ_in_words():
+    mine = version_of(CH)
+    assert mine == version_of(CH) and len(mine["digest"]) == 16
+    theirs = {**mine, "files": "0" * 64, "packages": {**mine["packages"], "numpy": "1.0.0"}}
+    said = differences(mine, theirs)
+    assert len(said) == 2 and "files" in said[0] and f"numpy {mine['packages']['numpy']} here, 1.0.0 on the client" in said[1]
+
+
+def test_a_task_made_by_another_harness_version_is_refused_before_anything_runs(tmp_path):
+    sub = submission(tmp_path)
+    version = {**version_of(CH), "files": "0" * 64, "digest": "not-this-one"}
+    with pytest.raises(WorkerRefused, match="the harness changed while this run graded .*files") as refused:
+        run(Task(CH.chapter, pack(sub), str(sub), 1, True, False, version))
+    assert "grade one class with two versions" in str(refused.value)
+
+
+def test_the_cluster_options_are_refused_before_anything_runs(tmp_path):
+    import subprocess
+    import sys
+
+    klass = tmp_path / "class"
+    submission(klass)
+    for extra, words in ((("--scheduler", "tcp://127.0.0.1:9", "--jobs", "2"), "with --scheduler each Dask worker's"),
+                         (("--scheduler-file", str(tmp_path / "none.json")), "no such file"),
+                         (("--scheduler", "tcp://127.0.0.1:9", "--scheduler-file", str(tmp_path / "f.json")), "not both")):
+        r = subprocess.run([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), *extra], capture_output=True,
+                           text=True, timeout=60, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert r.returncode == 2 and words in r.stderr and "Traceback" not in r.stderr, (extra, r.stderr)
+        assert not (tmp_path / "grades.csv").exists() and not (tmp_path / "grades-results").exists()
+
+
+def test_the_live_progress_counts_and_shows_each_submission_as_it_finishes():
+    from rich.console import Console
+
+    from harness.render.progress import GradeProgress
+
+    console = Console(record=True, width=200, force_terminal=False)
+    progress = GradeProgress(console)
+    progress.begin(4, ["done-before"], 3)
+    for name in ("slow", "fast", "broken"):
+        progress.started(name, "tcp://10.0.0.1:4000")
+    progress.finished(report("fast"), 2.0, "tcp://10.0.0.1:4000")
+    failing = report("broken")
+    failing.tests[0].outcome, failing.tests[0].points = Outcome.FAIL, 0.0
+    progress.finished(failing, 3.0, "local")
+    assert progress.counts == {"passed": 1, "failed": 1, "ungraded": 0} and list(progress.running) == ["slow"]
+    text = console.export_text()
+    assert "1 of 4 submissions already graded" in text and "3 to grade" in text
+    assert text.index("16/16 fast score 16/16 in 2.0 s on tcp://10.0.0.1:4000") < text.index("15/16 broken score 15/16 in 3.0 s")
+    shown = Console(record=True, width=200)
+    shown.print(progress._render())
+    live = shown.export_text()
+    assert "2/3 1 passed 1 failed 0 ungraded" in live and "running longest: slow 0 s (tcp://10.0.0.1:4000)" in live, live
