@@ -126,6 +126,16 @@ def toolchain() -> Toolchain:
     return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, major_minor)
 
 
+def missing() -> str | None:
+    """Why this machine cannot grade Rust (toolchain()'s message), or None when it can: the one question
+    `ol` and its tests ask."""
+    try:
+        toolchain()
+    except UsageError as e:
+        return str(e)
+    return None
+
+
 def assemble(lang, package_dir: Path, ws: Path) -> Path:
     """The workspace of one build (see the module's docstring), made or brought up to date in `ws`; returns
     its Cargo.toml. Unchanged files are left alone (cargo rebuilds only what changed when `ws` is cached)."""

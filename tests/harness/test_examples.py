@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import rust
+
 from harness.impl import DEFAULT_DEADLINE_S
 from harness.check import run_check
 from harness.layout import detect
@@ -31,7 +33,7 @@ EXAMPLES = REPO / "examples" / "submissions"
 EXPECTED = json.loads((EXAMPLES / "expected.json").read_text())
 NAMES = sorted(EXPECTED["submissions"])
 LANGUAGE = {name: e.get("language", "python") for name, e in EXPECTED["submissions"].items()}
-HAS_CARGO = shutil.which("cargo") is not None or (Path.home() / ".cargo/bin/cargo").exists()
+HAS_CARGO = rust.missing() is None  # what the harness itself asks before a Rust build
 RUST_MARKS = [pytest.mark.slow, pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")]
 
 

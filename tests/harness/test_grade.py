@@ -15,13 +15,15 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from harness import rust
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
 SCHEMA = json.loads((REPO / "harness" / "schemas" / "check_report.schema.json").read_text())
 DIFFERENTIAL = {"prompt_lookup_matches_python_l8_6", "verify_matches_python_l8_6"}
 EXPECTED = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
 PYTHON_EXPECTED = {name: e for name, e in EXPECTED.items() if e.get("language", "python") == "python"}
-HAS_CARGO = shutil.which("cargo") is not None or (Path.home() / ".cargo/bin/cargo").exists()
+HAS_CARGO = rust.missing() is None  # what the harness itself asks before a Rust build
 
 
 def python_examples(tmp_path: Path) -> Path:

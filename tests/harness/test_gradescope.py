@@ -25,6 +25,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from harness import rust
+
 from harness.confine import slot_uids
 from harness.registry import load_chapter
 from tests.harness import uid_kit
@@ -45,19 +47,7 @@ SECRET_SEED = 6_917_529_027_641_081_857  # 19 digits: a seed that cannot turn up
 RUN_TIMEOUT_S = 600  # one run_autograder: a full check takes seconds, a loaded 2-core machine is slower
 
 
-def _has_rust() -> bool:
-    """Whether the judge finds cargo and rustc >= 1.75 (else setup.sh would run this machine's apt-get)."""
-    from harness.errors import UsageError
-    from harness.rust import toolchain
-
-    try:
-        toolchain()
-    except UsageError:
-        return False
-    return True
-
-
-HAS_RUST = _has_rust()
+HAS_RUST = rust.missing() is None  # the judge finds cargo and rustc >= 1.75 (else setup.sh would run this machine's apt-get)
 needs_rust = pytest.mark.skipif(not HAS_RUST, reason="needs cargo and rustc 1.75+")
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import rust
+
 from chapters.L10_8.client import JudgeObjects
 from chapters.L10_8.judge.fake_target import FakeTarget
 from harness.errors import Raised, SubmissionFailure
@@ -38,8 +40,8 @@ from harness.reference import pristine
 from harness.registry import load_chapter
 from harness.subjects import open_impl
 
-CARGO = shutil.which("cargo") or (str(Path.home() / ".cargo/bin/cargo") if (Path.home() / ".cargo/bin/cargo").exists() else None)
-needs_cargo = pytest.mark.skipif(CARGO is None, reason="needs cargo")
+CARGO = None if rust.missing() else str(rust.toolchain().cargo)  # the toolchain the judge builds with
+needs_cargo = pytest.mark.skipif(CARGO is None, reason="needs cargo and rustc")
 pytestmark = [pytest.mark.slow]
 
 CH = load_chapter("L10.8")

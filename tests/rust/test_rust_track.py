@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from harness import rust
 from harness.paths import REPO
 from harness.registry import load_chapter
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("cargo") is None and not (Path.home() / ".cargo/bin/cargo").exists(),
-                                                   reason="needs cargo")]
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(rust.missing() is not None, reason="needs cargo and rustc")]
 CH = load_chapter("L10.8")
 OL = str(REPO / "ol")
 REF_SPEC = REPO / "reference/rust/crates/tl-engine/src/spec.rs"
