@@ -27,7 +27,8 @@ from .render import console as show
 from .golden import verify as verify_golden
 from .subjects import validate
 
-out = Console(highlight=False, width=None if sys.stdout.isatty() else 160)  # wide tables in logs and CI
+# wide tables in logs and CI; sentences are not reflowed (a path or a command in one stays whole, to copy)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
 
 

@@ -114,9 +114,12 @@ class WorkerTransport:
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
         self._greeted, self._spawned_at = False, time.monotonic()
 
-    def _greet(self) -> None:
-        """Read the worker's hello, within STARTUP_S of its start."""
-        hello = self._read(self._spawned_at + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
+    def _greet(self, by: float | None = None) -> None:
+        """Read the worker's hello, within STARTUP_S of its start (and before `by`, a `load`'s deadline)."""
+        if by is not None and by < self._spawned_at + STARTUP_S:
+            hello = self._read(by, "load", lambda: describe_call("load", {}, by - self._spawned_at))
+        else:
+            hello = self._read(self._spawned_at + STARTUP_S, "startup", f"the worker's start ({STARTUP_S:.0f} s to say hello)")
         if not isinstance(hello.get("hello"), dict):
             self._fail(Crashed(f"the worker did not start: expected a hello, got {str(hello)[:200]}"))
         if hello["hello"].get("protocol") != PROTOCOL_VERSION:
@@ -231,9 +234,12 @@ class WorkerTransport:
         try:
             if self.proc is None:
                 self._spawn()
+            # `load` counts from the worker's start: the start is part of the import it waits for, and a
+            # submission that never loads gets its verdict within the deadline plus the judge's own start
+            deadline = (self._spawned_at if op == "load" else time.monotonic()) + deadline_s
             if not self._greeted:
-                self._greet()
-            value = self._exchange(op, args, callbacks, time.monotonic() + deadline_s, lambda: describe_call(op, args, deadline_s))
+                self._greet(deadline if op == "load" else None)
+            value = self._exchange(op, args, callbacks, deadline, lambda: describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:
             return CallInfo(op, error=e, duration_s=time.perf_counter() - start)
