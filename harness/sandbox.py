@@ -87,18 +87,26 @@ class Limits:
     file_size: int = 64 << 20      # bytes, the largest file it may write (RLIMIT_FSIZE)
     processes: int = 64            # RLIMIT_NPROC in the sandbox's user namespace: tasks, so threads and bwrap's init count
     open_files: int = 256          # RLIMIT_NOFILE
+    # Niceness added: the judge outranks the code it judges, so a submission that spins (a hang, a fork
+    # bomb's children) cannot slow the judge's deadlines and reports, nor another judge's; among
+    # submissions nothing changes (all alike). No unprivileged process lowers it again (RLIMIT_NICE 0).
+    nice: int = 10
 
     def spec(self, processes: bool = True) -> str:
         """The limiter's argument; without `processes` (mode "none": RLIMIT_NPROC would count all of the
         user's own processes, not the worker's) RLIMIT_NPROC is left as it is."""
         return (f"AS={self.address_space},CPU={self.cpu_seconds},FSIZE={self.file_size},"
-                + (f"NPROC={self.processes}," if processes else "") + f"NOFILE={self.open_files},CORE=0")
+                + (f"NPROC={self.processes}," if processes else "") + f"NOFILE={self.open_files},CORE=0,NICE=0,"
+                f"PRIORITY={self.nice}")
 
 
-# The pre-exec step, run by the sandbox's Python with -S -I: set hard limits, exec the command.
+# The pre-exec step, run by the sandbox's Python with -S -I: set hard limits (RLIMIT_NICE 0: the priority
+# cannot be raised back), add the niceness, exec the command.
 _LIMITER = ("import os,resource as r,sys\n"
             "for kv in sys.argv[1].split(','):\n"
-            " k,v=kv.split('=');v=int(v);r.setrlimit(getattr(r,'RLIMIT_'+k),(v,v))\n"
+            " k,v=kv.split('=');v=int(v)\n"
+            " if k=='PRIORITY':os.nice(v)\n"
+            " else:r.setrlimit(getattr(r,'RLIMIT_'+k),(v,v))\n"
             "os.execvp(sys.argv[2],sys.argv[2:])")
 
 # Root only: stage N sources onto a tmpfs over STAGE_DIR in this (private) mount namespace, then exec.

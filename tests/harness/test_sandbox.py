@@ -264,6 +264,28 @@ def test_address_space_limit_and_hard_limits_cannot_be_raised():
         assert out[name + "_raise"] == "ValueError", (name, out)
 
 
+def test_the_sandbox_runs_below_the_judge_and_cannot_climb_back():
+    """A submission that spins cannot slow its judge: it runs 10 nicer than the judge, and neither
+    setpriority nor raising RLIMIT_NICE takes it back up."""
+    out = run_json("""
+        import json, os, resource as r
+        res = {"nice": os.getpriority(os.PRIO_PROCESS, 0), "rlimit_nice": list(r.getrlimit(r.RLIMIT_NICE))}
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, 0); res["lower"] = "lowered"
+        except OSError as e:
+            res["lower"] = type(e).__name__
+        try:
+            r.setrlimit(r.RLIMIT_NICE, (40, 40)); res["raise"] = "raised"
+        except (ValueError, OSError) as e:
+            res["raise"] = type(e).__name__
+        res["after"] = os.getpriority(os.PRIO_PROCESS, 0)
+        print(json.dumps(res))
+        """)
+    judge = os.getpriority(os.PRIO_PROCESS, 0)
+    assert out["nice"] == out["after"] == min(19, judge + Limits().nice), (judge, out)
+    assert out["rlimit_nice"] == [0, 0] and out["lower"] == "PermissionError" and out["raise"] == "ValueError", out
+
+
 def test_file_size_limit():
     out = run_json("""
         import json, os
