@@ -6,7 +6,15 @@ chapter, missing path, malformed submission), 3 a harness error. Every command e
 exception is a harness error, exit 3, with its traceback only under `ol --debug`.
 """
 
-import atexit
+import os
+
+# The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
+# for the cores (two Python checks at once: 5.2 s each with the default threads, 4.1 s with one). Set
+# before numpy is first imported; a caller's own value wins.
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
+
+import atexit  # noqa: E402
 import json
 import shutil
 import sys
@@ -438,6 +446,11 @@ def selftest(ctx) -> None:
     import pytest
 
     args = list(ctx.args)
+    # The suite's tests run side by side, their judges sharing the cores: none polls (harness.wire.SPIN_S)
+    os.environ.setdefault("OL_SPIN_S", "0")
+    from . import wire
+
+    wire.SPIN_S = wire._spin_s()
     # Every core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
     # so the long tests balance). A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
     # groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its groups are ignored.)

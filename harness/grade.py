@@ -103,7 +103,8 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
     env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox,
-           "OL_RUST_CACHE": "0"}  # every Rust submission builds clean: no build output shared between students
+           "OL_RUST_CACHE": "0",  # every Rust submission builds clean: no build output shared between students
+           "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.wire.SPIN_S)
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
     if template is not None:  # a Rust submission's build starts from the run's build of the given crates

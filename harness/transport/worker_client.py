@@ -37,7 +37,7 @@ SWEEP_EVERY_S = 0.25  # the worker's child processes are killed this often at mo
 # Hard limits of every process of a worker (harness.sandbox.Limits): a whole check uses about 10 s of CPU
 # and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
 WORKER_LIMITS = Limits(address_space=MEMORY_LIMIT, cpu_seconds=600, file_size=16 << 20, processes=64, open_files=256)
-ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")  # what a worker inherits
+ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OL_SPIN_S")  # what a worker inherits
 
 
 class _Capped:

@@ -1,8 +1,8 @@
 """`ol grade` on the example class: expected outcomes, the same on two runs with one seed, valid
 outputs; and fresh cases defeat a submission that hard-codes the shipped golden answers.
 
-The Python and Rust samples graded together (one `ol grade` over examples/submissions) need cargo:
-that test is skipped without it; the others grade a copy of the Python samples alone."""
+The README's command grades the Python and Rust samples together (one `ol grade` over examples/submissions)
+where cargo is; without it, that run grades a copy of the Python samples alone."""
 
 import csv
 import json
@@ -55,58 +55,66 @@ def outcomes(out: Path) -> dict[str, dict[str, str]]:
     return {name: {k: v for k, v in r.items() if k not in FIXED} for name, r in rows(out).items()}
 
 
-@pytest.mark.slow
-def test_grading_the_examples_twice_with_one_seed(tmp_path):
-    expected = PYTHON_EXPECTED
-    klass = python_examples(tmp_path)
-    runs = []
-    for i in (1, 2):
-        r = grade(tmp_path / f"run{i}", klass, "--seed", "4242", "--ref-deps")
-        assert r.returncode == 0, r.stderr[-3000:]
-        runs.append(outcomes(tmp_path / f"run{i}"))
-    assert runs[0] == runs[1], "the same seed must regrade identically"
-    assert set(runs[0]) == set(expected)
-    for name, want in expected.items():
-        got = runs[0][name]
-        failing = {t: o for t, o in got.items() if o != "pass"}
-        assert failing == want["must_fail"], f"{name}: {failing} != {want['must_fail']}"
-    assert all(r["status"] == "graded" for r in rows(tmp_path / "run1").values())
-    assert {r["sandbox"] for r in rows(tmp_path / "run1").values()} == {choose().name}, "every row says how its code ran"
-    for report in (tmp_path / "run1" / "results").glob("*.json"):
-        data = json.loads(report.read_text())
-        if report.name != "summary.json":
-            jsonschema.validate(data, SCHEMA)
-            assert data["seed"] == 4242
-    summary = json.loads((tmp_path / "run1" / "results" / "summary.json").read_text())
-    assert summary["seed"] == 4242 and summary["summary"]["submissions"] == len(expected)
-    assert summary["summary"]["passed_by_test"]["hand_example_greedy_verify"] == sum(
-        "hand_example_greedy_verify" not in w["must_fail"] for w in expected.values())
+def _failing(row: dict) -> dict:
+    return {t: o for t, o in row.items() if t not in FIXED and o != "pass"}
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
-def test_one_grade_of_the_python_and_rust_examples_gives_each_its_expected_score_and_language(tmp_path):
-    """`ol grade L10.8 examples/submissions --ref-deps` from the project root, as the README has it, over the
-    mixed folder: every sample graded, its failing tests, passed count and score as expected.json states,
-    and the CSV's language column rust or python."""
+def test_the_readme_grade_command_from_the_root_and_from_elsewhere_grades_the_examples_as_expected_and_identically(tmp_path):
+    """`ol grade L10.8 examples/submissions --seed 4242 --ref-deps` as a member of staff types it, with relative
+    paths, run twice with one seed: from the project root over the mixed folder (the README's command;
+    Python and Rust, when cargo is here; else a copy of the Python samples), and from another folder over a
+    copy of the Python samples. Every sample gets the grade expected.json states (no silent 0/16): its
+    failing tests, passed count, score and language; the two runs agree on every Python sample's every
+    test; every output says how its code ran and validates. (One pair of runs serves all of it: each
+    `ol grade` of the class is about half a minute of both cores.)"""
     from harness.registry import load_chapter
 
     points = {t.name: t.points for t in load_chapter("L10.8").tests}
-    r = grade(tmp_path / "out", Path("examples/submissions"), "--seed", "4242", "--ref-deps", cwd=REPO)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    got = rows(tmp_path / "out")
-    assert set(got) == set(EXPECTED), sorted(set(got) ^ set(EXPECTED))
-    assert {e.get("language", "python") for e in EXPECTED.values()} == {"python", "rust"}
-    for name, want in EXPECTED.items():
+    klass = python_examples(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    root_class = Path("examples/submissions") if HAS_CARGO else Path(os.path.relpath(klass, REPO))
+    root_expected = EXPECTED if HAS_CARGO else PYTHON_EXPECTED
+    runs = {}
+    for cwd, out, rel in ((REPO, tmp_path / "from-root", root_class),
+                          (elsewhere, Path("out"), Path(os.path.relpath(klass, elsewhere)))):
+        r = grade(out, rel, "--seed", "4242", "--ref-deps", cwd=cwd)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        runs[cwd] = cwd / out
+    root, other = runs[REPO], runs[elsewhere]
+
+    got = rows(root)  # the README's command: every sample as expected.json states
+    assert set(got) == set(root_expected), sorted(set(got) ^ set(root_expected))
+    if HAS_CARGO:
+        assert {e.get("language", "python") for e in EXPECTED.values()} == {"python", "rust"}
+    for name, want in root_expected.items():
         row = got[name]
         assert row["status"] == "graded", (name, row["reason"])
         assert row["language"] == want.get("language", "python"), f"{name}: language {row['language']!r}"
-        failing = {t: o for t, o in row.items() if t not in FIXED and o != "pass"}
-        assert failing == want["must_fail"], f"{name}: {failing} != {want['must_fail']}"
+        assert _failing(row) == want["must_fail"], f"{name}: {_failing(row)} != {want['must_fail']}"
         assert int(row["passed"]) == len(want["must_pass"]), (name, row["passed"])
         assert float(row["score"]) == sum(points[t] for t in want["must_pass"]), (name, row["score"])
-    summary = json.loads((tmp_path / "out" / "results" / "summary.json").read_text())["summary"]
-    assert summary["graded"] == len(EXPECTED) and summary["all_passed"] == sum(not w["must_fail"] for w in EXPECTED.values())
+    assert {r["sandbox"] for r in got.values()} == {choose().name}, "every row says how its code ran"
+    summary = json.loads((root / "results" / "summary.json").read_text())
+    assert summary["seed"] == 4242 and summary["summary"]["submissions"] == len(root_expected)
+    assert summary["summary"]["graded"] == len(root_expected)
+    assert summary["summary"]["all_passed"] == sum(not w["must_fail"] for w in root_expected.values())
+    assert summary["summary"]["passed_by_test"]["hand_example_greedy_verify"] == sum(
+        "hand_example_greedy_verify" not in w["must_fail"] for w in root_expected.values())
+    for report in (root / "results").glob("*.json"):
+        if report.name != "summary.json":
+            data = json.loads(report.read_text())
+            jsonschema.validate(data, SCHEMA)
+            assert data["seed"] == 4242
+
+    theirs = outcomes(other)  # from elsewhere, the Python copy: as expected, and the same seed regrades identically
+    assert set(theirs) == set(PYTHON_EXPECTED)
+    assert all(r["status"] == "graded" for r in rows(other).values())
+    for name, want in PYTHON_EXPECTED.items():
+        assert _failing(theirs[name]) == want["must_fail"], f"{name} graded from {elsewhere}: {_failing(theirs[name])}"
+    mine = outcomes(root)
+    assert {n: mine[n] for n in PYTHON_EXPECTED} == theirs, "the same seed must regrade identically"
 
 
 CHEAT = '''
@@ -164,25 +172,6 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     fresh = outcomes(tmp_path / "fresh")["cheater"]
     assert all(fresh[t] == "fail" for t in DIFFERENTIAL), f"fresh cases must expose them: {fresh}"
-
-
-@pytest.mark.slow
-def test_the_readme_grade_command_works_from_another_folder_with_relative_paths(tmp_path):
-    """`ol grade L10.8 examples/submissions --ref-deps ...` as a member of staff types it, from the project root
-    and from elsewhere: every sample gets the grade expected.json states (no silent 0/16). The Python
-    samples (a copy); the mixed folder from the root: the test above."""
-    expected = PYTHON_EXPECTED
-    klass = python_examples(tmp_path)
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    for cwd, out in ((REPO, tmp_path / "from-root"), (elsewhere, Path("out"))):
-        rel = Path(os.path.relpath(klass, cwd))
-        r = grade(out, rel, "--seed", "4242", "--ref-deps", cwd=cwd)
-        assert r.returncode == 0, r.stderr[-3000:]
-        got = rows(cwd / out)
-        for name, want in expected.items():
-            failing = {t: o for t, o in got[name].items() if t not in FIXED and o != "pass"}
-            assert failing == want["must_fail"], f"{name} graded from {cwd}: {failing} != {want['must_fail']}"
 
 
 @pytest.mark.slow
