@@ -302,7 +302,7 @@ def test_the_judges_environment_and_memory_are_out_of_reach(tmp_path, monkeypatc
     saw = probe(t.message)
     assert saw["found"] == [], saw["found"]
     assert set(saw["environ"]) <= {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PWD", "HOME", "TMPDIR", "PYTHONPATH",
-                                   "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                   "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OL_SPIN_S",
                                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}, saw["environ"]
     assert saw["routes"][f"environ {os.getpid()}"] == "FileNotFoundError", "the judge's host pid is not in its namespace"
     assert wall < HOSTILE_CHECK_S
