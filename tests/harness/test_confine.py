@@ -51,6 +51,7 @@ def test_auto_takes_bwrap_where_it_runs_and_none_is_never_silent(monkeypatch):
         assert choose().why, "a mode below bwrap always says why"
 
 
+@pytest.mark.slow
 def test_ol_grade_refuses_to_run_submissions_unconfined_unless_told(tmp_path):
     subs = tmp_path / "subs"
     shutil.copytree(S07, subs / "s07")
@@ -189,6 +190,7 @@ def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
     assert answers_exposed(CH, Mode("bwrap")) == [], "bwrap sees none of them"
 
 
+@pytest.mark.slow
 def test_ol_check_says_once_that_it_is_not_sandboxed_and_json_dash_is_stdouts_only_content(tmp_path):
     r = subprocess.run([sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(S07), "--ref-deps",
                         "--json", "-"], capture_output=True, text=True, timeout=180, cwd=tmp_path,

@@ -104,6 +104,7 @@ def test_each_sample_is_found_in_its_language_holding_only_its_chapter_file():
     assert {"bare", "nested", "nested (zip)"} <= layouts, f"the Rust samples' layouts: {sorted(layouts)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", samples(NAMES))
 def test_sample_verdicts(name):
     """Exactly the expected tests pass (pass versus not pass)."""

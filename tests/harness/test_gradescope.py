@@ -236,6 +236,7 @@ def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspa
             assert "not implemented (your code still calls todo!()" in t["output"], t
 
 
+@pytest.mark.slow
 @needs_rust
 def test_setup_built_the_rust_reference_once_into_a_template_only_the_grader_can_read(autograder):
     """setup.sh found this machine's toolchain (no apt-get) and built the template in the sandbox: the build
@@ -267,6 +268,7 @@ REJECTED = {  # nothing the layout function accepts
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(REJECTED))
 def test_an_upload_with_no_submission_is_told_in_one_sentence_what_to_upload(autograder, case):
     upload, quoted = REJECTED[case]
@@ -293,6 +295,7 @@ def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
     assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]) and data["extra_data"] == {"ol": "grader failed"}
 
 
+@pytest.mark.slow
 def test_when_no_python_can_write_results_the_bundled_grader_failure_stands_in(autograder):
     meta = autograder.dir / "source" / ".ol-gradescope.json"
     meta.rename(meta.with_suffix(".away"))  # run_autograder's last step fails under every interpreter
@@ -320,6 +323,7 @@ if b"check" in _argv:  # its parent is the judge: unconfined (never, with the sa
 """
 
 
+@pytest.mark.slow
 def test_a_submission_that_tries_to_kill_its_judge_and_forge_results_gets_its_honest_grade(autograder):
     """The s01 sample (honestly FULL - 1) with a payload that forges results.json and kills its parent: in
     the sandbox its parent is the sandbox's init and /autograder is out of view, so the grade is honest."""

@@ -222,6 +222,7 @@ def test_a_deeply_nested_answer_is_crashed_not_a_judge_crash(tmp_path):
         impl.close()
 
 
+@pytest.mark.slow
 def test_a_worker_that_never_reads_the_judges_reply_is_crashed_within_the_deadline(tmp_path):
     """It asks the judge's target for thousands of rows, then never reads the reply: the judge's write
     would block forever on the full pipe; it stops at the call's deadline instead."""

@@ -224,6 +224,7 @@ KILLER = """
 """
 
 
+@pytest.mark.slow
 def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
     """T9, T7: at import a submission forges a report where the judge's may be, SIGKILLs its parent and
     calls kill(-1, SIGKILL). Guarantee: it cannot reach the host's files; it is the sandbox's init (no parent

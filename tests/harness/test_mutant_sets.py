@@ -102,6 +102,7 @@ def _with_set(manifest: str = SET_MANIFEST, patches: dict | None = None, toml_li
     return files
 
 
+@pytest.mark.slow
 def test_a_further_set_counts_any_failure_and_reports_findings(tmp_path):
     packs = make_pack(tmp_path / "packs", _with_set())
     r = ol(packs, tmp_path, "mutants", "T0.1")  # the default set: as before

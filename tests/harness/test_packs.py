@@ -123,6 +123,7 @@ def packs(tmp_path) -> Path:
     return make_pack(tmp_path / "packs", TOY)
 
 
+@pytest.mark.slow
 def test_a_toy_pack_outside_the_project_is_a_chapter(packs, tmp_path):
     r = ol(packs, tmp_path, "tests", "T0.1")
     assert r.returncode == 0 and "doubles_by_hand" in r.stdout and "2 tests" in r.stdout, r.stdout + r.stderr

@@ -118,6 +118,7 @@ GOLDEN_THIEF = """
 """
 
 
+@pytest.mark.slow
 def test_golden_answers_cannot_be_read_by_any_route(tmp_path):
     """T6: a submission hunts the shipped golden file and a fresh one given to `ol check --golden` (on the
     judge's command line), by direct path, /proc/*/cmdline, fd, cwd and root, the harness's own paths and a
@@ -352,6 +353,7 @@ def test_no_network_reaches_the_host_or_the_internet(tmp_path):
 
 # ---- T10: fork bombs ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_fork_bomb_in_a_call_is_a_timeout_and_leaves_no_process(tmp_path):
     """T10: every process of the call forks forever. Guarantee: the worker's processes stop at its
     process limit, the host can still fork, the call is a timeout at its deadline, its whole sandbox is

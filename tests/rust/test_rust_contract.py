@@ -62,6 +62,7 @@ def test_without_cargo_a_rust_check_says_what_to_install(tmp_path):
     assert r.returncode == 2 and "needs cargo and rustc" in r.stderr and "apt install cargo rustc" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_ol_check_in_this_repository_shows_the_demo():
     """The repository's own rust/ holds the course's crates, not a workspace: the README's first command
     (`./ol check L10.8` in a fresh clone) still shows the demo."""

@@ -162,6 +162,7 @@ def test_the_reference_answers_every_case_as_expected_through_the_protocol():
 
 # ---- (b) the schema -------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_fixture_validates_against_its_schema():
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
