@@ -4,6 +4,8 @@ exactly the reference's; the chapter's [language.rust] table names files that ex
 
 import re
 
+import pytest
+
 from harness.paths import REPO
 from harness.registry import load_chapter
 
