@@ -44,6 +44,7 @@ def test_bad_fresh_seed_is_a_usage_error():
     assert r.returncode == 2 and "--fresh takes an integer seed" in r.stderr
 
 
+@pytest.mark.slow
 def test_reference_passes_all_with_valid_json_and_junit(tmp_path):
     r = ol("check", "L10.8", "--submission", "reference", "--json", tmp_path / "r.json", "--junit", tmp_path / "r.xml")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -150,6 +150,7 @@ def test_the_registry_refuses_a_malformed_set(tmp_path, change, message):
     assert r.returncode == 3 and message in r.stderr, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_an_unknown_or_empty_set_is_a_usage_error(tmp_path):
     packs = make_pack(tmp_path / "packs", _with_set())
     r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "nope")

@@ -136,6 +136,7 @@ def test_a_toy_pack_outside_the_project_is_a_chapter(packs, tmp_path):
     assert r.returncode == 0 and "1 of 1 mutants caught" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_a_toy_submission_goes_through_the_worker(packs, tmp_path):
     student = tmp_path / "student"
     (student / "toypkg").mkdir(parents=True)

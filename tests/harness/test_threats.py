@@ -613,6 +613,7 @@ GARBAGE = {  # how -> (payload, words the message must hold)
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", list(GARBAGE))
 def test_protocol_garbage_is_one_crashed_call(tmp_path, how):
     """T2: raw bytes on the protocol's descriptor: not JSON, a list where a message is due, an id never

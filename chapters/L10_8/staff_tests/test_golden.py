@@ -218,6 +218,7 @@ def test_regenerating_gives_identical_bytes(rebuilt):
     assert RAW.endswith(b"\n") and RAW.count(b"\n") == 3 + 2 * len(document.SECTIONS) + n_cases + 2
 
 
+@pytest.mark.slow
 def test_check_accepts_the_fixture():
     assert oracle.check(FIXTURE, REF) is None
 

@@ -163,6 +163,7 @@ def test_an_exp_off_by_one_ulp_does_flip_a_uniform_on_a_running_sum(perturbed):
 
 # ---- the oracle builds a close case again, in place; a fresh seed keeps the margin ----------------
 
+@pytest.mark.slow
 def test_a_case_within_the_margin_is_built_again_in_place(monkeypatch):
     """With a margin so large that some committed cases miss it, exactly those are built again, from
     their own next numbers: same ids, seeds, params, draft lengths and acceptances; the rest unchanged."""
@@ -182,6 +183,7 @@ def test_a_case_within_the_margin_is_built_again_in_place(monkeypatch):
             assert f == c, c["id"]
 
 
+@pytest.mark.slow
 def test_a_fresh_seed_keeps_the_margin():
     for c in oracle.build(REF, 2**64 - 1)["verify"]:
         assert oracle.worst_margin(LIB, c)[1] >= margins.N_MARGIN, c["id"]
