@@ -40,7 +40,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
         import os
 
-        from .confine import SandboxError, answers_exposed, choose, exposure_advice
+        from .confine import SandboxError, choose, grading_refusal
         from .grade import check_outputs, grade as run_grade, submissions_in
         from .ledger import default_results_dir, recorded_seed
         from .render.progress import GradeProgress
@@ -57,12 +57,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
                       "mode it has" + (" (or none: --no-sandbox)" if no_sandbox else ", or refuses"))
         else:
             mode = choose()
-            if not mode.confined and not no_sandbox:
-                raise SandboxError(f"ol grade runs untrusted code and will not run it unconfined: {mode.why}. Grade on a "
-                                   "machine with unprivileged user namespaces (bubblewrap), or as root (workers then run as an "
-                                   "unprivileged uid); or, for trusted submissions only, pass --no-sandbox.")
-            if exposed := answers_exposed(ch, mode):
-                raise SandboxError(f"ol grade in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}")
+            if refusal := grading_refusal(ch, mode, no_sandbox, "ol grade"):
+                raise SandboxError(refusal)
             mode_name = mode.name
             err.print(f"ol: grading in sandbox mode {mode.name}" + (f" ({mode.why})" if mode.why else ""))
         results_dir = results_dir or default_results_dir(out_csv)

@@ -329,6 +329,19 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
     return [t for t in dict.fromkeys(trees) if exposed(t)]
 
 
+def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str) -> str | None:
+    """Why `who` (ol grade, or a machine grading its tasks) will not grade untrusted submissions in `mode`, in
+    one sentence with the remedy; None when it will: it cannot confine them and was not told to run them
+    unconfined (--no-sandbox), or the uid fallback would leave the answers readable."""
+    if not mode.confined and not unconfined_ok:
+        return (f"{who} runs untrusted code and will not run it unconfined: {mode.why}. Grade on a machine with "
+                "unprivileged user namespaces (bubblewrap), or as root (workers then run as an unprivileged uid; "
+                "docs/grading.md); or, for trusted submissions only, pass --no-sandbox.")
+    if exposed := answers_exposed(chapter, mode):
+        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}"
+    return None
+
+
 def exposure_advice(trees: list[Path]) -> str:
     listed = " ".join(f"'{t}'" for t in trees)
     return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests) "

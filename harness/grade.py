@@ -248,6 +248,7 @@ def _run_here(tasks: list, jobs: int, started, done) -> None:
     finally:
         task_mod.close_idle()  # this run's fresh cases, Rust build and scratch
 
+
 def summarize(chapter: Chapter, reports: list[Report]) -> dict:
     graded = [r for r in reports if r.ungraded is None]
     passed_by_test = {t.name: 0 for t in chapter.tests}

@@ -24,7 +24,7 @@ import stat
 import zipfile
 from pathlib import Path, PurePosixPath
 
-SHIP_CAP = 64 * 1024**2  # bytes of files one submission may ship (harness.layout caps a zip's content the same)
+from .layout import ZIP_CAP as SHIP_CAP  # bytes of files one submission may ship: as much as its zip may hold
 SKIPPED_DIRS = {"__pycache__", ".git"}
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # every entry's timestamp: the zip of the same files is the same bytes
 

@@ -97,7 +97,7 @@ class Limits:
         user's own processes, not the worker's) RLIMIT_NPROC is left as it is."""
         return (f"AS={self.address_space},CPU={self.cpu_seconds},FSIZE={self.file_size},"
                 + (f"NPROC={self.processes}," if processes else "") + f"NOFILE={self.open_files},CORE=0,NICE=0,"
-                f"PRIORITY={self.nice}")
+                f"NICENESS={self.nice}")
 
 
 # The pre-exec step, run by the sandbox's Python with -S -I: set hard limits (RLIMIT_NICE 0: the priority
@@ -105,7 +105,7 @@ class Limits:
 _LIMITER = ("import os,resource as r,sys\n"
             "for kv in sys.argv[1].split(','):\n"
             " k,v=kv.split('=');v=int(v)\n"
-            " if k=='PRIORITY':os.nice(v)\n"
+            " if k=='NICENESS':os.nice(v)\n"
             " else:r.setrlimit(getattr(r,'RLIMIT_'+k),(v,v))\n"
             "os.execvp(sys.argv[2],sys.argv[2:])")
 

@@ -99,7 +99,7 @@ _runs_lock = threading.Lock()
 
 
 def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
-    from .confine import answers_exposed, choose, exposure_advice, slot_uids
+    from .confine import choose, grading_refusal, slot_uids
     from .sandbox import _reachable_by_other
 
     key = (task.chapter, task.seed, task.version["digest"])
@@ -108,12 +108,8 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
         if run is None:
             chapter = load_chapter(task.chapter)
             mode = choose()
-            if not mode.confined and not task.unconfined_ok:
-                raise WorkerRefused(f"{_who()} cannot confine submissions ({mode.why}) and will not run them unconfined: "
-                                    "give it bubblewrap (unprivileged user namespaces) or run it as root (docs/grading.md), "
-                                    "or grade trusted code only with --no-sandbox")
-            if exposed := answers_exposed(chapter, mode):
-                raise WorkerRefused(f"{_who()}, in sandbox mode uid: {exposure_advice(exposed)}")
+            if refusal := grading_refusal(chapter, mode, task.unconfined_ok, _who()):
+                raise WorkerRefused(refusal)
             uids = None
             if mode.name == "uid":  # each concurrent judge's worker a uid of its own
                 uids = queue.Queue()

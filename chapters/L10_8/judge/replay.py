@@ -71,39 +71,22 @@ class Listener:
         return self.stop_at is None or self.calls < self.stop_at
 
 
-class _RecordingTarget(FakeTarget):
-    """The fake target, noting each forward pass's ids and the length each truncate keeps."""
-
-    def __init__(self, *args, **kw) -> None:
-        super().__init__(*args, **kw)
-        self.passes: list[tuple[int, list[int], int | None]] = []  # (cached before, ids fed, kept by the truncate after)
-
-    def extend(self, ids):
-        self.passes.append((self.cached(), [int(i) for i in ids], None))
-        return super().extend(ids)
-
-    def truncate(self, length):
-        before, ids, _ = self.passes[-1]
-        self.passes[-1] = (before, ids, int(length))
-        return super().truncate(length)
-
-
 def pristine_generation(ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), vocab: int = VOCAB,
                         stop_at: int | None = None) -> Expected:
     """The pristine reference's generate_stream on a fresh fake target, with its rounds."""
     spec, sampling = ref.module("infer.spec"), ref.module("infer.sampling")
-    target, listener = _RecordingTarget(ref, vocab), Listener(stop_at)
+    target, listener = LoggedTarget(ref, vocab), Listener(stop_at)
     handed: list[tuple[int, int, float]] = []  # (round, token, logprob), in the order handed over
 
     def on_token(t, lp):
-        handed.append((len(target.passes), int(t), float(lp)))
+        handed.append((len(target.fed), int(t), float(lp)))
         return listener(t, lp)
 
     extra = {k: cfg[k] for k in ("max_ngram", "min_ngram") if k in cfg}
     g = spec.generate_stream(target, spec.SpecConfig.parse(cfg["draft"], cfg["k"], **extra), list(prompt),
                              sampling.SamplingParams(**params), seed, max_new, list(eos), on_token)
     want = Expected(list(g.tokens), list(g.logprobs), g.finish_reason, [], target.cached(), "the reference's generate")
-    for r, (before, fed, kept) in enumerate(target.passes, start=1):
+    for r, (before, fed, kept) in enumerate(target.forward_passes(), start=1):
         pending = len(prompt) if r == 1 else 1
         toks = [(t, lp) for rr, t, lp in handed if rr == r]
         want.rounds.append(Round(fed, fed[pending:], [t for t, _ in toks], [lp for _, lp in toks], kept - before - pending))
@@ -117,20 +100,15 @@ def seed_at(rng, state: int) -> int:
     return ((state - inc) * pow(rng.MULTIPLIER, -1, 1 << 64) - inc) & MASK64
 
 
-def _draws(rng, state: int, next_u32: int) -> int | None:
-    """How many u32 a generator at `state` drew before `next_u32` came out; None beyond MAX_DRAWS."""
+def _drawn(rng, state: int, next_u32: int) -> tuple[int, int] | None:
+    """(how many u32 a generator at `state` drew before `next_u32` came out, the state it then stands at);
+    None beyond MAX_DRAWS."""
     gen = rng.Pcg32.from_seed(seed_at(rng, state))
     for n in range(MAX_DRAWS + 1):
+        before = gen.state
         if gen.next_u32() == next_u32:
-            return n
+            return n, before
     return None
-
-
-def _advance(rng, state: int, n: int) -> int:
-    gen = rng.Pcg32.from_seed(seed_at(rng, state))
-    for _ in range(n):
-        gen.next_u32()
-    return gen.state
 
 
 def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), vocab: int = VOCAB,
@@ -150,11 +128,11 @@ def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, 
         rows = target.extend(fed)[len(fed) - len(draft) - 1:]
         v = impl.verify_draft([np.asarray(r).tolist() for r in rows], draft, None, params, prompt, emitted,
                               seed_at(rng, state))  # step 3
-        n = _draws(rng, state, v["next_u32"])
-        if n is None:
+        drawn = _drawn(rng, state, v["next_u32"])
+        if drawn is None:
             raise AssertionError(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
                                  "(two uniforms per draft position and one for the bonus token at most)")
-        state = _advance(rng, state, n)
+        state = drawn[1]
         target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
         want.rounds.append(Round(fed, draft, list(v["tokens"]), list(v["logprobs"]), v["n_accepted"]))
         for t, lp in zip(v["tokens"], v["logprobs"]):  # step 5

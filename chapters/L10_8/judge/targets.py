@@ -26,17 +26,23 @@ class LoggedTarget(FakeTarget):
         self.log.append(("truncate", self.cached(), int(length)))
         return super().truncate(length)
 
+    def forward_passes(self) -> list[tuple[int, list[int], int]]:
+        """(cached before, ids fed, positions kept after) of each forward pass: kept is the length of the
+        truncate that follows it, else everything fed."""
+        out, fed = [], iter(self.fed)
+        for (call, before, n), nxt in zip(self.log, self.log[1:] + [("end", 0, 0)]):
+            if call == "extend":
+                out.append((before, next(fed), nxt[2] if nxt[0] == "truncate" else before + n))
+        return out
+
     def observed_stats(self, prompt_len: int) -> dict:
         """drafted = ids fed beyond the pending token(s); accepted = drafted positions kept by the truncate after."""
         drafted = accepted = 0
-        for (call, before, n), nxt in zip(self.log, self.log[1:] + [("end", 0, 0)]):
-            if call != "extend":
-                continue
+        for before, ids, kept in self.forward_passes():
             pending = prompt_len if before == 0 else 1
-            drafted += n - pending
-            kept = nxt[2] if nxt[0] == "truncate" else before + n
+            drafted += len(ids) - pending
             accepted += kept - before - pending
-        return {"drafted": drafted, "accepted": accepted, "target_calls": sum(c == "extend" for c, _, _ in self.log)}
+        return {"drafted": drafted, "accepted": accepted, "target_calls": len(self.fed)}
 
 
 def eos_inside_accepted_run(ref, prompt, vocab: int, max_new: int) -> tuple[int, int]:
