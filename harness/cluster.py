@@ -16,8 +16,10 @@ Failures, and what each does:
   no scheduler within CONNECT_S, no worker within WORKERS_S, a worker silent to the version check for
     PREFLIGHT_S, no worker left for WORKERS_S, or no submission finishing within STALL_S: the run stops,
     saying which.
-The client keeps one task in flight per worker thread (an idle worker takes the next one: Dask places
-the tasks of a small class unevenly when it has them all at once) and submits the next as one ends.
+The client keeps AHEAD tasks in flight per worker thread, not the whole class (Dask places the tasks
+of a small class unevenly when it has them all at once): one running and one waiting on each, so a
+worker that ends a judge starts its next at once, without a round trip through the client (which
+shares the machine with the judges and answers late), and the client tops the queue up as tasks end.
 Stopped or interrupted, the client cancels what is queued; a judge already running on a worker runs
 to its end (Dask cannot stop a running task) and its result is dropped.
 """
@@ -35,6 +37,7 @@ WORKERS_S = 120  # the first worker to join; and how long the run waits once eve
 POLL_S = 0.5  # how often the client looks at its futures and the workers
 STALL_S = 900 + 600  # no submission finished for this long: the cluster is stuck (a judge's limit is 900 s)
 PREFLIGHT_S = 60  # every worker's answer to the harness version check
+AHEAD = 2  # tasks in flight per worker thread: its judge's, and the next one's, ready when that ends
 TOPIC = "ol-grade-started"
 
 
@@ -132,7 +135,7 @@ class Cluster:
             pending, last_finish, last_worker, checked = set(), time.monotonic(), time.monotonic(), 0.0
             slots = max(1, sum(client.nthreads().values()))
             while pending or queued:
-                while queued and len(pending) < slots:  # one task per free worker thread: an idle worker gets the next
+                while queued and len(pending) < AHEAD * slots:  # a task ready behind each running one
                     i, task = queued.pop()
                     key = f"ol-grade-{token}-{i:05d}"  # one run's tasks never share a key with another run's
                     by_key[key] = task
