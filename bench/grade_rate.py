@@ -159,7 +159,12 @@ def grade_once(klass: Path, where: list[str], out_csv: Path) -> float:
     elapsed = time.perf_counter() - start
     if r.returncode not in (0, 3) or not out_csv.is_file():
         sys.exit(f"ol grade failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
+    if r.returncode == 3:  # some submission ungraded, or the run stopped (a ClusterError): its words go with the figures
+        LAST_STOP[out_csv] = r.stderr.strip().splitlines()[-1][:500] if r.stderr.strip() else "(no message)"
     return elapsed
+
+
+LAST_STOP: dict[Path, str] = {}  # a run that exited 3: the last line it wrote (why rows may be missing)
 
 
 def wrong_grades(label: str, rows: dict[str, dict], expect: dict[str, Expect], lang: str, tests: list[str]) -> list[str]:
@@ -236,6 +241,8 @@ def main() -> int:
             elapsed = grade_once(tmp / f"class-{lang}", where, out_csv)
             rows = {r["submission"]: r for r in csv.DictReader(out_csv.open())}
             problems.extend(wrong_grades(f"{lang} {label}", rows, expects[lang], lang, tests))
+            if len(rows) < len(expects[lang]) and out_csv in LAST_STOP:
+                problems.append(f"{lang} {label}: ol grade stopped with exit 3: {LAST_STOP[out_csv]}")
             runs[lang][label] = figures(elapsed, rows, expects[lang], int(label.split()[-1].rstrip("w"))) | {
                 "csv": str(out_csv), "where": where}
             return runs[lang][label]

@@ -1,7 +1,8 @@
 """`ol grade`: a class of submissions, each judged in a process of its own, here or on a Dask cluster.
 
 Each entry of the submissions folder (a folder, a bare chapter file, or a zip: harness.layout) is
-graded by a separate `ol check` process (its own judge) that talks to the submission's worker; a
+graded by a separate `ol check` process (its own judge, forked from the run's zygote: harness.zygote)
+that talks to the submission's worker; a
 submission that kills its judge, hangs past the whole-check limit or crashes loses only its own
 grade. Grading uses fresh cases from a recorded seed: the same seed regrades identically.
 
@@ -24,7 +25,6 @@ import queue
 import shutil
 from pathlib import Path
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -82,41 +82,46 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids: "queue.Queue | None" = None, template: Path | None = None, shown: str | None = None) -> tuple[Report, float]:
-    """One submission's judge: `ol check --json -` in a session of its own; its report comes back over the
+           uids: "queue.Queue | None", template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
     `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one.
     `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
-    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine."""
+    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine.
+    `forks`: the run's harness.zygote.Zygote, whose fork the judge is."""
     uid = uids.get() if uids is not None else None
     try:
-        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown)
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown, forks)
     finally:
         if uid is not None:
             uids.put(uid)
 
 
+def judge_env(sandbox: str) -> dict:
+    """The environment every judge of a grading run shares (each adds its own TMPDIR, and its uid and
+    template where it has them)."""
+    env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV_DROP}
+    return env | {"PYTHONPATH": str(REPO), "OL_SANDBOX": sandbox,
+                  "OL_RUST_CACHE": "0",  # every Rust submission builds clean: no build output shared between students
+                  "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.wire.SPIN_S)
+
+
 def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-               uid: int | None, template: Path | None = None, shown: str | None = None) -> tuple[Report, float]:
-    cmd = [*_die_with_parent(), sys.executable, "-m", "harness.cli", "check", chapter.chapter, "--submission", str(sub), "--golden", str(golden),
-           "--json", "-"]
+               uid: int | None, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+    argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(golden), "--json", "-"]
     if ref_deps:
-        cmd.append("--ref-deps")
+        argv.append("--ref-deps")
     tmp = scratch / f"{sub.name}.tmp"  # the judge's temporary files: removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
-    env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV_DROP}
-    env |= {"PYTHONPATH": str(REPO), "TMPDIR": str(tmp), "OL_SANDBOX": sandbox,
-           "OL_RUST_CACHE": "0",  # every Rust submission builds clean: no build output shared between students
-           "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.wire.SPIN_S)
+    env = judge_env(sandbox) | {"TMPDIR": str(tmp)}
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
     if template is not None:  # a Rust submission's build starts from the run's build of the given crates
         env["OL_RUST_TEMPLATE"] = str(template)
     start = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=WHOLE_CHECK_S, env=env, cwd=tmp,
-                           stdin=subprocess.DEVNULL, start_new_session=True)
+        r = forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
         problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"

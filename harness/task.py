@@ -17,7 +17,8 @@ harness version (harness.version). Where it runs:
 A submission's own failure (it cannot be unpacked, its judge died, it hung) is an ungraded report:
 data, never an exception, so nothing retries it. Only the harness or the machine raises.
 
-The fresh cases, the Rust reference's build (bwrap) and the uid-mode slots are made once per process
+The fresh cases, the Rust reference's build (bwrap), the judges' zygote (harness.zygote) and the
+uid-mode slots are made once per process
 and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
 end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
 own local directory, which Dask removes with it (and, after a worker was killed, when the next starts).
@@ -71,6 +72,7 @@ class _Run:
     golden: Path | None = None
     template: Path | None = None
     template_made: bool = False
+    zygote: object | None = None  # harness.zygote.Zygote: this run's judges are its forks
     users: int = 0
     last_used: float = 0.0
 
@@ -81,6 +83,22 @@ class _Run:
 
                 self.golden = fresh_golden(self.chapter, self.seed, self.scratch) if self.seed is not None else self.chapter.golden
             return self.golden
+
+    def forks(self):
+        """The run's zygote (harness.zygote), started with the first judge: each judge a fork of it."""
+        with self.lock:
+            if self.zygote is None:
+                from .grade import _die_with_parent, judge_env
+                from .zygote import Zygote
+
+                self.zygote = Zygote(self.chapter.chapter, judge_env(self.mode.name), self.scratch / "zygote",
+                                     _die_with_parent())
+            return self.zygote
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
     def rust_template(self) -> Path | None:
         """bwrap: the Rust reference built once (harness.grade._rust_template's job); None in other modes."""
@@ -137,7 +155,7 @@ def close_idle(keep: int = 0) -> None:
         idle = sorted((r.last_used, k) for k, r in _runs.items() if r.users == 0)
         gone = [_runs.pop(k) for _, k in idle[: max(0, len(idle) - keep)]]
     for run in gone:
-        shutil.rmtree(run.scratch, ignore_errors=True)
+        run.close()
 
 
 atexit.register(close_idle)
@@ -203,7 +221,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                 return {"report": report.to_json(), "wall_s": 0.0, "where": _where()}
             template = run_.rust_template() if _language_of(run_.chapter, sub) == "rust" else None
             report, wall = _judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
-                                  run_.uids, template, task.shown)
+                                  run_.uids, template, task.shown, run_.forks())
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
         finally:

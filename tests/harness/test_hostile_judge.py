@@ -225,7 +225,7 @@ KILLER = """
 
 
 @pytest.mark.slow
-def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
+def test_killing_the_parent_kills_only_that_judge(tmp_path):
     """T9, T7: at import a submission forges a report where the judge's may be, SIGKILLs its parent and
     calls kill(-1, SIGKILL). Guarantee: it cannot reach the host's files; it is the sandbox's init (no parent
     in view: kill(getppid()) is kill(0), its own group, and init ignores SIGKILL from inside); kill(-1) reaches only the sandbox's own processes; so the judge (a subprocess
@@ -255,8 +255,12 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path, monkeypatch):
     import harness.grade
     forged = json.dumps({"forged": True, **report, "summary": {**report["summary"], "passed": 16, "score": 16.0}})
     killed = subprocess.CompletedProcess(r.args, -signal.SIGKILL, stdout=forged, stderr="")
-    monkeypatch.setattr(harness.grade.subprocess, "run", lambda *a, **k: killed)
-    graded, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch, "bwrap")
+
+    class KilledJudge:  # the run's zygote, whose fork was killed after printing the forged report
+        def run(self, argv, env, cwd, timeout):
+            return killed
+
+    graded, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
     assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
     assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
     assert "killed" in graded.tests[0].message, graded.tests[0].message

@@ -1,0 +1,112 @@
+"""harness.zygote: each judge of a grading run is a fork of a process that imported the judge once. A
+fork must run as a new interpreter would (the request's environment, folder, temporary folder, session
+and pipes; nothing carried over from an earlier judge), report its exit status (a signal too), be killed
+with everything in its session at its deadline, and die with the grading run however that ends."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.grade import judge_env
+from harness.zygote import Zygote, ZygoteError
+
+REPO = Path(__file__).resolve().parents[2]
+KIT = Path(__file__).resolve().parent  # zygote_kit.py: what the forks run
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def gone_within(pids, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not any(alive(p) for p in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture(scope="module")
+def zygote(tmp_path_factory):
+    env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
+    z = Zygote("L10.8", env, tmp_path_factory.mktemp("z") / "home")
+    yield z
+    z.close()
+
+
+def test_a_fork_runs_with_its_own_environment_folder_and_pipes(zygote, tmp_path):
+    env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path), "OL_ONLY_THIS_JUDGE": "yes"}
+    r = zygote.run(["check", "x"], env, tmp_path, 30, main="zygote_kit:where")
+    assert r.returncode == 7 and r.stderr == "to stderr\n", (r.returncode, r.stderr)
+    seen = json.loads(r.stdout)
+    assert seen["args"] == ["check", "x"] and seen["argv"] == ["ol", "check", "x"]
+    assert seen["env"] == env, "the fork's environment is the request's, whole: nothing of the zygote's"
+    assert seen["cwd"] == str(tmp_path) and seen["tmp"] == str(tmp_path)
+    assert seen["sid"] == seen["pid"], "each judge leads a session of its own"
+
+
+def test_nothing_a_judge_changes_reaches_the_next(zygote, tmp_path):
+    first = zygote.run([], {"PATH": os.environ["PATH"]}, tmp_path, 30, main="zygote_kit:changes_the_zygote")
+    second = zygote.run([], {"PATH": os.environ["PATH"]}, tmp_path, 30, main="zygote_kit:changes_the_zygote")
+    assert first.returncode == second.returncode == 0, (first.stderr, second.stderr)
+    assert json.loads(first.stdout) == json.loads(second.stdout) == {"seen": None}
+
+
+def test_a_judge_killed_by_a_signal_reports_that_signal(zygote, tmp_path):
+    r = zygote.run([], {"PATH": os.environ["PATH"]}, tmp_path, 30, main="zygote_kit:dies")
+    assert r.returncode == -signal.SIGKILL and r.stdout == "about to die\n", (r.returncode, r.stdout, r.stderr)
+
+
+def test_a_judge_past_its_deadline_is_killed_with_its_session(zygote, tmp_path):
+    pids = tmp_path / "pids"
+    start = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired) as e:
+        zygote.run([str(pids)], {"PATH": os.environ["PATH"]}, tmp_path, 3, main="zygote_kit:hangs")
+    assert time.monotonic() - start < 15 and "pids written" in (e.value.output or "")
+    judge, child = map(int, pids.read_text().split())
+    assert gone_within([judge, child], 5), "the judge or the child it started outlived the deadline"
+
+
+def test_the_zygote_and_its_judges_end_with_the_grading_run(tmp_path):
+    """A grading run killed outright (SIGKILL: no cleanup runs) takes its zygote and running judges with it."""
+    pids = tmp_path / "pids"
+    run = subprocess.Popen([sys.executable, "-c", f"""
+import os, sys
+sys.path[:0] = [{str(REPO)!r}, {str(KIT)!r}]
+from pathlib import Path
+from harness.grade import judge_env
+from harness.zygote import Zygote
+z = Zygote("L10.8", judge_env("bwrap") | {{"PYTHONPATH": {f"{REPO}{os.pathsep}{KIT}"!r}}}, Path({str(tmp_path / "home")!r}))
+print(z.proc.pid, flush=True)
+z.run([{str(pids)!r}], {{"PATH": os.environ["PATH"]}}, Path({str(tmp_path)!r}), 600, main="zygote_kit:hangs")
+"""], stdout=subprocess.PIPE, text=True)
+    zygote_pid = int(run.stdout.readline())
+    end = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    judge, child = map(int, pids.read_text().split())
+    run.kill()
+    run.wait()
+    assert gone_within([zygote_pid, judge], 10), "the zygote or its judge outlived the grading run"
+    os.kill(child, signal.SIGKILL) if alive(child) else None  # the judge's own child: its worker's sandbox reaps such
+
+
+def test_only_its_user_reaches_the_zygote(zygote):
+    folder = Path(zygote.path).parent
+    assert folder.stat().st_mode & 0o777 == 0o700, oct(folder.stat().st_mode)
+
+
+def test_a_zygote_that_cannot_start_says_why(tmp_path):
+    with pytest.raises(ZygoteError, match="did not start .*L99"):
+        Zygote("L99", judge_env("bwrap"), tmp_path / "home")
