@@ -333,6 +333,41 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
     return dest
 
 
+TEMPLATES_KEPT = 3  # template builds a machine keeps (each a few tens of MB): the newest harness versions'
+
+
+def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
+    """prebuild_template's build for this harness version and toolchain, made once per machine and kept in
+    its cache (XDG_CACHE_HOME/ol/rust/templates, the grading user's own): every grading run of that version
+    here (a regrade, each Dask worker process of the machine) starts from it instead of building it again.
+    It holds nothing of any student's (the stub, the given crates' build); runs that race build it apart and
+    the first to finish is kept. A change of harness (the reference, the course's crates) or of rustc is a
+    new key, so a template is never stale."""
+    tc = toolchain()
+    key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust" / "templates"
+    final = root / key
+    if (final / ".complete").is_file():
+        os.utime(final)  # the newest used: kept by the pruning below
+        return final
+    root.mkdir(parents=True, exist_ok=True)
+    building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
+    try:
+        prebuild_template(chapter, building / "t", mode)
+        (building / "t" / ".complete").touch()
+        try:
+            os.rename(building / "t", final)
+        except OSError:  # another run finished first: its build is the same
+            if not (final / ".complete").is_file():
+                raise
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    kept = sorted((d for d in root.iterdir() if not d.name.startswith(".")), key=lambda d: d.stat().st_mtime, reverse=True)
+    for old in kept[TEMPLATES_KEPT:]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
 def _kill(proc: subprocess.Popen, mode: Mode) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

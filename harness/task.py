@@ -101,13 +101,14 @@ class _Run:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def rust_template(self) -> Path | None:
-        """bwrap: the Rust reference built once (harness.grade._rust_template's job); None in other modes."""
+        """bwrap: the given crates' build this machine keeps for the harness version (harness.rust.machine_template);
+        None in other modes."""
         with self.lock:
             if not self.template_made:
                 if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
-                    from .rust import prebuild_template
+                    from .rust import machine_template
 
-                    self.template = prebuild_template(self.chapter, self.scratch / "rust-template", self.mode)
+                    self.template = machine_template(self.chapter, self.mode, version_of(self.chapter)["digest"])
                 self.template_made = True
             return self.template
 

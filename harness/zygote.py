@@ -23,6 +23,7 @@ monitor (PR_SET_PDEATHSIG), so no judge outlives its grading run.
 from __future__ import annotations
 
 import ast
+import atexit
 import ctypes
 import importlib
 import json
@@ -36,13 +37,16 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.errors import OlError
+
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
 REQUEST_CAP = 1 << 20  # bytes of one request (an argv and an environment)
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-class ZygoteError(RuntimeError):
-    """The zygote could not start, or is gone: no judge can be forked from it."""
+class ZygoteError(OlError):
+    """The zygote could not start, or is gone: no judge can be forked from it (exit 3; the ledger keeps what
+    was graded, and a rerun resumes)."""
 
 
 # ---- the zygote process -------------------------------------------------------------------------------
@@ -99,6 +103,7 @@ def _judge(request: dict, fds: list[int]) -> None:
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     finally:
+        atexit._run_exitfuncs()  # what a new interpreter would run at its exit (a --fresh check's cases removed)
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

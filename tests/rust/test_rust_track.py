@@ -208,3 +208,39 @@ def test_the_grading_template_holds_no_answer(tmp_path, monkeypatch):
         build(CH, sub, tmp_path / "b1", mode, cache=False)
     spec.write_text(REF_SPEC.read_text() + f'\n#[allow(dead_code)]\nstatic SEEN: &str = include_str!("{FIXED_WS}/crates/tl-engine/src/spec.rs");\n')
     assert (build(CH, sub, tmp_path / "b2", mode, cache=False) / "bin/tl-worker").is_file()  # its own spec.rs: nothing gained
+
+
+def test_a_machine_keeps_one_grading_template_per_harness_version(tmp_path, monkeypatch):
+    """The template is built once per machine and harness version (every later run, and each Dask worker of
+    the machine, starts from it); another version builds its own; only the newest few are kept; a build that
+    fails leaves nothing a later run would take for a template."""
+    from harness import rust
+    from harness.confine import choose
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    built = []
+
+    def fake_build(chapter, dest, mode):  # the real one is test_the_grading_template_holds_no_answer's
+        if "broken" in built:
+            raise RuntimeError("the build failed")
+        dest.mkdir(parents=True)
+        (dest / "made").write_text(str(len(built)))
+        built.append(dest)
+        return dest
+
+    monkeypatch.setattr(rust, "prebuild_template", fake_build)
+    mode = choose()
+    first = rust.machine_template(CH, mode, "digest-1")
+    again = rust.machine_template(CH, mode, "digest-1")
+    assert again == first and len(built) == 1 and (first / "made").read_text() == "0", (first, again, built)
+    other = rust.machine_template(CH, mode, "digest-2")
+    assert other != first and len(built) == 2
+    for i in range(3, 3 + rust.TEMPLATES_KEPT):
+        rust.machine_template(CH, mode, f"digest-{i}")
+    root = first.parent
+    kept = sorted(d.name for d in root.iterdir())
+    assert len(kept) == rust.TEMPLATES_KEPT and first.name not in kept, kept
+    built.append("broken")
+    with pytest.raises(RuntimeError, match="the build failed"):
+        rust.machine_template(CH, mode, "digest-broken")
+    assert sorted(d.name for d in root.iterdir()) == kept, "a failed build left a folder behind"
