@@ -68,6 +68,7 @@ def test_a_judge_killed_by_a_signal_reports_that_signal(zygote, tmp_path):
     assert r.returncode == -signal.SIGKILL and r.stdout == "about to die\n", (r.returncode, r.stdout, r.stderr)
 
 
+@pytest.mark.slow  # its deadline is 3 s
 def test_a_judge_past_its_deadline_is_killed_with_its_session(zygote, tmp_path):
     pids = tmp_path / "pids"
     start = time.monotonic()
