@@ -149,9 +149,10 @@ def make_class(chapter, lang: str, into: Path, quick: bool) -> dict[str, Expect]
     return {name: expect for name, (_, expect) in files.items()}
 
 
-def grade_once(klass: Path, where: list[str], out_csv: Path) -> float:
-    """Seconds `ol grade` takes on the class, `where`: --jobs N or --scheduler ADDRESS; a run that fails (other
-    than exit 3, some submission ungraded, which the grade check reports) ends the bench with its output."""
+def grade_once(klass: Path, where: list[str], out_csv: Path) -> tuple[float, str | None]:
+    """Seconds `ol grade` takes on the class, `where`: --jobs N or --scheduler ADDRESS, and the last line of a
+    run that exited 3 (some submission ungraded, or the run stopped: why rows may be missing), else None. A
+    run that fails otherwise ends the bench with its output."""
     cmd = [sys.executable, "-m", "harness.cli", "grade", CHAPTER, str(klass), *where, "--ref-deps",
            "--seed", SEED, "--out", str(out_csv)]
     start = time.perf_counter()
@@ -163,12 +164,8 @@ def grade_once(klass: Path, where: list[str], out_csv: Path) -> float:
     elapsed = time.perf_counter() - start
     if r.returncode not in (0, 3) or not out_csv.is_file():
         sys.exit(f"ol grade failed ({r.returncode}):\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
-    if r.returncode == 3:  # some submission ungraded, or the run stopped (a ClusterError): its words go with the figures
-        LAST_STOP[out_csv] = r.stderr.strip().splitlines()[-1][:500] if r.stderr.strip() else "(no message)"
-    return elapsed
-
-
-LAST_STOP: dict[Path, str] = {}  # a run that exited 3: the last line it wrote (why rows may be missing)
+    stop = (r.stderr.strip().splitlines()[-1][:500] if r.stderr.strip() else "(no message)") if r.returncode == 3 else None
+    return elapsed, stop
 
 
 def wrong_grades(label: str, rows: dict[str, dict], expect: dict[str, Expect], lang: str, tests: list[str]) -> list[str]:
@@ -246,11 +243,11 @@ def main() -> int:
 
         def run(lang: str, label: str, where: list[str], slots: int) -> dict:
             out_csv = tmp / f"grades-{lang}-{label.replace(' ', '').replace('-', '')}.csv"
-            elapsed = grade_once(tmp / f"class-{lang}", where, out_csv)
+            elapsed, stop = grade_once(tmp / f"class-{lang}", where, out_csv)
             rows = {r["submission"]: r for r in csv.DictReader(out_csv.open())}
             problems.extend(wrong_grades(f"{lang} {label}", rows, expects[lang], lang, tests))
-            if len(rows) < len(expects[lang]) and out_csv in LAST_STOP:
-                problems.append(f"{lang} {label}: ol grade stopped with exit 3: {LAST_STOP[out_csv]}")
+            if len(rows) < len(expects[lang]) and stop is not None:
+                problems.append(f"{lang} {label}: ol grade stopped with exit 3: {stop}")
             runs[lang][label] = figures(elapsed, rows, expects[lang], slots) | {
                 "csv": str(out_csv), "where": where}
             return runs[lang][label]
@@ -265,7 +262,7 @@ def main() -> int:
                     with Loopback(workers=workers, nthreads=1) as cluster:
                         run(lang, f"dask {workers}w" + (f" #{pair + 1}" if pair else ""), ["--scheduler", cluster.address], workers)
         first = runs[langs[0]][f"--jobs {a.jobs[0]}"]
-        again_s = grade_once(tmp / f"class-{langs[0]}", first["where"], Path(first["csv"]))  # the same command again
+        again_s, _ = grade_once(tmp / f"class-{langs[0]}", first["where"], Path(first["csv"]))  # the same command again
         resume = gc.resume_skip(chapter, tmp, Path(first["csv"]), SEED, lambda d, i: _upload(chapter, d, i))
         problems += resume["problems"]
     report(a, langs, runs, expects, again_s, resume, problems)

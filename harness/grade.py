@@ -18,11 +18,9 @@ written atomically as it finishes, and the CSV after it, so an interrupted run l
 """
 
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from functools import lru_cache
 import json
 import os
 import queue
-import shutil
 from pathlib import Path
 import subprocess
 import tempfile
@@ -39,19 +37,6 @@ WHOLE_CHECK_S = 900  # one submission's whole check; the per-test budgets alread
 # Not passed on to a judge: a Dask nanny sets MALLOC_TRIM_THRESHOLD_=65536 for its worker's memory, and a
 # judge under it (millions of small allocations) takes 0.5 s more CPU a check, 25 % (2.1-2.5 s -> 2.7-2.9 s)
 JUDGE_ENV_DROP = ("MALLOC_TRIM_THRESHOLD_",)
-
-
-@lru_cache(maxsize=1)
-def _die_with_parent() -> list[str]:
-    """A prefix that kills the judge when the thread that started it dies (its `ol grade`, or its Dask worker,
-    killed outright): util-linux's setpriv --pdeathsig, where it has it; else none."""
-    if shutil.which("setpriv") is None:
-        return []
-    try:
-        ok = subprocess.run(["setpriv", "--pdeathsig", "KILL", "--", "true"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        ok = False
-    return ["setpriv", "--pdeathsig", "KILL", "--"] if ok else []
 
 
 def _ungraded(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Report:

@@ -210,8 +210,12 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
         key = hashlib.sha256()
         for path in sorted((real / lang.package / "src").rglob("*.rs")):
             key.update(str(path.relative_to(real)).encode() + b"\0" + path.read_bytes() + b"\0")
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
-    return root / key.hexdigest()[:16]
+    return _cache_root() / key.hexdigest()[:16]
+
+
+def _cache_root() -> Path:
+    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
 
 
 def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
@@ -345,7 +349,7 @@ def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     new key, so a template is never stale."""
     tc = toolchain()
     key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust" / "templates"
+    root = _cache_root() / "templates"
     final = root / key
     if (final / ".complete").is_file():
         os.utime(final)  # the newest used: kept by the pruning below

@@ -88,11 +88,10 @@ class _Run:
         """The run's zygote (harness.zygote), started with the first judge: each judge a fork of it."""
         with self.lock:
             if self.zygote is None:
-                from .grade import _die_with_parent, judge_env
+                from .grade import judge_env
                 from .zygote import Zygote
 
-                self.zygote = Zygote(self.chapter.chapter, judge_env(self.mode.name), self.scratch / "zygote",
-                                     _die_with_parent())
+                self.zygote = Zygote(self.chapter.chapter, judge_env(self.mode.name), self.scratch / "zygote")
             return self.zygote
 
     def close(self) -> None:

@@ -16,8 +16,10 @@ monitor, which forks the judge and writes to the status pipe "pid N" as the judg
 or "signal S" when it ends: the caller gets the exit status a subprocess would give.
 
 Lifetime: the zygote reads its stdin, a pipe from the process that started it, and exits at its end
-(that process ended, however it died); every monitor dies with the zygote and every judge with its
-monitor (PR_SET_PDEATHSIG), so no judge outlives its grading run.
+(that process ended, however it died: unlike a parent-death signal, which follows the thread that
+started a child, this holds when a Dask worker's thread that started the zygote ends and the process
+goes on); every monitor dies with the zygote and every judge with its monitor (PR_SET_PDEATHSIG: each
+is the only thread of its parent), so no judge outlives its grading run.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _judge(request: dict, fds: list[int]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     for fd, to in ((null, 0), (out, 1), (err, 2)):
         os.dup2(fd, to)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -170,14 +172,14 @@ class Zygote:
     """A zygote for one grading run's judges. `env`: the environment it imports under (the judges' own,
     but for what differs per judge, which each request gives); `home`: a folder of the run's scratch."""
 
-    def __init__(self, chapter: str, env: dict, home: Path, launch_prefix: list[str] | None = None) -> None:
+    def __init__(self, chapter: str, env: dict, home: Path) -> None:
         home = Path(home)
         home.mkdir(mode=0o700, exist_ok=True)
         home.chmod(0o700)  # only this user reaches the socket: no submission's worker can ask for a judge
         self.path = str(home / "zygote.sock")
         log = home / "zygote.log"  # its own errors (a judge's go to that judge's stderr)
         with log.open("wb") as errors:
-            self.proc = subprocess.Popen([*(launch_prefix or []), sys.executable, "-m", "harness.zygote", self.path, chapter],
+            self.proc = subprocess.Popen([sys.executable, "-m", "harness.zygote", self.path, chapter],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
