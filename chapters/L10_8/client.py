@@ -106,6 +106,11 @@ class PoolProxy:
             raise AttributeError(method)
         return lambda *args: self.impl.call("pool_call", dict(pool=self.handle, method=method, args=list(args)))
 
+    def write(self, table, start: int, count: int, block_tokens: int) -> list[int]:
+        """Positions [start, start + count) written as one forward writes them (ops.op_pool_write): the table after."""
+        return self.impl.call("pool_write", dict(pool=self.handle, table=list(table), start=start, count=count,
+                                                 block_tokens=block_tokens))
+
 
 class RunnerProxy:
     """A RunnerTarget living in the implementation."""

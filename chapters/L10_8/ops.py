@@ -149,6 +149,19 @@ def op_pool_call(s, a):
     return out if out is None or isinstance(out, bool) else int(out)
 
 
+def op_pool_write(s, a):
+    """Positions [start, start + count) written to the pool as one forward pass writes them: a block
+    allocated from the pool at each block boundary and appended to the table, each position's fill set,
+    in order (a batch of pool calls, so a property test of thousands of writes costs one round trip a
+    forward). Returns the table."""
+    pool, table, b = s.handle(a["pool"], "pool"), list(a["table"]), a["block_tokens"]
+    for pos in range(a["start"], a["start"] + a["count"]):
+        if pos % b == 0:
+            table.append(pool.alloc())
+        pool.set_fill(table[-1], pos % b + 1)
+    return _ids(table, "the table")
+
+
 def op_rollback(s, a):
     table = list(a["table"])
     released = s.module("infer.spec").rollback(s.handle(a["pool"], "pool"), table, a["keep"])
@@ -238,7 +251,7 @@ ANSWERS = {
     "verify_draft": {"tokens": IDS, "logprobs": FLOATS, "n_accepted": "int", "next_u32": "int"},
     "verify_first_tokens": IDS, "rng_u32s": IDS, "blocks_for": "int",
     "pool_new": "int", "pool_call": lambda a: _POOL_ANSWERS.get(a.get("method"), "null"),
-    "rollback": {"released": "int", "table": IDS},
+    "pool_write": IDS, "rollback": {"released": "int", "table": IDS},
     "generate": _GENERATED,
     "runner_target_new": "int", "runner_target_call": lambda a: _RUNNER_ANSWERS.get(a.get("method"), "null"),
 }

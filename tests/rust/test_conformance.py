@@ -252,6 +252,17 @@ REQUESTS = [
     ("rollback", dict(pool=99, table=[0], keep=0)),
     ("rollback", dict(pool=1, table=[0, -1], keep=0)),
     pool(1, "free_blocks"),
+    # ---- pool_write (12.19): a forward's writes, then the pool as rollback sees it ----
+    ("pool_write", dict(pool=1, table=[], start=0, count=6, block_tokens=4)),  # blocks 0, 1: fills 4, 2
+    ("pool_write", dict(pool=1, table=[0, 1], start=6, count=3, block_tokens=4)),  # fills block 1 to 4, block 2 filled 1
+    pool(1, "fill", 1), pool(1, "fill", 2), pool(1, "free_blocks"),
+    ("rollback", dict(pool=1, table=[0, 1, 2], keep=5)),
+    ("pool_write", dict(pool=1, table=[0, 1], start=5, count=0, block_tokens=4)),  # nothing written
+    ("pool_write", dict(pool=1, table=[0, 1], start=5, count=40, block_tokens=4)),  # runs out of blocks: KvError
+    ("pool_write", dict(pool=1, table=[], start=3, count=1, block_tokens=4)),  # no block to fill
+    ("pool_write", dict(pool=1, table=[], start=0, count=1, block_tokens=0)),
+    ("pool_write", dict(pool=99, table=[], start=0, count=1, block_tokens=4)),
+    ("pool_write", dict(pool=1, table=[], start=0)),
     # ---- generate on the judge's fake target (12.16) ----
     gen(), gen(cfg=cfg_("none", 4)), gen(cfg=cfg_("ngram", 3)), gen(cfg=cfg_("prompt_lookup", 16, max_ngram=2, min_ngram=2)),
     gen(prompt=[3, 3, 3, 3], max_new=17), gen(prompt=[9, 1, 9, 1, 9, 2], max_new=40),

@@ -66,10 +66,7 @@ def test_blocks_conserved_across_rollbacks(impl):
         for _round in range(rng.randint(1, 6)):
             m = rng.randint(0, 8)  # pending + draft positions written by one forward
             grow = 1 + m
-            for pos in range(cached, cached + grow):
-                if pos % block_tokens == 0:
-                    table.append(pool.alloc())
-                pool.set_fill(table[-1], pos % block_tokens + 1)
+            table = pool.write(table, cached, grow, block_tokens)  # alloc at each block boundary, each position's fill
             cached += grow
             keep = cached - m + rng.randint(0, m)  # many rejections: most drafts are cut
             with case(f"request {req}, keep {keep} of {cached}"):

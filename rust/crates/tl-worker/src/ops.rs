@@ -18,8 +18,8 @@ use crate::conv::*;
 use crate::wire::{JudgeTarget, Wire};
 
 /// The protocol's op table, sorted (the unknown op's message lists it).
-pub const OPS: [&str; 18] = [
-    "blocks_for", "dense_distribution", "generate", "ngram_draft", "pool_call", "pool_new", "prompt_lookup", "propose",
+pub const OPS: [&str; 19] = [
+    "blocks_for", "dense_distribution", "generate", "ngram_draft", "pool_call", "pool_new", "pool_write", "prompt_lookup", "propose",
     "residual", "rng_u32s", "rollback", "runner_target_call", "runner_target_new", "sample_dense", "spec_config_parse",
     "speculative_step", "verify_draft", "verify_first_tokens",
 ];
@@ -86,6 +86,7 @@ pub fn dispatch(op: &str, a: &Json, st: &mut State, wire: &RefCell<Wire>) -> Res
         "blocks_for" => blocks_for(a),
         "pool_new" => pool_new(a, st),
         "pool_call" => pool_call(a, st),
+        "pool_write" => pool_write(a, st),
         "rollback" => rollback(a, st),
         "generate" => generate(a, st, wire),
         "runner_target_new" => runner_target_new(a, st),
@@ -359,6 +360,31 @@ fn pool_call(a: &Json, st: &mut State) -> Res<Json> {
         "refcount" => uint(pool.refcount(block()?)?),
         _ => uint(pool.free_blocks()),
     })
+}
+
+/// `pool_write` (section 12.19): positions [start, start + count) written as one forward pass writes them, a
+/// block allocated at each block boundary and appended to a copy of `table`, each position's fill set, in order.
+fn pool_write(a: &Json, st: &mut State) -> Res<Json> {
+    let arg = |key: &str| -> Res<usize> {
+        to_usize(req(a, key)?, key).map_err(|e| Failure::new("TypeError", format!("pool_write's {key}: {e}")))
+    };
+    let (start, count, block_tokens) = (arg("start")?, arg("count")?, arg("block_tokens")?);
+    let mut table = to_u32s(req(a, "table")?, "table").map_err(|e| Failure::new("TypeError", format!("pool_write's table: {e}")))?;
+    if block_tokens == 0 {
+        return Err(Failure::new("ZeroDivisionError", "integer modulo by zero"));
+    }
+    let pool = match st.handle(req(a, "pool")?, "pool")? {
+        Held::Pool(p) => p,
+        other => return Err(no_attribute(other, "alloc")),
+    };
+    for pos in start..start + count {
+        if pos % block_tokens == 0 {
+            table.push(pool.alloc()?);
+        }
+        let last = *table.last().ok_or_else(|| Failure::new("IndexError", "list index out of range"))?;
+        pool.set_fill(last, pos % block_tokens + 1)?;
+    }
+    Ok(ids(&table))
 }
 
 fn rollback(a: &Json, st: &mut State) -> Res<Json> {
