@@ -13,3 +13,42 @@ from harness.reference import use_reference  # noqa: E402
 
 use_reference()
 pytest_plugins = ["harness.pytest_plugin"]
+
+
+SLOW_S, FAST_S = 3.0, 0.1  # a slow-marked test's seconds when it states none (slow: over about 1.5 s), and the others'
+
+
+def _cost(item) -> float:
+    slow = item.get_closest_marker("slow")
+    return float(slow.kwargs.get("s", SLOW_S)) if slow is not None else FAST_S
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The longest tests first, spread over the xdist workers: every slow-marked test ahead of the rest, longest
+    first (`slow(s=N)`: its measured seconds), so none starts late and sets the suite's wall time while the
+    other workers idle. xdist's worksteal scheduler hands worker i the i-th contiguous share of this list and
+    later moves tests from a busy worker's tail to an idle one; so under xdist each worker's share is dealt its
+    slow tests by longest-processing-time (each next longest to the lightest share) and filled up with the rest,
+    in their order. Without xdist (or one worker) it is the plain stable sort. The order decides no outcome."""
+    items.sort(key=lambda item: (_cost(item) <= FAST_S, -_cost(item)))
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    if workers < 2:
+        return
+    sizes, left = [], len(items)
+    for i in range(workers):  # xdist's first distribution: len(pending) // nodes_remaining, in node order
+        sizes.append(left // (workers - i))
+        left -= sizes[-1]
+    shares, loads = [[] for _ in sizes], [0.0] * workers
+    rest = []
+    for item in items:
+        open_shares = [i for i in range(workers) if len(shares[i]) < sizes[i]]
+        if _cost(item) <= FAST_S or not open_shares:
+            rest.append(item)
+            continue
+        i = min(open_shares, key=lambda k: loads[k])
+        shares[i].append(item)
+        loads[i] += _cost(item)
+    fill = iter(rest)
+    for i, share in enumerate(shares):
+        share.extend(next(fill) for _ in range(sizes[i] - len(share)))
+    items[:] = [item for share in shares for item in share]

@@ -169,20 +169,36 @@ def op_rollback(s, a):
 
 
 class JudgeTarget:
-    """The Target protocol, answered by the judge (the fake target lives there, where it can't be fooled)."""
+    """The Target protocol, answered by the judge (the fake target lives there, where it can't be fooled).
+    `cached` is asked of the judge once and then counted here from the calls the judge accepted (an extend of
+    n ids adds n, a truncate sets the length): what the judge's target holds, without a round trip a round
+    (spec/protocol.md section 11). A refused extend or truncate makes it ask again."""
 
     def __init__(self, call_judge) -> None:
-        self.call_judge = call_judge
+        self.call_judge, self._cached = call_judge, None
+
+    def _call(self, method: str, args: dict):
+        try:
+            return self.call_judge(method, args)
+        except BaseException:
+            self._cached = None
+            raise
 
     def cached(self) -> int:
-        return int(self.call_judge("target.cached", {}))
+        if self._cached is None:
+            self._cached = int(self._call("target.cached", {}))
+        return self._cached
 
     def extend(self, ids):
-        rows = floats(self.call_judge("target.extend", {"ids": _ids(ids)}))
+        ids = _ids(ids)
+        rows = floats(self._call("target.extend", {"ids": ids}))
+        if self._cached is not None:
+            self._cached += len(ids)
         return [np.asarray(r, dtype=np.float32) for r in rows]
 
     def truncate(self, length: int) -> None:
-        self.call_judge("target.truncate", {"length": int(length)})
+        self._call("target.truncate", {"length": int(length)})
+        self._cached = int(length)
 
 
 def _generated(g) -> dict:

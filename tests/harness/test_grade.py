@@ -59,7 +59,7 @@ def _failing(row: dict) -> dict:
     return {t: o for t, o in row.items() if t not in FIXED and o != "pass"}
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=45)
 def test_the_readme_grade_command_from_the_root_and_from_elsewhere_grades_the_examples_as_expected_and_identically(tmp_path):
     """`ol grade L10.8 examples/submissions --seed 4242 --ref-deps` as a member of staff types it, with relative
     paths, run twice with one seed: from the project root over the mixed folder (the README's command;

@@ -92,6 +92,7 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
     return proc.communicate(timeout=60)
 
 
+@pytest.mark.slow(s=38)
 def test_the_cluster_gives_the_local_default_s_csv_byte_for_byte(tmp_path):
     klass = tmp_path / "class"
     names = ["correct", "s01-first-occurrence", "no-import"] + (["rust-correct", "rust-s07-draws-u-resample-only-on-rejection"]
@@ -114,6 +115,7 @@ def test_the_cluster_gives_the_local_default_s_csv_byte_for_byte(tmp_path):
     assert len(workers) == 2, f"both workers graded: {remote.stderr[-2000:]}"
 
 
+@pytest.mark.slow(s=28)
 def test_a_worker_killed_mid_run_loses_no_submission_and_grades_none_twice(tmp_path):
     from distributed import Client
 
@@ -142,6 +144,7 @@ def test_a_worker_killed_mid_run_loses_no_submission_and_grades_none_twice(tmp_p
     assert sorted(finished) == sorted(names), f"each finished exactly once:\n{stderr[-3000:]}"
 
 
+@pytest.mark.slow(s=20)
 @pytest.mark.parametrize("engine", ["local", "cluster"])
 def test_an_interrupted_run_resumes_and_grades_nothing_twice(tmp_path, engine):
     klass = bare_class(tmp_path / "class", 5)

@@ -383,7 +383,7 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     assert "could not be loaded" in data["output"] and "couldn't read" in data["output"], data["output"]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=24)
 def test_one_seed_gives_identical_results_and_students_never_see_it(tmp_path):
     ag = make(tmp_path, SECRET_SEED)
     upload = lambda sub: shutil.copytree(BUGGY, sub / BUGGY.name, ignore=shutil.ignore_patterns("__pycache__"))  # noqa: E731

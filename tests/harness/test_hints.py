@@ -15,7 +15,7 @@ from harness.stub import write_stub
 CH = load_chapter("L10.8")
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=23)
 def test_the_hint_names_each_mutant_and_nothing_else():
     result = kill_matrix(CH, jobs=2)
     assert result["reference_hints"] == [], f"the reference must get no hint: {result['reference_hints']}"

@@ -732,7 +732,7 @@ def test_a_crash_at_import_is_one_message_and_no_test_runs(tmp_path, how, code, 
     assert wall < IMPORT_FAILURE_S, f"a check that fails at import took {wall:.0f}s"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=28)
 def test_a_hang_at_import_is_a_timeout_within_the_bound(tmp_path):
     """T1: the import spins forever (after starting a child). Guarantee: a load timeout naming the
     import, every test a timeout without running, the worker's processes gone, within IMPORT_FAILURE_S."""
@@ -747,7 +747,7 @@ def test_a_hang_at_import_is_a_timeout_within_the_bound(tmp_path):
         kill_marked(mark)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=29)
 def test_a_slow_but_correct_import_is_graded_normally(tmp_path):
     """T1's other side: an import that takes 25 s (a big dependency on a loaded machine), otherwise the
     reference. Guarantee: `ol check` grades it normally, 16/16, within HOSTILE_CHECK_S."""

@@ -416,7 +416,7 @@ fn generated(g: &Generated) -> Json {
 
 fn generate(a: &Json, st: &mut State, wire: &RefCell<Wire>) -> Res<Json> {
     let which = req(a, "target")?;
-    let mut judge = JudgeTarget { wire };
+    let mut judge = JudgeTarget::new(wire);
     let mut runner: Option<&mut RunnerTarget> = None;
     if which.as_str() != Some("judge") {
         match st.handle(which, "target")? {

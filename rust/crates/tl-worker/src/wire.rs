@@ -81,30 +81,49 @@ pub fn die(why: &str) -> ! {
 }
 
 /// The judge's target (section 11): `cached`, `extend` and `truncate` are callbacks. A refused
-/// callback is `Err(SpecError(the judge's message))`, and the wire records it.
+/// callback is `Err(SpecError(the judge's message))`, and the wire records it. `cached` is asked of
+/// the judge once and then counted here from the calls the judge accepted (an extend of n ids adds n,
+/// a truncate sets the length): what the judge's target holds, without a round trip a round; a
+/// refused extend or truncate makes it ask again.
 pub struct JudgeTarget<'a> {
     pub wire: &'a RefCell<Wire>,
+    pub cached: Option<usize>,
 }
 
-impl JudgeTarget<'_> {
+impl<'a> JudgeTarget<'a> {
+    pub fn new(wire: &'a RefCell<Wire>) -> Self {
+        JudgeTarget { wire, cached: None }
+    }
+
     fn call(&mut self, method: &str, args: Json) -> Result<Json, SpecError> {
-        self.wire.borrow_mut().call(method, args).map_err(SpecError)
+        let out = self.wire.borrow_mut().call(method, args).map_err(SpecError);
+        if out.is_err() {
+            self.cached = None;
+        }
+        out
     }
 }
 
 impl Target for JudgeTarget<'_> {
     fn cached(&mut self) -> Result<usize, SpecError> {
+        if let Some(n) = self.cached {
+            return Ok(n);
+        }
         let v = self.call("target.cached", obj(vec![]))?;
-        conv::to_usize(&v, "the judge's target.cached answer").map_err(SpecError)
+        let n = conv::to_usize(&v, "the judge's target.cached answer").map_err(SpecError)?;
+        self.cached = Some(n);
+        Ok(n)
     }
 
     fn extend(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
         let v = self.call("target.extend", obj(vec![("ids", conv::ids(ids))]))?;
+        self.cached = self.cached.map(|n| n + ids.len());
         conv::to_f32_rows(&v, "the judge's target.extend answer").map_err(SpecError)
     }
 
     fn truncate(&mut self, len: usize) -> Result<(), SpecError> {
         self.call("target.truncate", obj(vec![("length", uint(len))]))?;
+        self.cached = Some(len);
         Ok(())
     }
 }
