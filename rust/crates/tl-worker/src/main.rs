@@ -212,7 +212,7 @@ mod tests {
         let f = ops::unknown_op(&Json::Str("nope".into()));
         assert_eq!(f.ty, "KeyError");
         assert_eq!(f.message, "\"unknown operation 'nope'; the protocol has ['blocks_for', 'dense_distribution', 'generate', \
-'ngram_draft', 'pool_call', 'pool_new', 'prompt_lookup', 'propose', 'residual', 'rng_u32s', 'rollback', 'runner_target_call', \
+'ngram_draft', 'pool_call', 'pool_new', 'pool_write', 'prompt_lookup', 'propose', 'residual', 'rng_u32s', 'rollback', 'runner_target_call', \
 'runner_target_new', 'sample_dense', 'spec_config_parse', 'speculative_step', 'verify_draft', 'verify_first_tokens']\"");
     }
 }
