@@ -191,10 +191,10 @@ class JudgeTarget:
 
     def extend(self, ids):
         ids = _ids(ids)
-        rows = floats(self._call("target.extend", {"ids": ids}))
-        if self._cached is not None:
+        rows = self._call("target.extend", {"ids": ids})
+        if self._cached is not None:  # the judge accepted: its target holds them now, whatever the rows hold
             self._cached += len(ids)
-        return [np.asarray(r, dtype=np.float32) for r in rows]
+        return [np.asarray(r, dtype=np.float32) for r in floats(rows)]
 
     def truncate(self, length: int) -> None:
         self._call("target.truncate", {"length": int(length)})

@@ -87,7 +87,7 @@ pub fn die(why: &str) -> ! {
 /// refused extend or truncate makes it ask again.
 pub struct JudgeTarget<'a> {
     pub wire: &'a RefCell<Wire>,
-    pub cached: Option<usize>,
+    cached: Option<usize>,
 }
 
 impl<'a> JudgeTarget<'a> {
