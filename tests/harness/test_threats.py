@@ -452,21 +452,31 @@ FILLER = """
 """
 
 
+FILL_ATTEMPTS = 3  # the host disks are shared with the suite's other tests (Rust builds, bundles) writing at the same time
+
+
 def test_filling_the_disk_hits_the_tmpfs_cap_and_the_host_disk_is_untouched(tmp_path):
     """T10: a call writes one file past 16 MiB, then files until the disk is full. Guarantee: one file
     stops at the file-size limit (EFBIG), all stop at the private 64 MiB tmpfs (ENOSPC); the host's
-    disks lose nothing; that test is an error and the rest is graded (on the same, full, worker)."""
-    name = f"ol-fill-{uuid.uuid4().hex}"
-    sub = submission(tmp_path, FILLER, NAME=name)
-    free = {p: shutil.disk_usage(p).free for p in ("/", "/tmp", str(tmp_path))}
-    rep, wall = _two_tests(sub, expect_error=True)
-    res = _report_of(rep, "hand_example_prompt_lookup")
-    assert res["one file"] == os.strerror(errno.EFBIG) and res["one file size"] == WORKER_LIMITS.file_size, res
-    assert res["many files"] == os.strerror(errno.ENOSPC) and 48 << 20 <= res["total"] <= 64 << 20, res
-    for p, before in free.items():  # what it wrote (~64 MiB) never reached a host disk
-        assert before - shutil.disk_usage(p).free < 32 << 20, (p, before, shutil.disk_usage(p).free)
-    assert not list(Path("/tmp").glob(f"{name}*")) and not list(Path(tmp_path).rglob(f"{name}*"))
-    assert wall < HOSTILE_CHECK_S
+    disks lose nothing; that test is an error and the rest is graded (on the same, full, worker).
+    A host disk's free space also moves with the tests running beside this one under xdist, so the fill
+    is repeated (each time in full, its limits checked each time) until one run shows every host disk
+    losing under 32 MiB: writes that reached a disk would cost it ~64 MiB in every run."""
+    drops = []
+    for attempt in range(FILL_ATTEMPTS):
+        name = f"ol-fill-{uuid.uuid4().hex}"
+        sub = submission(tmp_path / f"attempt-{attempt}", FILLER, NAME=name)
+        free = {p: shutil.disk_usage(p).free for p in ("/", "/tmp", str(tmp_path))}
+        rep, wall = _two_tests(sub, expect_error=True)
+        res = _report_of(rep, "hand_example_prompt_lookup")
+        assert res["one file"] == os.strerror(errno.EFBIG) and res["one file size"] == WORKER_LIMITS.file_size, res
+        assert res["many files"] == os.strerror(errno.ENOSPC) and 48 << 20 <= res["total"] <= 64 << 20, res
+        assert not list(Path("/tmp").glob(f"{name}*")) and not list(Path(tmp_path).rglob(f"{name}*"))
+        assert wall < HOSTILE_CHECK_S
+        drops.append({p: before - shutil.disk_usage(p).free for p, before in free.items()})
+        if all(d < 32 << 20 for d in drops[-1].values()):  # what it wrote (~64 MiB) never reached a host disk
+            break
+    assert all(d < 32 << 20 for d in drops[-1].values()), f"host disks' free bytes lost in each of {len(drops)} fills: {drops}"
 
 
 # ---- T5, T10: raising its limits ------------------------------------------------------------------
