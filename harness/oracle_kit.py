@@ -2,6 +2,7 @@
 
     splitmix64, Rand   seeded randomness: one generator per (master seed, section, case index)
     f32                a number rounded to float32, held exactly as a Python float
+    exact_logprob      x[t] - logsumexp(x), correctly rounded: the same bits on every CPU
     enc                the compact canonical JSON encoding of one value
     Layout, dumps      a canonical document: fixed key order, one case per line, a trailing newline
     first_diff         the path of the first difference between two JSON values
@@ -14,7 +15,9 @@ Layout (which top-level keys are sections of cases, and the key order of everyth
 
 from __future__ import annotations
 
+import decimal
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -118,6 +121,30 @@ class Rand:
 def f32(x: float) -> float:
     """The float32 nearest x, as the Python float (float64) that holds it exactly."""
     return float(np.float32(x))
+
+
+# exact_logprob works in decimal arithmetic (the standard library's libmpdec: integer arithmetic, the
+# same digits on every machine) because numpy's and the C library's exp and log are chosen by the CPU
+# and differ in the last bit between vector units: a golden file written with them is reproducible only
+# on one kind of CPU.
+_EXACT = decimal.Context(prec=50, rounding=decimal.ROUND_HALF_EVEN, Emin=-999999, Emax=999999)
+_NEGLIGIBLE = -130  # exp(-130) < 4e-57: terms further below the maximum do not reach the 50th digit
+
+
+def exact_logprob(x: Sequence[float], token: int) -> float:
+    """x[token] - ln(sum_i exp(x[i])) over finite float64 logits (-inf terms are 0), computed to 50
+    significant digits and rounded once to the nearest float64: the correctly rounded logprob (but in a
+    case within 1e-50 of a rounding boundary), the same bits on every CPU."""
+    xs = [float(v) for v in x]
+    assert not any(math.isnan(v) or v == math.inf for v in xs) and xs[token] != -math.inf, "exact_logprob: finite logits"
+    m = max(xs)
+    dm = decimal.Decimal(m)
+    total = decimal.Decimal(0)
+    for v in xs:
+        if v - m >= _NEGLIGIBLE:  # a float64 comparison of exact inputs: the same choice everywhere
+            total = _EXACT.add(total, _EXACT.exp(_EXACT.subtract(decimal.Decimal(v), dm)))
+    lp = _EXACT.subtract(_EXACT.subtract(decimal.Decimal(xs[token]), dm), _EXACT.ln(total))
+    return float(lp)
 
 
 # ---- canonical JSON --------------------------------------------------------------------------------

@@ -318,3 +318,64 @@ def test_logprob_of_minus_inf_token():
 def test_logprob_out_of_vocabulary_refused(token):
     with pytest.raises(SamplingError, match="outside the vocabulary"):
         logprob([0.0, 1.0, 3.0, 0.5], token)
+
+
+# --- exp: the same bits on every CPU -------------------------------------------------------------
+
+def _exact_exp(x: float):
+    import decimal
+    return decimal.Context(prec=60).exp(decimal.Decimal(x))
+
+
+def _edge_and_spread_inputs() -> np.ndarray:
+    """The exponents distribution and logprob feed exp (z - max <= 0): the edges, and a spread of
+    every magnitude from 1e-17 to 745, drawn from a fixed seed."""
+    rng = np.random.default_rng(20261203)
+    spread = -np.exp(rng.uniform(np.log(1e-17), np.log(745.0), 20000))
+    edges = [0.0, -0.0, -5e-324, -1e-300, -1e-17, -0.5 * math.log(2), -math.log(2), -1.0, -708.0, -708.4, -745.0]
+    return np.concatenate([np.array(edges), spread, -rng.uniform(0.0, 1.0, 5000)])
+
+
+def test_exp_is_faithful_over_the_exponents_the_sampler_feeds_it():
+    """Within 1 ulp of the exact value (the margin analysis of spec/sampling.md section 10 assumes
+    it of every exp), checked against 60-digit decimal arithmetic in the normal range."""
+    from tinyllm.infer.sampling import exp
+    xs = _edge_and_spread_inputs()
+    got = exp(xs)
+    worst = 0.0
+    for x, y in zip(xs, got):
+        want = _exact_exp(float(x))
+        if float(want) < 2.3e-308:
+            continue  # subnormal results: the sampler drops exponents below -700 from its margins
+        worst = max(worst, float(abs(type(want)(float(y)) - want) / type(want)(math.ulp(float(want)))))
+    assert worst < 1.0, f"exp is {worst:.3f} ulp from the exact value"
+
+
+def test_exp_edges():
+    from tinyllm.infer.sampling import exp
+    got = exp([-INF, -746.0, -1e4, 0.0, 800.0, math.nan])
+    assert list(got[:4]) == [0.0, 0.0, 0.0, 1.0] and got[4] == INF and math.isnan(got[5])
+    assert exp([-745.0])[0] > 0.0  # the smallest subnormal region still counts
+    assert exp(np.zeros((2, 3))).shape == (2, 3)
+
+
+def test_distribution_and_logprob_use_the_portable_exp(monkeypatch):
+    """The sampler's exp is the module's own (a test could otherwise pass with numpy's, whose bits
+    depend on the CPU): moving it moves the answers."""
+    import tinyllm.infer.sampling as sampling
+    z = [0.0, 1.0, 3.0, 0.5]
+    before = (distribution(z, P(temperature=1.0)).tolist(), logprob(z, 2))
+    monkeypatch.setattr(sampling, "exp", lambda x: np.asarray(x, dtype=np.float64) * 0.0 + 1.0)
+    assert distribution(z, P(temperature=1.0)).tolist() == [0.25] * 4
+    assert logprob(z, 2) == 3.0 - (3.0 + math.log(4.0)) and before[1] != logprob(z, 2)
+
+
+def test_exact_logprob_is_correctly_rounded_on_hand_cases():
+    """harness.oracle_kit.exact_logprob, which writes the golden logprobs: section 3's hand example,
+    a uniform row, -inf entries and a term far below the maximum."""
+    from harness.oracle_kit import exact_logprob
+    assert exact_logprob([0.0, 1.0, 3.0, 0.5], 2) == -0.23681554243081673  # 3 - ln(e^0 + e^1 + e^3 + e^0.5) to 50 digits
+    assert exact_logprob([0.0] * 4, 1) == -1.3862943611198906  # -ln 4
+    assert exact_logprob([2.0, -INF, 2.0], 0) == -0.6931471805599453  # -ln 2; -inf counts nothing
+    assert exact_logprob([0.0, -1000.0], 0) == 0.0 and exact_logprob([0.0, -1000.0], 1) == -1000.0
+    assert exact_logprob([5.0], 0) == 0.0

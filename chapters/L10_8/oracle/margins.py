@@ -89,7 +89,8 @@ UNWATCHED = Watch()  # an ordinary run: nobody listens
 class Margins(Watch):
     """Records every decision's margin, in units of u times the magnitude its error bound scales with."""
 
-    def __init__(self) -> None:
+    def __init__(self, exp) -> None:
+        self.exp = exp  # the reference sampler's exp: the watch recomputes its distribution to the bit
         self.decisions: list[tuple[str, float]] = []  # (what was compared, margin in units)
 
     def note(self, what: str, a: float, b: float, scale: float) -> None:
@@ -112,7 +113,7 @@ class Margins(Watch):
         finite = d[np.isfinite(d)]
         if float(finite.min()) < EXP_FLOOR:
             self.decisions.append(("exp_underflow", 0.0))
-        e = np.exp(d)
+        e = self.exp(d)
         s = e / _seq_sum(e)
         keep = s > 0.0
         rank = sorted(range(s.size), key=lambda i: (-s[i], i))

@@ -6,6 +6,11 @@ sNN when the variant with sNN answers differently (tokens, n_accepted or the nex
 `pitfalls` then records that answer. verify_variant is the same rule on a caller's generator, for
 the generation loop's variants.
 
+Written to the bit: the logprobs the file records are exact_logprob's (harness.oracle_kit), the
+correctly rounded value of each emitted token's logprob under its penalized row, not the reference's
+own (its exp and ln are good to an ulp, and the C library's ln is not the same on every CPU); the
+build asserts the two agree within LOGPROB_REPLAY_TOL.
+
 Robust to the last bit: a case is kept only when every sampling decision of the reference and of
 every variant has a margin of at least N_MARGIN (margins.py), so a port whose exp differs in the
 last ulp answers the same tokens, n_accepted and next u32; a closer case is built again from the
@@ -16,10 +21,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from harness.oracle_kit import exact_logprob
+
 from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
 from .margins import N_MARGIN, UNWATCHED, Margins, Watch
 from .verify_builder import Builder
 from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
+
+
+# how far the reference's logprobs may be from the exact ones (spec/sampling.md, section 10: "the
+# reference replays its own golden values within 1e-12"); the chapter's tests allow a port 1e-9
+LOGPROB_REPLAY_TOL = 1e-12
+
+
+def exact_logprobs(lib: RefLib, case: dict, tokens: list[int]) -> list[float]:
+    """The exact logprob of each emitted token: token j is scored on row j, penalized with the
+    request's prompt and its output followed by the tokens emitted before it."""
+    params = lib.params(case["params"])
+    return [exact_logprob(lib.sampling.apply_penalties(case["rows"][j], params, case["prompt"],
+                                                       list(case["output"]) + tokens[:j]), t)
+            for j, t in enumerate(tokens)]
 
 
 def run_reference(lib: RefLib, case: dict) -> tuple:
@@ -53,7 +74,7 @@ def worst_margin(lib: RefLib, case: dict) -> tuple[str, float]:
     (which variant and what it compared, its margin in margins' units)."""
     worst = ("none", float("inf"))
     for bug in (None, *VERIFY_BUGS):
-        m = Margins()
+        m = Margins(lib.sampling.exp)
         try:
             run_variant(lib, case, bug, m)
         except Exception:  # noqa: BLE001  (a refused variant answers "refused", whatever the numbers)
@@ -168,7 +189,10 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
             continue  # the constructed flip was masked by another penalty: build it again
         if worst_margin(lib, case)[1] < N_MARGIN:
             continue  # a last-ulp difference of exp could flip a decision: build it again
-        case["expect"] = {"tokens": v.tokens, "logprobs": v.logprobs, "n_accepted": v.n_accepted, "next_u32": nxt}
+        lps = exact_logprobs(lib, case, v.tokens)
+        if any(abs(a - b) > LOGPROB_REPLAY_TOL for a, b in zip(lps, v.logprobs)):
+            raise AssertionError(f"verify case {index}: the reference's logprobs {v.logprobs} are not the exact {lps}")
+        case["expect"] = {"tokens": v.tokens, "logprobs": lps, "n_accepted": v.n_accepted, "next_u32": nxt}
         case["tags"] = order_tags(_verify_tags(lib, case, plan, set(pitfalls)), VERIFY_TAGS)
         case["pitfalls"] = pitfalls
         return case

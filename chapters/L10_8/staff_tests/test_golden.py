@@ -10,6 +10,9 @@ chapter's pitfalls need (d).
 
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -216,6 +219,35 @@ def test_regenerating_gives_identical_bytes(rebuilt):
     assert rebuilt == RAW
     n_cases = sum(len(DOC[s]) for s in document.SECTIONS)
     assert RAW.endswith(b"\n") and RAW.count(b"\n") == 3 + 2 * len(document.SECTIONS) + n_cases + 2
+
+
+# numpy's float64 kernels, narrowest first (numpy 2.4 on x86-64: X86_V3, X86_V4, AVX512_ICL,
+# AVX512_SPR); switching off a suffix of the list leaves each narrower kernel in turn, the last the baseline
+from numpy._core._multiarray_umath import __cpu_dispatch__ as DISPATCHED  # noqa: E402
+
+KERNEL_LEVELS = [DISPATCHED[i:] for i in range(len(DISPATCHED))]
+
+
+@pytest.mark.slow(s=5)
+@pytest.mark.parametrize("off", KERNEL_LEVELS, ids=["off:" + "+".join(o) for o in KERNEL_LEVELS])
+def test_the_file_is_the_same_with_numpys_wider_kernels_switched_off(off):
+    """The golden file does not depend on the CPU's vector unit: regenerated in a process whose numpy
+    may use none of `off` (what a CPU without them runs), it is the committed file, byte for byte."""
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(off)}
+    probe = "from numpy._core._multiarray_umath import __cpu_features__ as f, __cpu_dispatch__ as d; print(' '.join(x for x in d if f[x]))"
+    on = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert not set(on) & set(off), f"numpy still uses {on}: the switch did not take"
+    r = subprocess.run([sys.executable, "-m", "chapters.L10_8.oracle", "--check"], env=env, cwd=PACK.parents[1],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_logprobs_are_the_exact_ones_to_the_bit():
+    """Every recorded logprob is exact_logprob's: x[t] - logsumexp(x) of its penalized row, correctly
+    rounded (not the reference's own, good to an ulp), so the file needs no CPU's exp or ln."""
+    from chapters.L10_8.oracle.verify_cases import exact_logprobs
+    wrong = [c["id"] for c in V_CASES if exact_logprobs(LIB, c, c["expect"]["tokens"]) != c["expect"]["logprobs"]]
+    assert not wrong, f"logprobs that are not the exact ones: {wrong[:5]}"
 
 
 @pytest.mark.slow

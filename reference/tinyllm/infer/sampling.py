@@ -3,6 +3,7 @@
 Order of operations for one row of logits: `apply_penalties` -> `distribution` -> `sample`.
 All arithmetic is float64; every sum runs sequentially in the order the spec names (ascending id
 unless it says "in rank order"), so an implementation in another language can match it to the bit.
+`exp` is this module's own (below), so the reference answers the same bits on every CPU.
 """
 
 from dataclasses import dataclass
@@ -42,6 +43,39 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+
+# exp, written here because numpy's and the C library's are not the same function on every CPU:
+# numpy picks its float64 exp kernel by the CPU at run time (AVX-512, AVX2, baseline), and those
+# kernels differ in the last bit on some inputs, as glibc's FMA and SSE2 builds of exp may. Every
+# operation below is one IEEE-754 float64 operation (numpy never fuses two ufuncs), so the result
+# is the same bits everywhere. Cody-Waite reduction x = k ln2 + r with |r| <= ln2 / 2, a degree-13
+# Taylor polynomial (its truncation error is below 2^-60 there), then 2^k exactly. Faithful: within
+# 1 ulp of the exact value (measured at most 0.84 ulp over 300,000 inputs in [-700, 0] against
+# 50-digit decimal arithmetic; tests/unit/test_sampling.py), like any libm a port uses.
+_LN2_HI = 6.93147180369123816490e-01  # ln 2 with its low 32 bits zero: k * _LN2_HI is exact for |k| < 2^20
+_LN2_LO = 1.90821492927058770002e-10  # ln 2 - _LN2_HI
+_INV_LN2 = 1.44269504088896338700e00
+_INV_FACTORIALS = tuple(1.0 / math.factorial(n) for n in range(2, 14))  # 1/2! .. 1/13!
+_EXP_UNDERFLOW = -746.0  # exp(x) rounds to 0 below about -745.13
+_EXP_OVERFLOW = 709.79  # and to +inf above about 709.78
+
+
+def exp(x) -> np.ndarray:
+    """Float64 exp of every entry of x (exp(-inf) = 0), the same bits on every CPU."""
+    x = np.asarray(x, dtype=np.float64)
+    live = (x > _EXP_UNDERFLOW) & (x < _EXP_OVERFLOW)
+    xs = np.where(live, x, 0.0)
+    k = np.rint(xs * _INV_LN2)
+    hi = xs - k * _LN2_HI  # exact: k * _LN2_HI is exact and within a factor 2 of xs (Sterbenz)
+    r = hi - k * _LN2_LO
+    lo = (hi - r) - k * _LN2_LO  # what rounding r lost
+    tail = np.full_like(r, _INV_FACTORIALS[-1])
+    for c in reversed(_INV_FACTORIALS[:-1]):
+        tail = tail * r + c  # (exp(r) - 1 - r) / r^2, by Horner
+    e_r = 1.0 + (r + (lo + (r * r) * tail))
+    dead = np.where(x > 0.0, np.inf, np.where(np.isnan(x), np.nan, 0.0))  # overflow, NaN, underflow and -inf
+    return np.where(live, np.ldexp(e_r, k.astype(np.int64)), dead)
 
 
 def _check_ids(ids, vocab: int, what: str) -> None:
@@ -97,7 +131,7 @@ def distribution(penalized_logits, params: SamplingParams) -> np.ndarray:
         probs[argmax(x)] = 1.0
         return probs
     z = x / params.temperature
-    e = np.exp(z - z.max())  # [V] softmax numerators
+    e = exp(z - z.max())  # [V] softmax numerators
     s = e / _seq_sum(e)  # [V] softmax
     keep = s > 0.0
     rank = sorted(range(vocab), key=lambda i: (-s[i], i))  # probability descending, then id ascending
@@ -141,4 +175,4 @@ def logprob(penalized_logits, token: int) -> float:
     x = np.asarray(penalized_logits, dtype=np.float64)
     _check_ids([token], x.size, "logprob's token")
     m = float(x.max())
-    return float(x[token]) - (m + math.log(_seq_sum(np.exp(x - m))))
+    return float(x[token]) - (m + math.log(_seq_sum(exp(x - m))))
