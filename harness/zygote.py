@@ -206,7 +206,7 @@ class Zygote:
             raise ZygoteError(f"the judges' zygote is gone ({e}): no judge can start") from None
         for _, w in pipes:
             os.close(w)
-        return _collect([r for r, _ in pipes], argv, time.monotonic() + timeout)
+        return _collect([r for r, _ in pipes], argv, timeout)
 
     def close(self) -> None:
         if self.proc.stdin and not self.proc.stdin.closed:
@@ -237,8 +237,10 @@ def _read_line(fd: int, deadline: float) -> str | None:
     return buf.decode(errors="replace").strip()
 
 
-def _collect(fds: list[int], argv: list[str], deadline: float) -> subprocess.CompletedProcess:
-    """Read the judge's stdout, stderr and status to their ends; kill its session at the deadline."""
+def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now (the
+    TimeoutExpired raised then names that timeout, as subprocess.run's does)."""
+    deadline = time.monotonic() + timeout
     data = {fd: bytearray() for fd in fds}
     open_ = set(fds)
     killed = False
@@ -269,7 +271,7 @@ def _collect(fds: list[int], argv: list[str], deadline: float) -> subprocess.Com
         os.close(fd)
     out, err, status = (bytes(data[fd]).decode(errors="replace") for fd in fds)
     if killed:
-        raise subprocess.TimeoutExpired(argv, 0, out, err)
+        raise subprocess.TimeoutExpired(argv, timeout, out, err)
     end = status.strip().splitlines()[-1:] if status.strip() else []
     if end and end[0].startswith("exit "):
         code = int(end[0].split()[1])

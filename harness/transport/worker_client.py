@@ -73,6 +73,7 @@ class WorkerTransport:
         self.request_id = 0
         self.restarts = 0
         self.last_output = ""
+        self._deadline_s = 0.0  # the deadline of the call in progress
 
     # ---- process lifecycle ----------------------------------------------------------------------
     def spawn(self) -> None:
@@ -216,29 +217,41 @@ class WorkerTransport:
         return how
 
     def _send(self, msg, op: str, deadline: float) -> None:
-        """Write one message, never blocking past the deadline: a worker that stops reading is crashed."""
+        """Write one message, never blocking past the deadline: a worker that stops reading (its pipe stays full
+        until the deadline) is crashed. A write the pipe has room for is always made, the deadline passed or not:
+        a call whose time ran out is then a timeout, read as one by _read, never a reader that stopped."""
         data = memoryview(dumps(msg))
         while data:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                self._fail(Crashed(f"{op}: the worker stopped reading the judge's messages (a reply was left unread)"))
             try:  # write first (the pipe is non-blocking, and usually has room); wait only when it is full
                 data = data[os.write(self._to_worker, data[:PIPE_CHUNK]):]
+                continue
             except BlockingIOError:
-                select.select([], [self._to_worker], [], left)
+                pass
             except OSError:
                 self._fail(Crashed(f"{op}: the worker process is gone (its input closed)"))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(Crashed(f"{op}: the worker stopped reading the judge's messages (a reply was left unread "
+                                   f"until the call's deadline of {self._deadline_s:.3g} s)"))
+            select.select([], [self._to_worker], [], left)
 
     def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:
         start = time.perf_counter()
+        self._deadline_s = deadline_s  # the deadline in force, as a crash at it names it
         try:
             if self.proc is None:
                 self._spawn()
-            # `load` counts from the worker's start: the start is part of the import it waits for, and a
-            # submission that never loads gets its verdict within the deadline plus the judge's own start
-            deadline = (self._spawned_at if op == "load" else time.monotonic()) + deadline_s
-            if not self._greeted:
-                self._greet(deadline if op == "load" else None)
+            if op == "load" and not self._greeted:
+                # the worker's first `load` counts from its start: the start is part of the import it waits for, and a
+                # submission that never loads gets its verdict within the deadline plus the judge's own start
+                deadline = self._spawned_at + deadline_s
+                self._greet(deadline)
+            else:
+                # any other call (and a `load` to a worker that has long since started) counts from now, after
+                # the hello: the start is not taken from its deadline (spec/protocol.md section 5)
+                if not self._greeted:
+                    self._greet()
+                deadline = time.monotonic() + deadline_s
             value = self._exchange(op, args, callbacks, deadline, lambda: describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:

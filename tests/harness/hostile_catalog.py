@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from harness.check import LOAD_DEADLINE_S  # the load's deadline (spec/protocol.md section 13): what stops a hang at import
+
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PKG = REPO / "reference" / "tinyllm"
 BASE_SPEC = REPO / "examples" / "submissions" / "s07-draws-u-resample-only-on-rejection" / "tinyllm" / "infer" / "spec.py"
@@ -45,8 +47,8 @@ BASE_HONEST = 15.0  # the s07 base fails verify_matches_python_l8_6 only
 CANARY_ENV = "OL_HOSTILE_CANARY"  # give the grading process this variable: the environ payload hunts for its name
 CANARY_PORT = 47653               # 127.0.0.1: where the network and environ payloads exfiltrate to, if they can
 MARK = "ol-hostile-catalog-was-here"  # what the writer and the forger leave wherever they manage to write
-LOAD_BOUND_S = 30.0   # a submission that never loads: its verdict within this
-BOUND_S = 60.0        # any other: its time to verdict within this
+LOAD_BOUND_S = 30.0   # a submission that never loads: its verdict within this (bench/hostile.py measures it)
+BOUND_S = 60.0        # any other: its time to verdict within this (bench/hostile.py)
 
 EQUAL, AT_MOST, LOAD_ERROR = "equal", "at_most", "load_error"
 
@@ -59,7 +61,7 @@ class Hostile:
     honest: float                   # the most it may score
     verdict: str                    # EQUAL | AT_MOST | LOAD_ERROR
     load_error: str | None = None   # LOAD_ERROR: a substring of the report's load_error
-    bound_s: float = BOUND_S        # its time to verdict (wall_s in grades.csv) must stay within this
+    bound_s: float = BOUND_S        # its time to verdict (wall_s in grades.csv): bench/hostile.py's goal, no test's
 
     @property
     def deterministic(self) -> bool:
@@ -814,7 +816,8 @@ CATALOG: tuple[Hostile, ...] = (
     _h("rlimits", "T5: raises its limits (setrlimit) and maps 8 GiB", RLIMITS),
     _h("kill-all", "T9: kill(getppid(), SIGKILL) and kill(-1, SIGKILL) at import", KILL),
     _h("protocol-garbage", "T2/T3: forged and malformed lines on the protocol's fd at import", PROTOCOL_GARBAGE, AT_MOST),
-    _h("hang-import", "T1: while True at import", HANG, LOAD_ERROR, load_error="no answer within the deadline"),
+    _h("hang-import", "T1: while True at import", HANG, LOAD_ERROR,  # stopped by the load's own, documented deadline
+       load_error=f"load() with a deadline of {LOAD_DEADLINE_S:.3g} s: no answer within the deadline; the worker was stopped"),
     _h("crash-import", "T2: os._exit(3) at import", CRASH, LOAD_ERROR, load_error="exited with code 3"),
     _h("memory-import", "T5: bytearray(3 GiB) in a loop at import", MEMORY, LOAD_ERROR, load_error="MemoryError"),
     _h("slow-import", "T1: time.sleep(25) at import, then the reference's spec.py: correct", SLOW_IMPORT,
@@ -837,7 +840,8 @@ def build(into: Path, names: list[str] | None = None, control: bool = True) -> l
 
 def problems(entries: list[Hostile], rows: dict[str, dict], results_dir: Path | None = None) -> list[str]:
     """What a grades.csv (rows by submission) says against each entry's verdict: scores above honest,
-    deterministic verdicts not met, load errors missing, bounds passed, missing or ungraded rows."""
+    deterministic verdicts not met, load errors missing (a hang's names the load deadline that stopped it),
+    missing or ungraded rows. How long each took is `late`'s (the bench's), never a test's."""
     import json
 
     out = []
@@ -849,17 +853,25 @@ def problems(entries: list[Hostile], rows: dict[str, dict], results_dir: Path | 
         if row["status"] != "graded":
             out.append(f"{h.name}: {row['status']}: {row['reason']}")
             continue
-        score, wall = float(row["score"]), float(row["wall_s"])
+        score = float(row["score"])
         if score > h.honest:
             out.append(f"{h.name}: scored {score:g} > its honest {h.honest:g} (a defence failed)")
         elif h.deterministic and score != h.honest:
             out.append(f"{h.name}: scored {score:g}, expected exactly {h.honest:g}")
-        if wall > h.bound_s:
-            out.append(f"{h.name}: its verdict took {wall:.1f} s > its bound {h.bound_s:g} s")
         if h.verdict == LOAD_ERROR and results_dir is not None:
             rep = json.loads((results_dir / f"{h.name}.json").read_text())
             if not rep.get("load_error") or h.load_error not in rep["load_error"]:
                 out.append(f"{h.name}: load_error {str(rep.get('load_error'))[:200]!r} lacks {h.load_error!r}")
+    return out
+
+
+def late(entries: list[Hostile], rows: dict[str, dict]) -> list[str]:
+    """The graded entries whose time to verdict (wall_s) passed their bound: bench/hostile.py's goal."""
+    out = []
+    for h in entries:
+        row = rows.get(h.name)
+        if row is not None and row["status"] == "graded" and float(row["wall_s"]) > h.bound_s:
+            out.append(f"{h.name}: its verdict took {float(row['wall_s']):.1f} s > its bound {h.bound_s:g} s")
     return out
 
 

@@ -20,7 +20,8 @@ from harness.registry import load_chapter
 
 CH = load_chapter("L10.8")
 HAND_PL = dict(ctx=[5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)  # the reference answers [7, 8, 5]
-SLACK_S = 3.0  # killing and reaping a worker, on a loaded machine
+SETTLE_S = 30.0  # how long a test waits for an event (a process gone, output drained): a wait, never a bound
+HANG_GUARD_S = 600.0  # a subprocess judge that has not ended by then hangs: a guard, far past any deadline of a check
 
 
 def submission(root: Path, code: str, name: str = "sub", **consts) -> Path:
@@ -35,12 +36,21 @@ def submission(root: Path, code: str, name: str = "sub", **consts) -> Path:
 
 
 def attempt(impl, op: str, args: dict, deadline_s: float = 2.0):
-    """(value or the SubmissionFailure, seconds)."""
-    start = time.monotonic()
+    """The call's value, or the SubmissionFailure it ended in. A Timeout's message names the deadline in force
+    ("... with a deadline of N s: no answer within the deadline"): what a test checks, never the seconds taken."""
     try:
-        return impl.call(op, args, deadline_s=deadline_s), time.monotonic() - start
+        return impl.call(op, args, deadline_s=deadline_s)
     except SubmissionFailure as e:
-        return e, time.monotonic() - start
+        return e
+
+
+def timed_out_at(got, op: str, deadline_s: float) -> bool:
+    """Whether `got` is a Timeout produced by the call's own deadline of `deadline_s` (not a test's budget)."""
+    from harness.errors import Timeout
+
+    msg = str(got)
+    return (isinstance(got, Timeout) and msg.startswith(f"{op}(") and "no answer within the deadline; the worker was stopped"
+            in msg and f"with a deadline of {deadline_s:.3g} s:" in msg)
 
 
 def alive(pid: int) -> bool:
@@ -153,20 +163,18 @@ def worker_pids(impl) -> list[int]:
     return out
 
 
-def ol_check(sub: Path, cwd: Path, *extra: str, env: dict | None = None, timeout: float = 120):
+def ol_check(sub: Path, cwd: Path, *extra: str, env: dict | None = None, timeout: float = HANG_GUARD_S):
     """`ol check L10.8 --submission SUB --json - EXTRA...` in a subprocess judge started in `cwd`, its report
     taken over its stdout as `ol grade` takes it (no report path on its command line for a forger to find):
-    (CompletedProcess, the report's JSON or None, wall seconds)."""
+    (CompletedProcess, the report's JSON or None)."""
     cmd = [sys.executable, "-m", "harness.cli", "check", CH.chapter, "--submission", str(sub), "--json", "-", *extra]
-    start = time.monotonic()
     r = subprocess.run(cmd, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, capture_output=True,
                        text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    wall = time.monotonic() - start
     try:
         report = json.loads(r.stdout)
     except ValueError:
         report = None
-    return r, report, wall
+    return r, report
 
 
 def tree_digest(*roots: Path, skip_pycache: bool = True) -> dict[str, str]:

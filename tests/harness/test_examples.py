@@ -15,8 +15,8 @@ on a machine without cargo (as tests/rust/test_rust_track.py).
 import functools
 import json
 import os
+import re
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -51,19 +51,16 @@ SKIPPED_FOR_TIME = {  # left out of the default run (expected.json says they pas
     "hangs": {SAMPLED, RUNNER},  # their contexts are longer than max_ngram: the loop ends
 }
 FULL = os.environ.get("OL_EXAMPLES_FULL") == "1"
-HANGS_BOUND_S = 60.0  # the whole check of `hangs`: one 5 s call deadline plus the rest (~10 s on a loaded 2-core machine)
-RUST_HANGS_BOUND_S = 120.0  # `rust-hangs`: the same plus a clean cargo build (~10 s here, 3 to 9 s on a desk machine)
 
 
 @functools.cache
 def graded(name: str):
-    """(report, wall seconds, the tests run) for one sample, graded once per session."""
+    """(report, the tests run) for one sample, graded once per session."""
     ch = load_chapter(EXPECTED["chapter"])
     skip = set() if FULL else SKIPPED_FOR_TIME.get(name, set())
     only = [t.name for t in ch.tests if t.name not in skip] if skip else None
-    start = time.monotonic()
     rep = run_check(ch, str(EXAMPLES / name), ref_deps=True, only=only)
-    return rep, time.monotonic() - start, [t.name for t in rep.tests]
+    return rep, [t.name for t in rep.tests]
 
 
 def test_expected_json_is_complete():
@@ -108,7 +105,7 @@ def test_each_sample_is_found_in_its_language_holding_only_its_chapter_file():
 @pytest.mark.parametrize("name", samples(NAMES))
 def test_sample_verdicts(name):
     """Exactly the expected tests pass (pass versus not pass)."""
-    rep, _, ran = graded(name)
+    rep, ran = graded(name)
     e = EXPECTED["submissions"][name]
     got_bad = {t.name for t in rep.tests if t.outcome != "pass"}
     want_bad = set(e["must_fail"]) & set(ran)
@@ -122,7 +119,7 @@ def test_sample_verdicts(name):
 @pytest.mark.parametrize("name", samples(n for n in NAMES if EXPECTED["submissions"][n]["must_fail"]))
 def test_sample_outcome_kinds(name):
     """Each failing test fails the expected way: an assertion (fail), an exception or crash (error), or a timeout."""
-    rep, _, _ = graded(name)
+    rep, _ = graded(name)
     want = EXPECTED["submissions"][name]["must_fail"]
     wrong = [f"{t.name}: expected {want[t.name]}, got {t.outcome}: {t.message[:400]}"
              for t in rep.tests if t.name in want and t.outcome != want[t.name]]
@@ -130,28 +127,34 @@ def test_sample_outcome_kinds(name):
 
 
 def test_failures_carry_the_pitfall_feedback():
-    rep, _, _ = graded("s07-draws-u-resample-only-on-rejection")
+    rep, _ = graded("s07-draws-u-resample-only-on-rejection")
     (t,) = [t for t in rep.tests if t.name == "verify_matches_python_l8_6"]
     assert "verification cases differ" in t.message and "draws" in t.message, t.message
     assert any(p.startswith("s07:") for p in t.pitfalls), t.pitfalls
     assert t.points == 0 and rep.score == rep.max_score - t.max_points
 
 
-@pytest.mark.parametrize("name, bound_s", [("hangs", HANGS_BOUND_S), pytest.param("rust-hangs", RUST_HANGS_BOUND_S, marks=RUST_MARKS)])
-def test_hangs_is_a_timeout_not_a_hang(name, bound_s):
-    rep, wall, _ = graded(name)
+@pytest.mark.parametrize("name", samples(["hangs", "rust-hangs"]))
+def test_hangs_is_a_timeout_not_a_hang(name):
+    """The hanging call ends the test at one call's deadline, the documented default (DEFAULT_DEADLINE_S: spec/
+    protocol.md 13), never the test's budget: the message names that call and that deadline, once. (How long the
+    check takes: bench/hostile.py.)"""
+    rep, _ = graded(name)
     (t,) = [t for t in rep.tests if t.name == "prompt_lookup_matches_python_l8_6"]
     assert t.outcome == "timeout", t.message
     assert "deadline" in t.message and "stopped" in t.message, t.message
-    assert t.duration_s <= DEFAULT_DEADLINE_S + 3, f"the hanging test took {t.duration_s:.1f}s; one call deadline is {DEFAULT_DEADLINE_S}s"
-    assert wall < bound_s, f"the whole check of `{name}` took {wall:.0f}s (bound {bound_s:.0f}s)"
+    stopped = re.findall(r"prompt_lookup\(.*?\) with a deadline of ([\d.]+) s: no answer within the deadline; the worker "
+                         r"was stopped", t.message)
+    assert stopped == [f"{DEFAULT_DEADLINE_S:.3g}"], f"one call stopped at the {DEFAULT_DEADLINE_S:g} s deadline: {t.message}"
+    assert "budget" not in t.message, t.message
+    assert [x.name for x in rep.tests if x.outcome == "timeout"] == [t.name], "one hanging test, one timeout"
     after = [x for x in rep.tests if x.name != t.name]
     assert after and all(x.outcome == "pass" for x in after), "a fresh worker must serve the tests after the timeout"
 
 
 def test_no_import_says_it_could_not_be_imported():
     """One message, before any test: the import failed, naming the missing module, the file and line."""
-    rep, _, _ = graded("no-import")
+    rep, _ = graded("no-import")
     assert not any(t.outcome == "pass" for t in rep.tests)
     msg = rep.load_error or ""
     assert "could not be imported" in msg and "ModuleNotFoundError" in msg and "tinyllm.infer.sampler" in msg, msg[:500]
@@ -164,7 +167,7 @@ def test_no_import_says_it_could_not_be_imported():
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
 def test_rust_does_not_compile_carries_rustcs_first_error_on_every_test():
-    rep, _, _ = graded("rust-does-not-compile")
+    rep, _ = graded("rust-does-not-compile")
     line = (EXAMPLES / "rust-does-not-compile" / "spec.rs").read_text().splitlines().index("    Ok(released)") + 1
     assert "expected `usize`, found `u32`" in (rep.load_error or ""), (rep.load_error or "")[:500]
     for t in rep.tests:
@@ -175,7 +178,7 @@ def test_rust_does_not_compile_carries_rustcs_first_error_on_every_test():
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
 def test_rust_panics_names_the_panic_and_its_line_on_every_test():
-    rep, _, _ = graded("rust-panics")
+    rep, _ = graded("rust-panics")
     lines = (EXAMPLES / "rust-panics" / "spec.rs").read_text().splitlines()
     for t in rep.tests:
         assert t.outcome == "error" and "your code panicked at crates/tl-engine/src/spec.rs:" in t.message, f"{t.name}: {t.message[:300]}"

@@ -20,8 +20,8 @@ from harness.impl import DEFAULT_DEADLINE_S
 from harness.subjects import open_impl
 from harness.transport.worker_client import OUTPUT_CAP
 
-from tests.harness.hostile_kit import (CH, HAND_PL, SLACK_S, alive, attempt, kill_marked, marked, marker, outcomes,
-                                      submission, wait_for)
+from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, alive, attempt, kill_marked, marked, marker, outcomes,
+                                      submission, timed_out_at, wait_for)
 
 
 # ---- (a) a function that loops forever ----------------------------------------------------------
@@ -39,21 +39,20 @@ def test_infinite_loop_is_a_timeout_and_the_next_call_gets_a_fresh_worker(tmp_pa
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2
         first = impl.transport.proc.pid
         with ThreadPoolExecutor(1) as pool:  # the call runs in a thread; this one watches the host's processes
             call = pool.submit(attempt, impl, "prompt_lookup", HAND_PL, 1.0)
             started = wait_for(lambda: marked(mark) or call.done(), 5.0) and bool(marked(mark))
-            got, took = call.result()
+            got = call.result()
         assert started, "the spinning child never started (or was gone before the deadline)"
         assert isinstance(got, Timeout) and got.outcome == "timeout", got
-        assert "no answer within the deadline" in str(got) and "prompt_lookup" in str(got)
-        assert took < 1.0 + SLACK_S, f"a 1 s deadline took {took:.1f}s"
+        assert timed_out_at(got, "prompt_lookup", 1.0), f"not the call's own 1 s deadline: {got}"
         assert impl.transport.proc is None and impl.transport.restarts == 1
         assert not alive(first), "the hung worker must be killed"
-        assert wait_for(lambda: not marked(mark), SLACK_S), f"the worker's child outlived it: {marked(mark)}"
-        got, _ = attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))
+        assert wait_for(lambda: not marked(mark), SETTLE_S), f"the worker's child outlived it: {marked(mark)}"
+        got = attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))
         assert got == 3, got
         assert impl.transport.proc.pid != first, "the next call must run on a fresh worker"
     finally:
@@ -99,15 +98,13 @@ GAUNTLET_TESTS = {  # test -> expected outcome, and words its message must hold
 
 def test_crash_exception_wrong_type_and_prints_each_get_their_own_outcome(tmp_path):
     sub = submission(tmp_path, GAUNTLET)
-    start = time.monotonic()
     rep = run_check(CH, str(sub), only=list(GAUNTLET_TESTS))
-    wall = time.monotonic() - start
     assert outcomes(rep) == {n: o for n, (o, _) in GAUNTLET_TESTS.items()}, [(t.name, t.outcome, t.message[:200]) for t in rep.tests]
     for t in rep.tests:
         for word in GAUNTLET_TESTS[t.name][1]:
             assert word in t.message, f"{t.name}: {word!r} missing from {t.message[:500]!r}"
         assert "error in the test itself" not in t.message and "Traceback" not in t.message, f"{t.name}: {t.message[:500]}"
-    assert wall < 60, f"{len(rep.tests)} quick tests took {wall:.0f}s"
+        assert "deadline" not in t.message and "budget" not in t.message, f"{t.name}: no call waits for a clock: {t.message[:500]}"
 
 
 # ---- (b) os._exit: the exit code, and the output the worker left ---------------------------------
@@ -124,14 +121,14 @@ def test_exit_reports_the_code_and_the_capped_output(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL)
+        got = attempt(impl, "prompt_lookup", HAND_PL)
         assert isinstance(got, Crashed) and got.outcome == "crashed", got
         msg = str(got)
         assert "exited with code 3" in msg, msg[:300]
         assert "--- your code's stdout ---" in msg and "more bytes not shown" in msg, msg[-300:]
         assert "it is all going wrong" in msg
         assert len(msg) < 2 * OUTPUT_CAP + 1000, f"the crash message holds {len(msg)} characters"
-        got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2 and impl.transport.restarts == 1
     finally:
         impl.close()
@@ -146,11 +143,11 @@ def test_a_non_spec_error_is_named(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, _ = attempt(impl, "prompt_lookup", HAND_PL)
+        got = attempt(impl, "prompt_lookup", HAND_PL)
         assert isinstance(got, Raised) and not got.spec_error and got.type == "IndexError", got
         assert "your code raised IndexError" in str(got)
         assert "prompt_lookup" in got.traceback, "the student's own traceback travels with the error"
-        got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2 and impl.transport.restarts == 0, "an exception is data: the worker lives on"
     finally:
         impl.close()
@@ -167,7 +164,7 @@ def test_wrong_return_type_is_an_error_not_a_harness_traceback(tmp_path, ret):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, _ = attempt(impl, "prompt_lookup", HAND_PL)
+        got = attempt(impl, "prompt_lookup", HAND_PL)
         assert isinstance(got, Raised) and got.outcome == "error", f"prompt_lookup returned {ret} and the judge saw {got}"
         assert "TypeError" in str(got) and str(got).startswith("prompt_lookup:"), str(got)
     finally:
@@ -189,10 +186,10 @@ def test_megabytes_of_output_are_capped_and_ignored(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
+        got = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
         assert got == [7, 8, 5], f"the answer comes from the protocol pipe, not stdout: {got}"
         tr = impl.transport
-        deadline = time.monotonic() + SLACK_S  # the drain threads may still be reading
+        deadline = time.monotonic() + SETTLE_S  # the drain threads may still be reading: a wait, not a bound
         while (tr._out.dropped + len(tr._out.kept) < 5_000_000 or tr._err.dropped + len(tr._err.kept) < 3 << 20) \
                 and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -215,9 +212,9 @@ def test_a_deeply_nested_answer_is_crashed_not_a_judge_crash(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=10)
-        assert isinstance(got, Crashed) and "RecursionError" in str(got), got
-        assert took < 10
+        got = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=10)
+        assert isinstance(got, Crashed) and "RecursionError" in str(got), got  # read and refused, not waited out
+        assert "deadline" not in str(got), got
     finally:
         impl.close()
 
@@ -238,13 +235,12 @@ def test_a_worker_that_never_reads_the_judges_reply_is_crashed_within_the_deadli
     """)
     impl = open_impl(CH, str(sub))
     try:
-        start = time.monotonic()
         try:
             impl.generate(FakeTarget(pristine(), 16), {"draft": "none", "k": 4}, [1, 2, 3], {"temperature": 0.0}, 1, 5, [],
                           deadline_s=3)
             raise AssertionError("the call returned")
-        except Crashed as e:
-            assert "stopped reading" in str(e), e
-        assert time.monotonic() - start < 3 + SLACK_S
+        except Crashed as e:  # the judge's write stopped at the call's own deadline, which the message names
+            assert "stopped reading" in str(e) and "until the call's deadline of 3 s" in str(e), e
+        assert impl.transport.proc is None and impl.transport.restarts == 1, "the worker was stopped"
     finally:
         impl.close()

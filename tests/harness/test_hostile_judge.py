@@ -23,7 +23,7 @@ from harness.paths import REPO
 from harness.subjects import open_impl
 from harness.transport.worker_client import MEMORY_LIMIT, WORKER_LIMITS
 
-from tests.harness.hostile_kit import (CH, HAND_PL, SLACK_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
+from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
                                        probe, submission, wait_for, worker_pids)
 
 MODE = choose()
@@ -36,7 +36,7 @@ def _printed(sub: Path) -> tuple[dict, Path]:
     folder the worker ran from."""
     impl = open_impl(CH, str(sub))
     try:
-        got, _ = attempt(impl, "load", {}, deadline_s=30)
+        got = attempt(impl, "load", {}, deadline_s=30)
         assert got is None, got
         workdir = impl.transport.workdir
     finally:
@@ -183,17 +183,17 @@ def test_memory_exhaustion_hits_the_address_space_limit(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2
         (pid,) = worker_pids(impl)
         limits = {l[:26].strip(): l[26:].split()[:2] for l in Path(f"/proc/{pid}/limits").read_text().splitlines()[1:]}
         assert limits["Max address space"] == [str(MEMORY_LIMIT)] * 2, limits  # soft = hard: it cannot be raised
         assert limits["Max processes"] == [str(WORKER_LIMITS.processes)] * 2, limits
         assert limits["Max file size"] == [str(WORKER_LIMITS.file_size)] * 2, limits
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
+        got = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
         assert isinstance(got, SubmissionFailure) and got.outcome in ("error", "timeout", "crashed"), f"no limit stopped it: {got}"
         assert isinstance(got, Raised) and got.type == "MemoryError", got
-        got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2 and impl.transport.restarts == 0, "the run goes on, on the same worker"
     finally:
         impl.close()
@@ -236,9 +236,11 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
     out = scratch / "report.json"  # where the forger guesses the report goes
     sub = submission(tmp_path, KILLER, HOST_PID_NS=os.readlink("/proc/self/ns/pid"), JUDGE_JSON=str(out), MARK=mark)
     try:
-        r, report, wall = ol_check(sub, scratch, timeout=90)
+        r, report = ol_check(sub, scratch)
         assert r.returncode == 1, f"the judge should have lived and graded a wrong submission: exit {r.returncode}\n{r.stderr[-2000:]}"
-        assert wall < 60, f"the check took {wall:.0f}s"
+        assert report is not None and report["load_error"] is None, "the import (and its kills) ended within the load's deadline"
+        assert not [t["name"] for t in report["tests"] if t["outcome"] in ("timeout", "crashed")], \
+            "no test waited out a deadline, or lost its worker: the judge lived and served every test"
         assert report is not None and "forged" not in report and report["sandbox"] == "bwrap", report
         assert not out.exists(), "the forger wrote into the judge's folder"
         got = {t["name"]: t for t in report["tests"]}
@@ -247,7 +249,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         saw = probe(got["hand_example_prompt_lookup"]["message"])
         assert saw["ppid"] == 0 and saw["alive"] and saw["forge"] != "written", saw  # the sandbox's init: no parent in view
         assert saw["child_signal"] == signal.SIGKILL, "kill(-1) did reach the sandbox's own processes"
-        assert wait_for(lambda: not marked(mark), SLACK_S), "a process of the submission outlived its judge"
+        assert wait_for(lambda: not marked(mark), SETTLE_S), "a process of the submission outlived its judge"
     finally:
         kill_marked(mark)
     # Had a submission killed its judge anyway (mode none), `ol grade` would trust no report from it: only
@@ -286,10 +288,10 @@ def test_a_daemonized_grandchild_does_not_outlive_the_worker(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        got, _ = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
+        got = attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))
         assert got == 2
-        assert wait_for(lambda: not marked(mark), SLACK_S), f"the call has answered but its daemon {marked(mark)} runs on"
-        got, _ = attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))
+        assert wait_for(lambda: not marked(mark), SETTLE_S), f"the call has answered but its daemon {marked(mark)} runs on"
+        got = attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))
         assert got == 3 and impl.transport.restarts == 0, "the worker itself serves on"
     finally:
         impl.close()

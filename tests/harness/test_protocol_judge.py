@@ -5,19 +5,28 @@ worker is a few lines of Python speaking raw JSON lines, started the way every w
 from a real submission's worker are tests/harness/test_threats.py's.
 """
 
+import re
 import sys
 import textwrap
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from chapters.L10_8.client import Client
+from harness.check import LOAD_DEADLINE_S
 from harness.confine import choose
-from harness.errors import Crashed
+from harness.errors import Crashed, Timeout
+from harness.impl import DEFAULT_DEADLINE_S
 from harness.languages import WorkerLaunch
-from harness.transport.worker_client import WorkerTransport
+from harness.paths import REPO
+from harness.registry import DEFAULT_TIMEOUT_S, load_chapter
+from harness.transport import worker_client
+from harness.transport.worker_client import EXIT_WAIT_S, STARTUP_S, WorkerTransport
 
 NOTHING = lambda method, args: None  # noqa: E731 -- no callbacks in these exchanges
+HOUR = 3600.0  # a clock moved this far is past any deadline of the protocol
 
 
 def transport(code: str) -> WorkerTransport:
@@ -37,27 +46,27 @@ def transport(code: str) -> WorkerTransport:
 def one_call(code: str, op: str = "blocks_for"):
     tr = transport(code)
     try:
-        start = time.monotonic()
-        info = tr.run(op, {}, NOTHING, 5.0)
-        return info, time.monotonic() - start, tr
+        return tr.run(op, {}, NOTHING, 5.0), tr
     finally:
         tr.close()
 
 
 def test_a_hello_of_another_protocol_version_is_a_crash_naming_both():
-    info, took, _ = one_call('say({"hello": {"protocol": 2, "pid": 1}})\nIN.readline()')
+    """Refused at the hello: a crash (not a timeout: the judge never waits for the 5 s deadline) and no request
+    is written (the worker, reading one line, would have it)."""
+    info, _ = one_call('say({"hello": {"protocol": 2, "pid": 1}})\nIN.readline()')
     assert isinstance(info.error, Crashed) and "speaks protocol 2" in str(info.error) and "speaks 1" in str(info.error), info
-    assert took < 5
+    assert not isinstance(info.error, Timeout) and "deadline" not in str(info.error), info
 
 
 @pytest.mark.parametrize("hello", ['{"hello": 1}', '{"hello": {"pid": 1}}', '["hello"]'])
 def test_a_hello_that_is_not_the_protocols_object_is_a_crash(hello):
-    info, _, _ = one_call(f"say({hello!r})\nIN.readline()")
+    info, _ = one_call(f"say({hello!r})\nIN.readline()")
     assert isinstance(info.error, Crashed), info
 
 
 def test_an_answer_whose_id_is_a_string_is_a_crash():
-    info, _, _ = one_call('say({"hello": {"protocol": 1, "pid": 1}})\nIN.readline()\nsay({"id": "1", "ok": 2})\nIN.readline()')
+    info, _ = one_call('say({"hello": {"protocol": 1, "pid": 1}})\nIN.readline()\nsay({"id": "1", "ok": 2})\nIN.readline()')
     assert isinstance(info.error, Crashed) and "'1'" in str(info.error), info
 
 
@@ -77,3 +86,125 @@ def test_an_extra_answer_is_read_as_a_stale_one_at_the_next_request():
         assert isinstance(second.error, Crashed) and "request id 1" in str(second.error) and "asked 2" in str(second.error)
     finally:
         tr.close()
+
+
+# ---- deadlines: where each counts from (spec/protocol.md section 5), on a clock the test moves ----------------
+
+ANSWERS_ALL = '''
+say({"hello": {"protocol": 1, "pid": 1}})
+while True:
+    req = json.loads(IN.readline())
+    say({"id": req["id"], "ok": None})
+'''
+
+
+def skewed_clock(monkeypatch) -> SimpleNamespace:
+    """The transport's clock as real monotonic time plus `clock.skew` seconds (the test moves it forward)."""
+    clock = SimpleNamespace(skew=0.0)
+    fake = SimpleNamespace(monotonic=lambda: time.monotonic() + clock.skew, perf_counter=time.perf_counter)
+    monkeypatch.setattr(worker_client, "time", fake)
+    return clock
+
+
+def test_a_load_to_a_worker_started_long_ago_is_an_ordinary_call():
+    """Only the worker's first `load` counts from its start (its import is part of the start): one sent after other
+    calls, to a worker up for an hour, gets its own deadline from now. (It once counted from the start whatever came
+    before: request 299 of tests/rust/test_conformance.py, a `load` after 298 calls, found its deadline gone before it
+    was written on a loaded machine and was reported as "the worker stopped reading".)"""
+    tr = transport(ANSWERS_ALL)
+    try:
+        first = tr.run("blocks_for", {}, NOTHING, DEFAULT_DEADLINE_S)
+        assert first.error is None, first
+        tr._spawned_at -= HOUR  # the worker has served for an hour
+        later = tr.run("load", {}, NOTHING, DEFAULT_DEADLINE_S)
+        assert later.error is None and later.value is None, later
+        assert tr.restarts == 0
+    finally:
+        tr.close()
+
+
+def test_the_first_load_counts_from_the_workers_start():
+    """A worker whose start (hello and import) has already used the load's deadline: the load is a timeout at once,
+    naming the load and the deadline in force, whatever the worker would answer."""
+    tr = transport(ANSWERS_ALL)
+    try:
+        tr.spawn()
+        tr._spawned_at -= HOUR  # started an hour ago, and no hello read yet
+        info = tr.run("load", {}, NOTHING, LOAD_DEADLINE_S)
+        assert isinstance(info.error, Timeout), info
+        assert f"load() with a deadline of {LOAD_DEADLINE_S:.3g} s: no answer within the deadline" in str(info.error), info
+        assert tr.proc is None and tr.restarts == 1, "the worker was stopped"
+    finally:
+        tr.close()
+
+
+def test_a_slow_hello_is_not_taken_from_the_first_calls_deadline(monkeypatch):
+    """The hello has its own STARTUP_S; a call other than `load` gets its whole deadline after it: here the hello
+    "takes" an hour on the transport's clock, and the first call is still answered."""
+    clock = skewed_clock(monkeypatch)
+    tr = transport(ANSWERS_ALL)
+    greet = tr._greet
+
+    def slow_greet(*a, **kw):
+        greet(*a, **kw)
+        clock.skew += HOUR  # the hello came an hour after the call began
+    monkeypatch.setattr(tr, "_greet", slow_greet)
+    try:
+        info = tr.run("blocks_for", {}, NOTHING, DEFAULT_DEADLINE_S)
+        assert info.error is None, info
+        assert tr.restarts == 0
+    finally:
+        tr.close()
+
+
+def test_a_deadline_spent_answering_a_callback_is_a_timeout_not_a_reader_that_stopped(monkeypatch):
+    """The judge's own time answering a callback counts against the call's deadline; a reply the worker's pipe has
+    room for is still written, and the call is a timeout naming it, never "the worker stopped reading" (that is
+    for a pipe the worker leaves full: tests/harness/test_hostile.py)."""
+    clock = skewed_clock(monkeypatch)
+    code = '''
+    say({"hello": {"protocol": 1, "pid": 1}})
+    req = json.loads(IN.readline())
+    say({"id": "c1", "call": "target.cached", "args": {}})
+    IN.readline()
+    IN.readline()
+    '''
+    tr = transport(code)
+
+    def slow_judge(method, args):
+        clock.skew += HOUR  # the judge took an hour to answer
+        return 0
+    try:
+        info = tr.run("blocks_for", {"tokens": 5}, slow_judge, DEFAULT_DEADLINE_S)
+        assert isinstance(info.error, Timeout), info
+        assert f"blocks_for(tokens=5) with a deadline of {DEFAULT_DEADLINE_S:.3g} s: no answer within the deadline" \
+            in str(info.error), info
+        assert "stopped reading" not in str(info.error)
+    finally:
+        tr.close()
+
+
+# ---- the deadlines in force are the ones the protocol documents ------------------------------------------------
+
+def documented_deadlines() -> dict[str, float]:
+    """Section 13's table of per-call deadlines: op (or "every other op") -> seconds."""
+    text = (REPO / "spec" / "protocol.md").read_text()
+    section = text.split("## 13.", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (`(\w+)`[^|]*|every other op) \| ([\d.]+) s \|$", section, re.M)
+    return {(name or label.strip()): float(seconds) for label, name, seconds in rows}
+
+
+def test_the_deadlines_in_force_are_the_documented_ones():
+    """What the tests' timeouts are checked against (a message naming "a deadline of N s"): the constants the judge
+    uses, each equal to spec/protocol.md's value (sections 5, 6 and 13)."""
+    doc = documented_deadlines()
+    assert doc == {"load": LOAD_DEADLINE_S, **Client.DEADLINES_S, "every other op": DEFAULT_DEADLINE_S}, doc
+    text = (REPO / "spec" / "protocol.md").read_text()
+    assert f"The hello must arrive within {STARTUP_S:.0f} s of the start" in text
+    assert f"does not exit within {EXIT_WAIT_S:.0f} s" in text
+    section = " ".join(text.split("## 13.", 1)[1].split("\n## ", 1)[0].split())
+    m = re.search(r"Test budgets [^:]*: ([\d.]+) s for ((?:`\w+`(?:, | and )?)+); ([\d.]+) s for every other test", section)
+    assert m, section
+    long_s, names, other_s = float(m.group(1)), re.findall(r"`(\w+)`", m.group(2)), float(m.group(3))
+    budgets = {t.name: t.timeout_s for t in load_chapter("L10.8").tests}
+    assert other_s == DEFAULT_TIMEOUT_S and {n: s for n, s in budgets.items() if s != other_s} == dict.fromkeys(names, long_s)

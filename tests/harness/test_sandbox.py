@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,6 +24,7 @@ import pytest
 from harness.sandbox import Limits, available, sandboxed
 
 REPO = Path(__file__).resolve().parents[2]
+SETTLE_S = 30.0  # how long a test waits for an event (a process started, or gone): a wait that ends when it happens
 _why_not = available()
 pytestmark = pytest.mark.skipif(_why_not is not None, reason=f"sandbox unavailable here: {_why_not}")
 
@@ -222,14 +223,14 @@ def test_daemonized_grandchild_dies_with_the_sandbox(how):
     proc = subprocess.Popen(_argv(DAEMON, marker), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        assert _wait(lambda: _marked(marker), 10), "the daemon never started"
+        assert _wait(lambda: _marked(marker), SETTLE_S), "the daemon never started"
         if how == "main_exits":
             proc.stdin.close()
-            proc.wait(timeout=10)
+            proc.wait(timeout=SETTLE_S)
         else:
             proc.kill()  # SIGKILL to bwrap itself, as the judge's deadline does (it kills the group)
-            proc.wait(timeout=10)
-        assert _wait(lambda: not _marked(marker), 5), f"daemon survived: {_marked(marker)}"
+            proc.wait(timeout=SETTLE_S)
+        assert _wait(lambda: not _marked(marker), SETTLE_S), f"daemon survived: {_marked(marker)}"
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -301,33 +302,43 @@ def test_file_size_limit():
 
 
 def test_fork_bomb_hits_the_process_limit():
-    t0 = time.monotonic()
-    out = run_json("""
-        import json, os, time
-        forked, refused = 0, 0
-        for _ in range(200):
-            try:
-                pid = os.fork()
-            except OSError:
-                refused += 1
-                continue
-            if pid == 0:
-                time.sleep(3); os._exit(0)
-            forked += 1
-        print(json.dumps({"forked": forked, "refused": refused}), flush=True)
-        os._exit(0)   # the sandbox's init dies with us and the kernel reaps the rest
-        """, limits=Limits(processes=12))
-    assert out["refused"] > 0 and out["forked"] < 12, out
-    assert time.monotonic() - t0 < 10
-    assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+    """The forks stop at the process limit; the children (each asleep for 5 minutes, the marker on its command line)
+    die with the sandbox's init at once: the run ends (its output's pipe closes) and none is left on the host."""
+    marker = f"ol-sandbox-bomb-{uuid.uuid4().hex}"
+    try:
+        out = run_json("""
+            import json, os, time
+            forked, refused = 0, 0
+            for _ in range(200):
+                try:
+                    pid = os.fork()
+                except OSError:
+                    refused += 1
+                    continue
+                if pid == 0:
+                    time.sleep(300); os._exit(0)
+                forked += 1
+            print(json.dumps({"forked": forked, "refused": refused}), flush=True)
+            os._exit(0)   # the sandbox's init dies with us and the kernel kills the rest
+            """, marker, limits=Limits(processes=12), timeout=120)
+        assert out["refused"] > 0 and 0 < out["forked"] < 12, out
+        assert _wait(lambda: not _marked(marker), SETTLE_S), f"the bomb's children outlived the sandbox: {_marked(marker)}"
+        assert subprocess.run(["true"]).returncode == 0  # the host can still fork
+    finally:
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_cpu_limit_kills_a_busy_loop():
-    t0 = time.monotonic()
-    r = run("while True: pass\nprint('finished')", limits=Limits(cpu_seconds=1), timeout=15)
+    """The loop is ended by its CPU limit (SIGXCPU at the soft limit, SIGKILL at the hard one), after about the
+    limit's CPU time: 1 CPU-second, however loaded the machine (the subprocess timeout only guards a hang)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    r = run("while True: pass\nprint('finished')", limits=Limits(cpu_seconds=1), timeout=300)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     assert "finished" not in r.stdout
     assert r.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL, -signal.SIGXCPU, 128 + signal.SIGXCPU), r
-    assert time.monotonic() - t0 < 8
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # CPU time of the run, not wall time
+    assert 0.8 <= cpu < 2.5, f"the loop used {cpu:.2f} CPU seconds against a limit of 1"
 
 
 # ---- 7. environment -----------------------------------------------------------------------------
@@ -382,20 +393,3 @@ def test_namespaces_are_new():
     for ns in ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup"):
         if os.path.exists(f"/proc/self/ns/{ns}"):
             assert inside[ns] != os.readlink(f"/proc/self/ns/{ns}"), ns
-
-
-# ---- startup overhead ---------------------------------------------------------------------------
-def test_startup_overhead(capsys):
-    def median(argv):
-        times = []
-        for _ in range(10):
-            t = time.perf_counter()
-            subprocess.run(argv, check=True, stdin=subprocess.DEVNULL, capture_output=True)
-            times.append(time.perf_counter() - t)
-        return statistics.median(times)
-    plain = median([sys.executable, "-c", "pass"])
-    boxed = median(sandboxed([sys.executable, "-c", "pass"]))
-    with capsys.disabled():
-        print(f"\n[sandbox] python -c pass: plain {plain * 1000:.1f} ms, sandboxed {boxed * 1000:.1f} ms "
-              f"(+{(boxed - plain) * 1000:.1f} ms), median of 10")
-    assert boxed < plain + 1.0

@@ -1,11 +1,13 @@
 """SECURITY.md's threats, one test per class, through the real judge path (open_impl + Impl.call,
 run_check, or `ol check` in a subprocess) with the worker in its bubblewrap sandbox.
 
-Each test asserts the outcome the hostile submission must get, a wall-time bound, and what it could
-not do, observed from outside: the report, the judge's captured output of the worker, the host's
+Each test asserts the outcome the hostile submission must get (a timeout: produced by the deadline in
+force, which its message names), and what it could not do, observed from outside: the report, the judge's captured output of the worker, the host's
 files and processes. A hostile submission reports what it saw in an exception (`_ol_report`, parsed by
 hostile_kit.probe); where a route would let it cheat, it cheats, so a broken defence changes the grade.
-What test_hostile*.py and test_sandbox.py already cover is not repeated here.
+What test_hostile*.py and test_sandbox.py already cover is not repeated here. How long each verdict takes
+(the product's time bounds: a hang at import judged within 30 s, any hostile check within 60 s) is measured
+by bench/hostile.py, not asserted here.
 """
 
 import errno
@@ -31,29 +33,26 @@ from harness.paths import REPO
 from harness.subjects import open_impl
 from harness.transport.worker_client import MESSAGE_CAP, WORKER_LIMITS
 
-from tests.harness.hostile_kit import (CH, HAND_PL, SLACK_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
-                                       probe, submission, tree_digest, wait_for, worker_pids)
+from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
+                                       probe, submission, timed_out_at, tree_digest, wait_for, worker_pids)
 
 MODE = choose()
 pytestmark = pytest.mark.skipif(MODE.name != "bwrap", reason=f"these tests state the bubblewrap sandbox's guarantees; "
                                                              f"workers here run in mode {MODE.name} ({MODE.why})")
 
-IMPORT_FAILURE_S = 30.0  # a check of a submission that fails at import ends within this
-HOSTILE_CHECK_S = 60.0   # any hostile check ends within this
+SLOW_IMPORT_S = 25.0  # a slow but correct import: within the load's deadline (LOAD_DEADLINE_S, spec/protocol.md 13)
 NOT_PROMPT_LOOKUP = ["hand_example_greedy_verify", "rollback_hand_example"]  # tests that never call prompt_lookup
 GOLDEN_SIGNATURE = b'"master_seed"'  # in every golden file's first lines
 
 
 def _two_tests(sub, expect_error: bool = False):
-    """run_check on two tests: one that calls the attacked prompt_lookup, one that never does; (report,
-    seconds). `expect_error`: the first must be an error (the attack's report) and the second pass."""
-    start = time.monotonic()
+    """run_check on two tests: one that calls the attacked prompt_lookup, one that never does: the report.
+    `expect_error`: the first must be an error (the attack's report) and the second pass."""
     rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
-    wall = time.monotonic() - start
     if expect_error:
         assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
             [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
-    return rep, wall
+    return rep
 
 
 def _report_of(rep, name: str) -> dict:
@@ -129,9 +128,9 @@ def test_golden_answers_cannot_be_read_by_any_route(tmp_path):
     shutil.copyfile(CH.golden, fresh)
     shutil.copyfile(CH.golden.with_name(CH.golden.name + ".sha256"), fresh.with_name(fresh.name + ".sha256"))
     sub = submission(tmp_path, GOLDEN_THIEF, SHIPPED=str(CH.golden), FRESH=str(fresh), SIGNATURE=GOLDEN_SIGNATURE)
-    r, report, wall = ol_check(sub, tmp_path, "--golden", str(fresh))
+    r, report = ol_check(sub, tmp_path, "--golden", str(fresh))
     assert report is not None and r.returncode == 1, (r.returncode, r.stderr[-2000:])
-    assert wall < HOSTILE_CHECK_S, f"the check took {wall:.0f}s"
+    assert report["load_error"] is None, "its search ended within the load's deadline"
     got = {t["name"]: t for t in report["tests"]}
     for name in ("hand_example_prompt_lookup", "prompt_lookup_matches_python_l8_6"):
         assert got[name]["outcome"] == "error", (name, got[name]["outcome"], got[name]["message"][:300])
@@ -181,11 +180,10 @@ def test_the_reference_cannot_be_imported_by_path(tmp_path):
     """T6: a submission with no prompt_lookup of its own imports the pristine reference by path (or the
     judge's loader of it) and delegates. Guarantee: neither is visible; the test is an error."""
     sub = submission(tmp_path, REFERENCE_THIEF, REFERENCE=str(CH.language("python").reference))
-    rep, wall = _two_tests(sub, expect_error=True)
+    rep = _two_tests(sub, expect_error=True)
     why = _report_of(rep, "hand_example_prompt_lookup")
     assert why["by path"] == "FileNotFoundError", why
     assert "imported" not in why.values(), why
-    assert wall < HOSTILE_CHECK_S
 
 
 # ---- T7: writing the judge's files ----------------------------------------------------------------
@@ -235,7 +233,7 @@ def test_fixtures_and_harness_files_cannot_be_written(tmp_path):
     sub = submission(tmp_path, VANDAL, name="vandal", TARGETS=[str(t) for t in targets])
     roots = [REPO / "chapters", REPO / "harness", REPO / "reference", REPO / "fixtures", sub]
     before = tree_digest(*roots)
-    rep, wall = _two_tests(sub)
+    rep = _two_tests(sub)
     after = tree_digest(*roots)
     changed = sorted(set(before.items()) ^ set(after.items()))
     assert not changed, f"files changed while the vandal ran: {changed[:10]}"
@@ -247,7 +245,6 @@ def test_fixtures_and_harness_files_cannot_be_written(tmp_path):
     assert res["tried"] == 7 * (len(targets) + 2) and all(d.startswith("new file beside ") for d in res["done"]), res
     assert not [t for t in targets if (Path(t).parent / "vandal.txt").exists()], "a new file reached the host"
     assert set(res["errors"]) <= {"ENOENT", "EROFS", "EACCES", "EPERM", "EBUSY"}, res
-    assert wall < HOSTILE_CHECK_S
 
 
 # ---- T10: the judge's environment and memory ------------------------------------------------------
@@ -295,9 +292,7 @@ def test_the_judges_environment_and_memory_are_out_of_reach(tmp_path, monkeypatc
     secret = f"hunter2-{uuid.uuid4().hex}"
     monkeypatch.setenv("OL_TEST_SECRET", secret)
     sub = submission(tmp_path, SNOOP, SECRET_NAME="OL_TEST_SECRET", JUDGE_PID=os.getpid())
-    start = time.monotonic()
     rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup"])
-    wall = time.monotonic() - start
     (t,) = rep.tests
     assert t.outcome == "error" and secret not in t.message, t.message[:500]
     saw = probe(t.message)
@@ -306,20 +301,22 @@ def test_the_judges_environment_and_memory_are_out_of_reach(tmp_path, monkeypatc
                                    "PYTHONDONTWRITEBYTECODE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OL_SPIN_S",
                                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}, saw["environ"]
     assert saw["routes"][f"environ {os.getpid()}"] == "FileNotFoundError", "the judge's host pid is not in its namespace"
-    assert wall < HOSTILE_CHECK_S
 
 
 # ---- T10: the network -----------------------------------------------------------------------------
 
 def test_no_network_reaches_the_host_or_the_internet(tmp_path):
     """T10: a call connects to a listener on the host's 127.0.0.1, to 1.1.1.1:53 and resolves a name.
-    Guarantee: every attempt fails at once (no route: a network namespace with only its own loopback);
-    nothing reaches the listener."""
+    Guarantee: every attempt is refused, none waited out (no route: a network namespace with only its own
+    loopback): the listener's port is refused on the sandbox's own loopback, the outside address and the
+    resolver's nameserver have no route (ENETUNREACH, never a timeout); nothing reaches the listener."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(1)
     sub = submission(tmp_path, """
-        import socket as _socket
+        import errno as _errno, socket as _socket
+        def _why(e):
+            return f"{type(e).__name__} {_errno.errorcode.get(e.errno, e.errno)}"
         def prompt_lookup(ctx, k, max_ngram, min_ngram):
             res = {}
             for name, addr in [("host listener", ("127.0.0.1", PORT)), ("outside", ("1.1.1.1", 53))]:
@@ -327,22 +324,39 @@ def test_no_network_reaches_the_host_or_the_internet(tmp_path):
                     _socket.create_connection(addr, timeout=3).close()
                     res[name] = "connected"
                 except OSError as e:
-                    res[name] = type(e).__name__
+                    res[name] = _why(e)
             try:
                 _socket.getaddrinfo("pypi.org", 443)
                 res["dns"] = "resolved"
             except OSError as e:
                 res["dns"] = type(e).__name__
+            try:  # the resolver's first nameserver (glibc's default, the loopback, when the sandbox configures none)
+                ns = [l.split()[1] for l in open("/etc/resolv.conf") if l.split()[:1] == ["nameserver"]][0]
+            except (OSError, IndexError):
+                ns = "127.0.0.1"
+            res["nameserver"] = ns
+            try:  # one query to it, as the resolver sends it: refused or unroutable, or waited out
+                with _socket.socket(_socket.AF_INET6 if ":" in ns else _socket.AF_INET, _socket.SOCK_DGRAM) as u:
+                    u.settimeout(3)
+                    u.connect((ns, 53))
+                    u.send(b"\\0" * 12)
+                    u.recv(512)
+                    res["nameserver query"] = "answered"
+            except OSError as e:
+                res["nameserver query"] = _why(e)
             raise RuntimeError(_ol_report(res))
     """, PORT=listener.getsockname()[1])
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=10)
+        got = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=10)
         assert isinstance(got, Raised) and got.outcome == "error", got
         res = probe(str(got))
         assert "connected" not in res.values() and res["dns"] != "resolved", res
-        assert res["host listener"] == "ConnectionRefusedError", res  # its own loopback, where nothing listens
-        assert took < 3, f"the attempts took {took:.1f}s: the network should refuse at once"
+        assert res["host listener"] == "ConnectionRefusedError ECONNREFUSED", res  # its own loopback, where nothing listens
+        assert res["outside"] == "OSError ENETUNREACH", res  # no route at all: refused, never a connect that times out
+        assert res["dns"] == "gaierror", res
+        # the resolver's query: refused on the sandbox's own loopback, or no route to its nameserver; never waited out
+        assert res["nameserver query"] in ("ConnectionRefusedError ECONNREFUSED", "OSError ENETUNREACH"), res
         listener.settimeout(0.2)
         with pytest.raises(socket.timeout):  # nothing ever reached the host's listener
             listener.accept()
@@ -368,7 +382,7 @@ def test_a_fork_bomb_in_a_call_is_a_timeout_and_leaves_no_process(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        assert attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))[0] == 2
+        assert attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4)) == 2
         workdir = str(impl.transport.workdir)
         peak, host_forks = 0, []
         with ThreadPoolExecutor(1) as pool:
@@ -377,13 +391,13 @@ def test_a_fork_bomb_in_a_call_is_a_timeout_and_leaves_no_process(tmp_path):
                 peak = max(peak, len(worker_pids(impl)) if impl.transport.proc else 0)
                 host_forks.append(subprocess.run(["true"]).returncode)
                 time.sleep(0.1)
-            got, took = call.result()
+            got = call.result()
         assert isinstance(got, Timeout), got
-        assert took < 3.0 + SLACK_S, f"a 3 s deadline took {took:.1f}s"
+        assert timed_out_at(got, "prompt_lookup", 3.0), f"not the call's own 3 s deadline: {got}"
         assert 10 < peak <= WORKER_LIMITS.processes, f"{peak} worker processes at the peak"
         assert host_forks and set(host_forks) == {0}, "the host could not fork during the bomb"
-        assert wait_for(lambda: not marked(workdir), SLACK_S), f"processes of the bomb outlived its worker: {marked(workdir)}"
-        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))[0] == 3 and impl.transport.restarts == 1
+        assert wait_for(lambda: not marked(workdir), SETTLE_S), f"processes of the bomb outlived its worker: {marked(workdir)}"
+        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4)) == 3 and impl.transport.restarts == 1
     finally:
         impl.close()
 
@@ -409,18 +423,17 @@ def test_a_fork_bomb_at_import_is_contained_and_the_rest_is_graded(tmp_path):
     """)
     impl = open_impl(CH, str(sub))
     try:
-        start = time.monotonic()
-        got, took = attempt(impl, "load", {}, deadline_s=LOAD_DEADLINE_S)
-        assert got is None, got
+        got = attempt(impl, "load", {}, deadline_s=LOAD_DEADLINE_S)
+        assert got is None, got  # the bomb ended (at the process limit) within the load's deadline
         workdir = str(impl.transport.workdir)
-        forked = probe(str(attempt(impl, "ngram_draft", dict(ctx=[1, 2], k=2, n=2))[0]))["forked"]
+        forked = probe(str(attempt(impl, "ngram_draft", dict(ctx=[1, 2], k=2, n=2))))["forked"]
         assert 10 < forked < WORKER_LIMITS.processes, f"{forked} forks got through the limit of {WORKER_LIMITS.processes}"
-        assert wait_for(lambda: len(worker_pids(impl)) == 1, SLACK_S), \
+        assert wait_for(lambda: len(worker_pids(impl)) == 1, SETTLE_S), \
             f"the bomb's children outlived the load: {len(worker_pids(impl))} worker processes"
-        assert attempt(impl, "prompt_lookup", HAND_PL)[0] == [7, 8, 5], "its work is graded all the same"
+        assert attempt(impl, "prompt_lookup", HAND_PL) == [7, 8, 5], "its work is graded all the same"
+        assert impl.transport.restarts == 0, "on the same worker"
         impl.close()
-        assert wait_for(lambda: not marked(workdir), SLACK_S), f"the bomb's children outlived their worker: {marked(workdir)}"
-        assert time.monotonic() - start < HOSTILE_CHECK_S
+        assert wait_for(lambda: not marked(workdir), SETTLE_S), f"the bomb's children outlived their worker: {marked(workdir)}"
     finally:
         impl.close()
 
@@ -467,12 +480,11 @@ def test_filling_the_disk_hits_the_tmpfs_cap_and_the_host_disk_is_untouched(tmp_
         name = f"ol-fill-{uuid.uuid4().hex}"
         sub = submission(tmp_path / f"attempt-{attempt}", FILLER, NAME=name)
         free = {p: shutil.disk_usage(p).free for p in ("/", "/tmp", str(tmp_path))}
-        rep, wall = _two_tests(sub, expect_error=True)
+        rep = _two_tests(sub, expect_error=True)
         res = _report_of(rep, "hand_example_prompt_lookup")
         assert res["one file"] == os.strerror(errno.EFBIG) and res["one file size"] == WORKER_LIMITS.file_size, res
         assert res["many files"] == os.strerror(errno.ENOSPC) and 48 << 20 <= res["total"] <= 64 << 20, res
         assert not list(Path("/tmp").glob(f"{name}*")) and not list(Path(tmp_path).rglob(f"{name}*"))
-        assert wall < HOSTILE_CHECK_S
         drops.append({p: before - shutil.disk_usage(p).free for p, before in free.items()})
         if all(d < 32 << 20 for d in drops[-1].values()):  # what it wrote (~64 MiB) never reached a host disk
             break
@@ -517,8 +529,8 @@ def test_the_worker_cannot_raise_its_limits(tmp_path):
     sub = submission(tmp_path, LIFTER)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL)
-        assert isinstance(got, Raised), got
+        got = attempt(impl, "prompt_lookup", HAND_PL)
+        assert isinstance(got, Raised), got  # an answer, within the call's deadline (a Timeout otherwise)
         res = probe(str(got))
         want = {"RLIMIT_AS": WORKER_LIMITS.address_space, "RLIMIT_CPU": WORKER_LIMITS.cpu_seconds,
                 "RLIMIT_FSIZE": WORKER_LIMITS.file_size, "RLIMIT_NPROC": WORKER_LIMITS.processes,
@@ -527,7 +539,6 @@ def test_the_worker_cannot_raise_its_limits(tmp_path):
             assert res[name] == [value, value], (name, res[name])
             assert res[f"{name} raised"] == "ValueError", (name, res)
         assert res["unshare user"] != "done", res
-        assert took < 5
         unbounded = {n: v for n, v in res["init limits"].items() if v == "unlimited" or int(v) > want[n]}
         assert res["ptrace init"] != "attached" or not unbounded, \
             f"the worker can ptrace its sandbox's init, which runs without its limits: {unbounded}"
@@ -575,11 +586,10 @@ def test_signals_reach_only_the_sandbox(tmp_path, how):
                      HOST_PIDS=[os.getpid(), *(s.pid for s in sentinels)])
     impl = open_impl(CH, str(sub))
     try:
-        assert wait_for(lambda: len(marked(mark)) == 2, 5), "the sentinels did not start"
-        assert attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4))[0] == 2
-        got, took = attempt(impl, "prompt_lookup", HAND_PL)
-        assert took < 5
-        assert isinstance(got, Raised), got
+        assert wait_for(lambda: len(marked(mark)) == 2, SETTLE_S), "the sentinels did not start"
+        assert attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4)) == 2
+        got = attempt(impl, "prompt_lookup", HAND_PL)
+        assert isinstance(got, Raised), got  # it answered (its own signals did not stop it), within the call's deadline
         res = probe(str(got))
         assert res["ppid"] == 0, res
         assert all(v == "ProcessLookupError" for k, v in res.items() if k.startswith("host ")), res
@@ -587,8 +597,8 @@ def test_signals_reach_only_the_sandbox(tmp_path, how):
         assert impl.transport.restarts == 0, "the worker lived through it"
         time.sleep(0.1)  # a signal is delivered at once; leave the kernel a moment anyway
         assert all(s.poll() is None for s in sentinels), "a host process was killed"
-        assert wait_for(lambda: not marked(mark + "-inside"), SLACK_S)
-        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))[0] == 3
+        assert wait_for(lambda: not marked(mark + "-inside"), SETTLE_S)
+        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4)) == 3
     finally:
         impl.close()
         for s in sentinels:
@@ -628,17 +638,18 @@ GARBAGE = {  # how -> (payload, words the message must hold)
 def test_protocol_garbage_is_one_crashed_call(tmp_path, how):
     """T2: raw bytes on the protocol's descriptor: not JSON, a list where a message is due, an id never
     asked, a line over MESSAGE_CAP, the output closed while the worker lives on. Guarantee: that call is
-    crashed, with the reason, within its deadline; the judge goes on; the next call runs on a fresh worker."""
+    crashed, with the reason, as the judge reads it (never waited out: no deadline in the message); the judge goes
+    on; the next call runs on a fresh worker."""
     payload, words = GARBAGE[how]
     sub = submission(tmp_path, RAW, HOW=how, PAYLOAD=payload, CAP=MESSAGE_CAP)
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
+        got = attempt(impl, "prompt_lookup", HAND_PL, deadline_s=DEFAULT_DEADLINE_S)
         assert isinstance(got, Crashed) and got.outcome == "crashed", got
         for w in words:
             assert w in str(got), (w, str(got)[:500])
-        assert took < DEFAULT_DEADLINE_S, f"{how}: {took:.1f}s"
-        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4))[0] == 3 and impl.transport.restarts == 1
+        assert "deadline" not in str(got).split("\n--- your code's", 1)[0], f"{how}: {str(got)[:500]}"
+        assert attempt(impl, "blocks_for", dict(tokens=9, block_tokens=4)) == 3 and impl.transport.restarts == 1
     finally:
         impl.close()
 
@@ -693,12 +704,12 @@ def test_an_answer_of_the_wrong_json_type_is_never_a_pass(tmp_path, case):
     sub = submission(tmp_path, RAW_ANSWER, ANSWER=answer, PATCH={"spec_config_parse": "parse"}.get(op, op))
     impl = open_impl(CH, str(sub))
     try:
-        got, took = attempt(impl, op, args)
+        got = attempt(impl, op, args)
         assert isinstance(got, SubmissionFailure) and got.outcome in ("fail", "crashed", "error"), f"{case}: got {got!r}"
         for w in words:
             assert w in str(got), (case, w, str(got)[:500])
-        assert took < 5
-        got, _ = attempt(impl, "rng_u32s", dict(seed=1, n=2))
+        assert "deadline" not in str(got), f"{case}: refused as read, never waited out: {str(got)[:500]}"
+        got = attempt(impl, "rng_u32s", dict(seed=1, n=2))
         assert got == _reference_u32s(), f"the next call, after {case}: {got!r}"
         assert impl.transport.restarts == 1, "a protocol break is answered with a fresh worker"
     finally:
@@ -709,8 +720,7 @@ def test_an_answer_equal_to_the_right_one_but_of_the_wrong_type_fails_its_test(t
     """T3 through run_check: [7.0, 8.0, 5.0] compares equal to [7, 8, 5] in Python. Guarantee: the test
     does not pass; the next test (on a fresh worker) is graded on its merits."""
     sub = submission(tmp_path, RAW_ANSWER, ANSWER=b"[7.0, 8.0, 5.0]", PATCH="prompt_lookup")
-    rep, wall = _two_tests(sub)
-    assert wall < HOSTILE_CHECK_S
+    rep = _two_tests(sub)
     got = {t.name: t for t in rep.tests}
     assert got["hand_example_prompt_lookup"].outcome in ("fail", "crashed", "error"), got["hand_example_prompt_lookup"]
     assert "expected an integer" in got["hand_example_prompt_lookup"].message
@@ -720,10 +730,12 @@ def test_an_answer_equal_to_the_right_one_but_of_the_wrong_type_fails_its_test(t
 # ---- T1, T2, T5: failing at import ------------------------------------------------------------------
 
 def _check_unloadable(tmp_path, code: str, **consts):
+    """run_check on a submission that never loads; every test must be its one load failure, none run."""
     sub = submission(tmp_path, code, **consts)
-    start = time.monotonic()
     rep = run_check(CH, str(sub))
-    return rep, time.monotonic() - start
+    assert {t.message for t in rep.tests} == {rep.tests[0].message} and "not run: your submission could not be loaded" \
+        in rep.tests[0].message, [t.message[:200] for t in rep.tests]
+    return rep
 
 
 @pytest.mark.parametrize("how,code,outcome,words", [
@@ -732,27 +744,28 @@ def _check_unloadable(tmp_path, code: str, **consts):
     ("memory", "_hog = [np.empty(1 << 30, dtype=np.uint8) for _ in range(64)]", "error", ["MemoryError"]),
 ])
 def test_a_crash_at_import_is_one_message_and_no_test_runs(tmp_path, how, code, outcome, words):
-    """T2, T5: the import exits, segfaults, or reserves 64 GiB. Guarantee: one load error naming it,
-    every test that outcome without running, within IMPORT_FAILURE_S."""
-    rep, wall = _check_unloadable(tmp_path, code)
+    """T2, T5: the import exits, segfaults, or reserves 64 GiB. Guarantee: one load error naming it (as it
+    happened, never a deadline waited out), every test that outcome without running."""
+    rep = _check_unloadable(tmp_path, code)
     assert rep.load_error, rep.to_json()["summary"]
     for w in words:
         assert w in rep.load_error, (w, rep.load_error[:500])
+    assert "deadline" not in rep.load_error, rep.load_error[:500]
     assert {t.outcome for t in rep.tests} == {outcome} and len(rep.tests) == len(CH.tests), outcomes(rep)
-    assert wall < IMPORT_FAILURE_S, f"a check that fails at import took {wall:.0f}s"
 
 
 @pytest.mark.slow(s=28)
-def test_a_hang_at_import_is_a_timeout_within_the_bound(tmp_path):
-    """T1: the import spins forever (after starting a child). Guarantee: a load timeout naming the
-    import, every test a timeout without running, the worker's processes gone, within IMPORT_FAILURE_S."""
+def test_a_hang_at_import_is_a_timeout_at_the_load_deadline(tmp_path):
+    """T1: the import spins forever (after starting a child). Guarantee: a load timeout produced by the load's
+    own deadline (LOAD_DEADLINE_S, the documented 27 s, counted from the worker's start), every test a timeout
+    without running, the worker's processes gone. (Its time to verdict, within 30 s: bench/hostile.py.)"""
     mark = marker()
     try:
-        rep, wall = _check_unloadable(tmp_path, "_ol_spawn(MARK, 300)\nwhile True:\n    pass\n", MARK=mark)
-        assert rep.load_error and "no answer within the deadline" in rep.load_error, rep.load_error
+        rep = _check_unloadable(tmp_path, "_ol_spawn(MARK, 300)\nwhile True:\n    pass\n", MARK=mark)
+        assert rep.load_error and rep.load_error.startswith(f"load() with a deadline of {LOAD_DEADLINE_S:.3g} s: no answer within the "
+                                         "deadline; the worker was stopped"), rep.load_error
         assert {t.outcome for t in rep.tests} == {"timeout"}, outcomes(rep)
-        assert wait_for(lambda: not marked(mark), SLACK_S), "the hung import's child outlived it"
-        assert wall < IMPORT_FAILURE_S, f"a check that hangs at import took {wall:.0f}s (load deadline {LOAD_DEADLINE_S:.0f} s)"
+        assert wait_for(lambda: not marked(mark), SETTLE_S), "the hung import's child outlived it"
     finally:
         kill_marked(mark)
 
@@ -760,9 +773,11 @@ def test_a_hang_at_import_is_a_timeout_within_the_bound(tmp_path):
 @pytest.mark.slow(s=29)
 def test_a_slow_but_correct_import_is_graded_normally(tmp_path):
     """T1's other side: an import that takes 25 s (a big dependency on a loaded machine), otherwise the
-    reference. Guarantee: `ol check` grades it normally, 16/16, within HOSTILE_CHECK_S."""
-    sub = submission(tmp_path, "__import__('time').sleep(25)\n")
-    r, report, wall = ol_check(sub, tmp_path)
+    reference. Guarantee: the load waits for it (its deadline, LOAD_DEADLINE_S, is longer); `ol check` grades it
+    normally, 16/16. (Its time to verdict: bench/hostile.py's slow-import.)"""
+    assert SLOW_IMPORT_S < LOAD_DEADLINE_S
+    sub = submission(tmp_path, f"__import__('time').sleep({SLOW_IMPORT_S})\n")
+    r, report = ol_check(sub, tmp_path)
     assert r.returncode == 0 and report is not None, (r.returncode, r.stderr[-2000:])
     assert report["summary"]["passed"] == len(CH.tests) == 16 and report["sandbox"] == "bwrap", report["summary"]
-    assert wall < HOSTILE_CHECK_S, f"the check took {wall:.0f}s"
+    assert report["load_error"] is None

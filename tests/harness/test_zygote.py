@@ -18,6 +18,7 @@ from harness.zygote import Zygote, ZygoteError
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = Path(__file__).resolve().parent  # zygote_kit.py: what the forks run
+SETTLE_S = 30.0  # how long a test waits for processes to be gone: a wait that ends when they are, not a bound
 
 
 def alive(pid: int) -> bool:
@@ -70,13 +71,14 @@ def test_a_judge_killed_by_a_signal_reports_that_signal(zygote, tmp_path):
 
 @pytest.mark.slow  # its deadline is 3 s
 def test_a_judge_past_its_deadline_is_killed_with_its_session(zygote, tmp_path):
+    """The judge (which would sleep 120 s) is stopped by the run's own 3 s timeout, which the TimeoutExpired names;
+    its output up to then is kept; it and the child in its session are killed."""
     pids = tmp_path / "pids"
-    start = time.monotonic()
     with pytest.raises(subprocess.TimeoutExpired) as e:
         zygote.run([str(pids)], {"PATH": os.environ["PATH"]}, tmp_path, 3, main="zygote_kit:hangs")
-    assert time.monotonic() - start < 15 and "pids written" in (e.value.output or "")
+    assert e.value.timeout == 3 and "pids written" in (e.value.output or ""), (e.value.timeout, e.value.output)
     judge, child = map(int, pids.read_text().split())
-    assert gone_within([judge, child], 5), "the judge or the child it started outlived the deadline"
+    assert gone_within([judge, child], SETTLE_S), "the judge or the child it started outlived the deadline"
 
 
 def test_the_zygote_and_its_judges_end_with_the_grading_run(tmp_path):
@@ -99,7 +101,7 @@ z.run([{str(pids)!r}], {{"PATH": os.environ["PATH"]}}, Path({str(tmp_path)!r}), 
     judge, child = map(int, pids.read_text().split())
     run.kill()
     run.wait()
-    assert gone_within([zygote_pid, judge], 10), "the zygote or its judge outlived the grading run"
+    assert gone_within([zygote_pid, judge], SETTLE_S), "the zygote or its judge outlived the grading run"
     os.kill(child, signal.SIGKILL) if alive(child) else None  # the judge's own child: its worker's sandbox reaps such
 
 
