@@ -103,6 +103,21 @@ PROBE_KIT = """
             finally:
                 _os._exit(127)
         return pid
+
+    def _ol_await(marker, seconds=30):
+        '''Wait (up to `seconds`, a hang guard) until a process with `marker` on its command line runs here.'''
+        import time as _t
+        end = _t.monotonic() + seconds
+        while _t.monotonic() < end:
+            for _p in _os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{_p}/cmdline", "rb") as _f:
+                        if marker.encode() in _f.read():
+                            return True
+                except (OSError, ValueError):
+                    continue
+            _t.sleep(0.02)
+        return False
 """
 
 

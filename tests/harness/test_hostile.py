@@ -34,6 +34,7 @@ def test_infinite_loop_is_a_timeout_and_the_next_call_gets_a_fresh_worker(tmp_pa
         def prompt_lookup(ctx, k, max_ngram, min_ngram):
             if _os.fork() == 0:  # a child that spins too, found on the host by its marker
                 _os.execv(_sys.executable, [_sys.executable, "-S", "-c", "while True: pass", {mark!r}])
+            _ol_await({mark!r})  # it runs before the parent spins too
             while True:
                 pass
     """)
@@ -43,12 +44,13 @@ def test_infinite_loop_is_a_timeout_and_the_next_call_gets_a_fresh_worker(tmp_pa
         assert got == 2
         first = impl.transport.proc.pid
         with ThreadPoolExecutor(1) as pool:  # the call runs in a thread; this one watches the host's processes
-            call = pool.submit(attempt, impl, "prompt_lookup", HAND_PL, 1.0)
-            started = wait_for(lambda: marked(mark) or call.done(), 5.0) and bool(marked(mark))
+            # 3 s: time for the child's fork and exec on a loaded machine, inside the call's own deadline
+            call = pool.submit(attempt, impl, "prompt_lookup", HAND_PL, 3.0)
+            started = wait_for(lambda: marked(mark) or call.done(), SETTLE_S) and bool(marked(mark))
             got = call.result()
         assert started, "the spinning child never started (or was gone before the deadline)"
         assert isinstance(got, Timeout) and got.outcome == "timeout", got
-        assert timed_out_at(got, "prompt_lookup", 1.0), f"not the call's own 1 s deadline: {got}"
+        assert timed_out_at(got, "prompt_lookup", 3.0), f"not the call's own 3 s deadline: {got}"
         assert impl.transport.proc is None and impl.transport.restarts == 1
         assert not alive(first), "the hung worker must be killed"
         assert wait_for(lambda: not marked(mark), SETTLE_S), f"the worker's child outlived it: {marked(mark)}"

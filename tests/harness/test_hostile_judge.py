@@ -283,7 +283,8 @@ def test_a_daemonized_grandchild_does_not_outlive_the_worker(tmp_path):
                 _ol_spawn({mark!r}, seconds=60)   # the daemon: a grandchild in a session of its own
                 _os._exit(0)
             _os.wait()
-            __import__("time").sleep(0.5)         # time for the daemon to exec: it is running when the call ends
+            if not _ol_await({mark!r}):           # the daemon has exec'd: it is running when the call ends
+                return -1
             return -(-tokens // block_tokens)
     """)
     impl = open_impl(CH, str(sub))
