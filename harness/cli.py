@@ -27,11 +27,13 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
+from rich.text import Text
 
 from .errors import OlError, UsageError
 from .paths import REPO
 from .registry import DEFAULT_SET, load_chapter
 from .render import console as show
+from .render.console import lit
 from .golden import verify as verify_golden
 from .subjects import validate
 
@@ -55,20 +57,20 @@ class OlGroup(click.Group):
             code = 0
         except Exit as e:
             code = e.code
-        except OlError as e:
-            err.print(f"[bold red]ol:[/] {escape(str(e))}", markup=True)
+        except OlError as e:  # its message may quote a submission (a file name in a zip): drawn literally
+            err.print(Text.assemble(("ol:", "bold red"), " ", lit(str(e))))
             code = e.exit_code
         except OSError as e:  # a path the user gave cannot be read or written
-            err.print(f"[bold red]ol:[/] {escape(str(e.strerror or e))}: {escape(str(e.filename or ''))}. "
-                      "Check the path and its permissions.", markup=True)
+            err.print(Text.assemble(("ol:", "bold red"), " ", lit(f"{e.strerror or e}: {e.filename or ''}"),
+                                    ". Check the path and its permissions."))
             code = 2
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except Exception as e:  # noqa: BLE001 -- a bug of ol: one line, and the traceback on request
             if ctx.obj and ctx.obj.get("debug"):
                 err.print(traceback.format_exc(), markup=False)
-            err.print(f"[bold red]ol: internal error:[/] {type(e).__name__}: {escape(str(e))}. Please report it "
-                      "(rerun with `ol --debug ...` for the traceback).", markup=True)
+            err.print(Text.assemble(("ol: internal error:", "bold red"), " ", lit(f"{type(e).__name__}: {e}"),
+                                    ". Please report it (rerun with `ol --debug ...` for the traceback)."))
             code = 3
         sys.exit(code)
 
@@ -226,7 +228,7 @@ def _write_outputs(rep, json_path, junit, gradescope) -> None:
         from .render.junit import junit_xml
 
         Path(junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(junit).write_text(junit_xml(rep))
+        Path(junit).write_text(junit_xml(rep), encoding="utf-8")  # as its XML declaration says
     if gradescope:
         from .render.gradescope import results_json
 
