@@ -27,11 +27,13 @@ import click
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import Progress
+from rich.text import Text
 
 from .errors import OlError, UsageError
 from .paths import REPO
 from .registry import DEFAULT_SET, load_chapter
 from .render import console as show
+from .render.console import lit
 from .golden import verify as verify_golden
 from .subjects import validate
 
@@ -55,20 +57,20 @@ class OlGroup(click.Group):
             code = 0
         except Exit as e:
             code = e.code
-        except OlError as e:
-            err.print(f"[bold red]ol:[/] {escape(str(e))}", markup=True)
+        except OlError as e:  # its message may quote a submission (a file name in a zip): drawn literally
+            err.print(Text.assemble(("ol:", "bold red"), " ", lit(str(e))))
             code = e.exit_code
         except OSError as e:  # a path the user gave cannot be read or written
-            err.print(f"[bold red]ol:[/] {escape(str(e.strerror or e))}: {escape(str(e.filename or ''))}. "
-                      "Check the path and its permissions.", markup=True)
+            err.print(Text.assemble(("ol:", "bold red"), " ", lit(f"{e.strerror or e}: {e.filename or ''}"),
+                                    ". Check the path and its permissions."))
             code = 2
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except Exception as e:  # noqa: BLE001 -- a bug of ol: one line, and the traceback on request
             if ctx.obj and ctx.obj.get("debug"):
                 err.print(traceback.format_exc(), markup=False)
-            err.print(f"[bold red]ol: internal error:[/] {type(e).__name__}: {escape(str(e))}. Please report it "
-                      "(rerun with `ol --debug ...` for the traceback).", markup=True)
+            err.print(Text.assemble(("ol: internal error:", "bold red"), " ", lit(f"{type(e).__name__}: {e}"),
+                                    ". Please report it (rerun with `ol --debug ...` for the traceback)."))
             code = 3
         sys.exit(code)
 
@@ -123,13 +125,12 @@ def _write_json(path: str, data) -> None:
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
 
 
-def _fresh_cases(ch, fresh: str) -> tuple[int, str]:
+def _fresh_cases(ch, seed: int) -> str:
     from .golden import fresh_golden
 
-    seed = _seed(fresh)
     fresh_dir = Path(tempfile.mkdtemp(prefix="ol-fresh-"))
     atexit.register(shutil.rmtree, fresh_dir, True)  # the cases live as long as this check
-    return seed, str(fresh_golden(ch, seed, fresh_dir))
+    return str(fresh_golden(ch, seed, fresh_dir))
 
 
 def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str | None = None) -> bool:
@@ -162,17 +163,20 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
+    seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
     if submission is None:
         submission = _default_submission(ch, lang, console)
         if submission is None:
+            given = _options_given(click.get_current_context())
+            if given or not sys.stdout.isatty():  # the demo is for a person at a terminal who typed `ol check CHAPTER`
+                raise UsageError(_no_submission(ch, lang, given))
             return _demo(ch)
     validate(ch, submission, lang)
     ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing, lang)
     mode = _sandbox_mode(console, ch, submission, transport, lang)
-    seed = None
-    if fresh is not None:
-        seed, golden = _fresh_cases(ch, fresh)
+    if seed is not None:
+        golden = _fresh_cases(ch, seed)
         console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
     rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang)
     show.report(console, rep)
@@ -201,6 +205,23 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
     return ch.language(found[0]).default_workspace
 
 
+def _options_given(ctx) -> list[str]:
+    """The options the command line gave (each by its first name), defaults aside."""
+    return [p.opts[0] for p in ctx.command.params
+            if isinstance(p, click.Option) and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
+
+
+def _no_submission(ch, lang: str | None, given: list[str]) -> str:
+    """Why `ol check` with no --submission, and no workspace here, is refused rather than shown the demo:
+    a script run in the wrong folder, or a person who asked for a report, gets no green demo."""
+    langs = [lang] if lang else sorted(ch.languages, key=lambda n: n != ch.default_language)  # as _default_submission picks
+    folders = " or ".join(f"./{ch.language(n).default_workspace}" for n in langs)
+    why = (f"the demo takes no {', '.join(given)}: it runs for `ol check {ch.chapter}` alone, at a terminal" if given
+           else f"the demo runs only at a terminal, for `ol check {ch.chapter}` alone")
+    start = f"ol start {ch.chapter}" + (f" --lang {lang}" if lang and lang != "python" else "")  # start's default: python
+    return f"no submission at {folders} (looked in {Path.cwd()}): pass --submission PATH, or make one with `{start}` ({why})"
+
+
 def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None = None):
     """How this check confines the code it runs (harness.confine); said once when it cannot, or when the
     uid fallback leaves the answers readable."""
@@ -226,7 +247,7 @@ def _write_outputs(rep, json_path, junit, gradescope) -> None:
         from .render.junit import junit_xml
 
         Path(junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(junit).write_text(junit_xml(rep))
+        Path(junit).write_text(junit_xml(rep), encoding="utf-8")  # as its XML declaration says
     if gradescope:
         from .render.gradescope import results_json
 

@@ -46,6 +46,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         from .render.progress import GradeProgress
 
         ch = load_chapter(chapter)
+        given_seed = None if seed is None else _seed(seed, "--seed")  # one that is no integer: refused before anything
         cluster, mode_name = None, None
         if scheduler is not None or scheduler_file is not None:
             from .cluster import Cluster
@@ -66,8 +67,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         check_outputs(out_csv, results_dir)
         if shipped_cases:
             seed_value = None
-        elif seed is not None:
-            seed_value = _seed(seed, "--seed")
+        elif given_seed is not None:
+            seed_value = given_seed
         elif (seed_value := recorded_seed(results_dir)) is not None:
             err.print(f"ol: the ledger {results_dir} was graded on fresh cases from seed {seed_value}: resuming on them "
                       "(--seed S grades on others)")

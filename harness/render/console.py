@@ -1,25 +1,35 @@
 """Results as rich console text: a check's report, the kill matrix, a diff, a class's grades.
 
-Each function draws on the Console it is given (the CLI's); none decides an exit code.
+Each function draws on the Console it is given (the CLI's); none decides an exit code. Text a
+submission wrote (its name, its messages, its answers) is drawn as `lit` makes it: no rich markup or
+emoji code in it is read, and its control characters are spelled out (harness.render.literal.visible),
+so a message cannot clear the screen, recolour a line or print a "16 of 16 passed" of its own.
 """
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..outcomes import Outcome
 from ..report import Report
 from .gradescope import hint_lines
+from .literal import visible
 
 STYLE = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.ERROR: "magenta", Outcome.TIMEOUT: "yellow", Outcome.CRASHED: "red"}
+
+
+def lit(text: str, style: str = "") -> Text:
+    """A submission's text, to draw literally: a rich Text (no markup, no emoji codes), controls spelled out."""
+    return Text(visible(text), style=style)
 
 
 def report(out, rep: Report) -> None:
     if rep.load_error:
         out.print("[bold red]Your submission could not be loaded[/], so no test ran:")
-        out.print(rep.load_error, markup=False)
+        out.print(lit(rep.load_error))
         out.print(f"\n[bold red]0 of {len(rep.tests)} passed[/], score 0/{rep.max_score:g}, {rep.duration_s:.1f}s")
         return
-    t = Table(title=f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}")
+    t = Table(title=lit(f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}", "table.title"))
     for col in ("test", "kind", "outcome", "time"):
         t.add_column(col)
     for r in rep.tests:
@@ -29,7 +39,7 @@ def report(out, rep: Report) -> None:
         if r.outcome.passed:
             continue
         out.print(f"\n[bold {STYLE[r.outcome]}]{r.outcome.value.upper()}[/] [bold]{r.name}[/] ({r.outcome.description})")
-        out.print(r.message, markup=False)
+        out.print(lit(r.message))
     colour = "green" if rep.ok else "red"
     out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
               f"{rep.duration_s:.1f}s")
@@ -86,7 +96,7 @@ def _matrix_summary(out, result: dict) -> None:
         out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
     for m in result["mutants"]:
         if m["problem"]:
-            out.print(f"[red]{m['id']} unviable:[/] {m['problem']}", markup=True)
+            out.print(f"[red]{m['id']} unviable:[/] {escape(m['problem'])}", markup=True)
     killed = sum(m["killed_by_named"] for m in result["mutants"])
     named = sum(m["hint_names_it"] for m in result["mutants"])
     out.print(f"{killed} of {len(result['mutants'])} mutants caught by their named test; "
@@ -151,13 +161,14 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
         for col in ("case", "tags", "inputs", "expected", "got", "first diff", "notes"):
             t.add_column(col, overflow="fold")
         for r in sec["divergent"][: None if show_all else limit]:
-            t.add_row(r["id"], ", ".join(r["tags"]), r["inputs"], r["expected"], r["got"], str(r["first_differing_token"]), r["notes"])
+            t.add_row(r["id"], ", ".join(r["tags"]), lit(r["inputs"]), lit(r["expected"]), lit(r["got"]),
+                      str(r["first_differing_token"]), lit(r["notes"]))
         out.print(t)
         if not show_all and n > limit:
             out.print(f"... and {n - limit} more (--all shows them)")
     if result["by_tag"]:
         out.print("[bold]divergences by tag:[/] " + ", ".join(f"{k} {v}" for k, v in result["by_tag"].items()))
-    out.print(f"[bold]{result['divergent']} divergent cases[/] for {result['submission']}")
+    out.print(Text.assemble((f"{result['divergent']} divergent cases", "bold"), " for ", lit(result["submission"])))
 
 
 def grades(out, chapter: str, result: dict) -> None:
@@ -170,15 +181,15 @@ def grades(out, chapter: str, result: dict) -> None:
                   key=lambda rw: (rw[0].ungraded is not None, -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
     for r, wall in rows:
         if r.ungraded is not None:
-            t.add_row(r.submission, "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
+            t.add_row(lit(r.submission), "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
         else:
-            t.add_row(r.submission, f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
+            t.add_row(lit(r.submission), f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
     out.print(t)
     for r, _ in rows:
         if r.ungraded is not None:
-            out.print(f"[bold red]ungraded[/] {escape(r.submission)}: {escape(r.ungraded)}")
+            out.print(Text.assemble(("ungraded", "bold red"), " ", lit(r.submission), ": ", lit(r.ungraded)))
     if result.get("missing"):
-        out.print(f"[bold red]not graded[/] (the run stopped first): {escape(', '.join(result['missing']))}")
+        out.print(Text.assemble(("not graded", "bold red"), " (the run stopped first): ", lit(", ".join(result["missing"]))))
     summ = result["summary"]
     out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
     if summ["pitfalls_most_matched"]:

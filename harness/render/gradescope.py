@@ -6,11 +6,19 @@ the chapter, failed when not passed, so no results.json is an empty list of test
 Students see `output` and the tests; staff also see run_autograder's stdout, which is where ol's
 own output (with the assignment's seed) goes: `stdout_visibility` stays hidden. The seed is never
 written here. Stdlib only: run_autograder's last step may run without ol's environment.
+
+Every `output` is shown by Gradescope as text, and a submission writes much of it (its exception
+messages, its file names): json.dumps escapes what JSON must, but the text itself would still carry
+NUL, ESC sequences, backspaces and lone surrogates (which JSON parsers stricter than Python's refuse),
+so each output is written as harness.render.literal.visible spells it: ESC shows as the four characters
+`\\x1b`, as a student writes it in their source.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from .literal import visible
 
 if TYPE_CHECKING:
     from ..report import Report
@@ -29,7 +37,7 @@ def hint_lines(rep: Report, limit: int = 3) -> list[str]:
 
 def _test(name: str, score: float, max_score: float, passed: bool, output: str) -> dict:
     return {"name": name, "score": score, "max_score": max_score, "status": "passed" if passed else "failed",
-            "output": output[:OUTPUT_CAP], "visibility": "visible"}
+            "output": visible(output)[:OUTPUT_CAP], "visibility": "visible"}
 
 
 def results_json(rep: Report) -> dict:
@@ -46,13 +54,14 @@ def results_json(rep: Report) -> dict:
     extra = {"ol": "ungraded" if rep.ungraded else "graded", "sandbox": rep.sandbox}
     if rep.language:  # which worker graded it (python | rust): one assignment takes uploads in either
         extra["language"] = rep.language
-    return {"score": rep.score, "output": "\n".join([head, *hint_lines(rep)]), **FORMAT, "tests": tests, "extra_data": extra}
+    return {"score": rep.score, "output": visible("\n".join([head, *hint_lines(rep)])), **FORMAT, "tests": tests,
+            "extra_data": extra}
 
 
 def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -> dict:
     """No submission in the upload (the layout function's `reason`): one sentence saying what to upload."""
     held = f"your upload held {listing}" if listing else "your upload was empty"
-    output = f"Nothing was graded ({held}): upload {upload}."
+    output = visible(f"Nothing was graded ({held}): upload {upload}.")  # the listing is the upload's own names
     why = f"not run: {reason}"
     return {"score": 0.0, "output": output, **FORMAT,
             "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "rejected upload"}}

@@ -1,10 +1,15 @@
 """A Report as JUnit XML: one <testcase> per chapter test; a wrong answer is a <failure>, anything else
-that did not pass (error, timeout, crashed) an <error> whose type is the outcome."""
+that did not pass (error, timeout, crashed) an <error> whose type is the outcome.
+
+A submission's name and messages are its own text: each character XML 1.0 forbids (or discourages) is
+spelled out (harness.render.literal.xml_text: NUL as \\x00), so the file always parses; ElementTree
+escapes the markup characters."""
 
 import xml.etree.ElementTree as ET
 
 from ..outcomes import Outcome
 from ..report import Report
+from .literal import xml_text
 
 ELEMENT = {Outcome.FAIL: "failure", Outcome.ERROR: "error", Outcome.TIMEOUT: "error", Outcome.CRASHED: "error"}
 
@@ -12,7 +17,7 @@ ELEMENT = {Outcome.FAIL: "failure", Outcome.ERROR: "error", Outcome.TIMEOUT: "er
 def junit_xml(rep: Report) -> str:
     failures = sum(t.outcome is Outcome.FAIL for t in rep.tests)
     root = ET.Element("testsuites")
-    suite = ET.SubElement(root, "testsuite", name=f"{rep.chapter} on {rep.submission}", tests=str(len(rep.tests)),
+    suite = ET.SubElement(root, "testsuite", name=xml_text(f"{rep.chapter} on {rep.submission}"), tests=str(len(rep.tests)),
                        failures=str(failures), errors=str(len(rep.tests) - rep.passed - failures),
                        time=f"{rep.duration_s:.3f}")
     props = ET.SubElement(suite, "properties")  # how the code ran (harness.confine), as every report says
@@ -20,6 +25,7 @@ def junit_xml(rep: Report) -> str:
     for t in rep.tests:
         case = ET.SubElement(suite, "testcase", classname=rep.chapter, name=t.name, time=f"{t.duration_s:.4f}")
         if not t.outcome.passed:
-            bad = ET.SubElement(case, ELEMENT[t.outcome], type=t.outcome.value, message=t.message.split("\n", 1)[0][:500])
-            bad.text = t.message
+            message = xml_text(t.message)
+            bad = ET.SubElement(case, ELEMENT[t.outcome], type=t.outcome.value, message=message.split("\n", 1)[0][:500])
+            bad.text = message
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -3,7 +3,8 @@
 A line per submission as it finishes, in the order they finish (its score, or ungraded and why);
 a bar over the submissions graded by this run, with the passed / failed / ungraded counts so far,
 the rate, an ETA from that rate, and the slowest submissions still running, with where they run.
-The counts are data (`counts`): the CLI reads them, this module only draws.
+The counts are data (`counts`): the CLI reads them, this module only draws. A submission's name and
+an ungraded one's reason are drawn literally (harness.render.console.lit).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import time
 
 from rich.console import Group
 from rich.live import Live
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from ..grade import Events
+from .console import lit
+from .literal import visible
 
 SLOWEST = 3  # running submissions named under the bar
 
@@ -58,13 +60,14 @@ class GradeProgress(Events):
             kind = "ungraded" if report.ungraded is not None else "passed" if report.ok else "failed"
             self.counts[kind] += 1
         self.bar.advance(self.task)
-        on = "" if where == "local" else f" on {escape(where)}"
+        on = "" if where == "local" else f" on {where}"
         if report.ungraded is not None:
-            self.console.print(f"[bold red]ungraded[/] {escape(report.submission)}{on}: {escape(report.ungraded)}")
+            self.console.print(Text.assemble(("ungraded", "bold red"), " ", lit(report.submission), lit(on), ": ",
+                                             lit(report.ungraded)))
         else:
             colour = "green" if report.ok else "yellow"
-            self.console.print(f"[{colour}]{report.passed}/{len(report.tests)}[/] {escape(report.submission)} "
-                               f"score {report.score:g}/{report.max_score:g} in {wall:.1f} s{on}")
+            self.console.print(Text.assemble((f"{report.passed}/{len(report.tests)}", colour), " ", lit(report.submission),
+                                             f" score {report.score:g}/{report.max_score:g} in {wall:.1f} s", lit(on)))
 
     def rate_per_minute(self) -> float | None:
         done = sum(self.counts.values())
@@ -83,8 +86,8 @@ class GradeProgress(Events):
         self.bar.update(self.task, line=line)
         now = time.monotonic()
         slow = Text("running longest: " + ", ".join(
-            f"{name} {now - t0:.0f} s" + ("" if where == "local" else f" ({where})") for name, (t0, where) in running),
-            style="dim") if running else Text("")
+            f"{visible(name)} {now - t0:.0f} s" + ("" if where == "local" else f" ({visible(where)})")
+            for name, (t0, where) in running), style="dim") if running else Text("")
         return Group(self.bar.get_renderable(), slow)
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.tty_kit import at_a_terminal
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -96,6 +98,43 @@ def test_start_prints_one_next_step_that_works(tmp_path):
     assert [line for line in r.stdout.splitlines() if line.startswith("next:")] == ["next: `ol check L10.8 --ref-deps`"], r.stdout
     r = ol("check", "L10.8", "--ref-deps", cwd=tmp_path)  # the printed step, as printed, runs the stub's check
     assert r.returncode == 1 and "not implemented" in r.stdout, r.stdout[-2000:] + r.stderr
+
+
+def test_check_with_no_submission_here_is_refused_when_no_person_watches(tmp_path):
+    """A script run in the wrong folder (stdout no terminal) gets exit 2 and where it looked, not the green demo."""
+    r = ol("check", "L10.8", cwd=tmp_path)
+    line = first_line(r)
+    assert r.returncode == 2 and line.startswith(f"ol: no submission at ./rust or ./py (looked in {tmp_path})"), r.stderr
+    assert "pass --submission PATH" in line and "`ol start L10.8`" in line and "only at a terminal" in line, line
+    assert no_test_ran(r) and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stdout[-500:]
+    r = ol("check", "L10.8", "--lang", "rust", cwd=tmp_path)
+    assert r.returncode == 2 and "no submission at ./rust (" in first_line(r) and "`ol start L10.8 --lang rust`" in first_line(r)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow(s=12)
+def test_check_with_no_submission_and_an_option_is_refused_even_at_a_terminal(tmp_path):
+    """The demo ignores every option: asked for a report (or fresh cases, or --ref-deps), `ol check` says there is
+    nothing to grade, at a terminal too, and writes no report."""
+    for flags in (["--json", "r.json"], ["--junit", "r.xml"], ["--gradescope", "g.json"], ["--fresh", "5"], ["--ref-deps"]):
+        code, text = at_a_terminal([sys.executable, "-m", "harness.cli", "check", "L10.8", *flags], tmp_path,
+                                   {"PYTHONPATH": str(REPO)}, timeout=300)
+        assert code == 2 and "no submission at ./rust or ./py" in text and f"the demo takes no {flags[0]}" in text, (flags, text)
+        assert "demo:" not in text and "passed" not in text, (flags, text[-500:])
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow(s=5)
+def test_a_seed_that_is_no_integer_is_a_usage_error_wherever_it_is_given(tmp_path):
+    for argv in (["check", "L10.8", "--fresh", "abc"], ["check", "L10.8", "--fresh", "abc", "--json", "r.json"],
+                 ["grade", "L10.8", REPO / "examples" / "submissions", "--seed", "abc", "--ref-deps"]):
+        r = ol(*argv, cwd=tmp_path)
+        option = "--fresh" if "--fresh" in argv else "--seed"
+        assert r.returncode == 2 and f"ol: {option} takes an integer seed, got 'abc'" == first_line(r), (argv, r.stderr)
+    code, text = at_a_terminal([sys.executable, "-m", "harness.cli", "check", "L10.8", "--fresh", "abc"], tmp_path,
+                               {"PYTHONPATH": str(REPO)}, timeout=300)
+    assert code == 2 and text.strip() == "ol: --fresh takes an integer seed, got 'abc'", text[-1000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_selftest_maps_pytests_usage_error_to_2_and_help_says_ol():

@@ -67,8 +67,8 @@ def test_without_cargo_a_rust_check_says_what_to_install(tmp_path):
 @pytest.mark.slow
 def test_ol_check_in_this_repository_shows_the_demo():
     """The repository's own rust/ holds the course's crates, not a workspace: the README's first command
-    (`./ol check L10.8` in a fresh clone) still shows the demo."""
-    import subprocess
+    (`./ol check L10.8` in a fresh clone, typed at a terminal) still shows the demo."""
+    from tests.harness.tty_kit import at_a_terminal
 
-    r = subprocess.run([str(REPO / "ol"), "check", "L10.8"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "No submission at ./" in r.stdout and "the sample's bug is caught" in r.stdout, r.stdout[-2000:]
+    code, text = at_a_terminal([str(REPO / "ol"), "check", "L10.8"], cwd=REPO, timeout=600)
+    assert code == 0 and "No submission at ./" in text and "the sample's bug is caught" in text, text[-2000:]
