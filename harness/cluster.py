@@ -123,7 +123,7 @@ class Cluster:
             self._wait_for_workers(client)
             self._preflight(client, tasks[0])
 
-            def on_start(event) -> None:
+            def on_start(event) -> None:  # from the Client's event loop thread: it only reads by_key (a dict read)
                 _, msg = event
                 task = by_key.get(msg.get("key")) if isinstance(msg, dict) else None
                 if task is not None:

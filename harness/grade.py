@@ -221,7 +221,9 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
 
 def _run_here(tasks: list, jobs: int, started, done) -> None:
     """The local default: `jobs` threads, each task's judge a process of its own; done() in finishing order.
-    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges."""
+    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges.
+    The threads run harness.task.run side by side, as a Dask worker's do (what they share: harness.task);
+    done() and so the ledger run in this, the caller's, thread only; started() from the pool's threads."""
     from . import task as task_mod
     from .confine import descendants, kill_all
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 from .errors import OlError, UsageError
@@ -29,7 +30,9 @@ def default_results_dir(out_csv: Path) -> Path:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """`path` replaced whole; the temporary name is this thread's own (the ledger is written by the caller's one
+    thread, harness.grade's done(); a second writer in the process still could not clobber it)."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -58,7 +61,8 @@ def read_entry(results_dir: Path, name: str) -> tuple[Report, float, dict] | Non
 
 
 class Ledger:
-    """The class's grades: the entries read back from the results directory and those graded by this run."""
+    """The class's grades: the entries read back from the results directory and those graded by this run.
+    Not shared across threads: only the caller's thread (harness.grade's done(), in finishing order) uses it."""
 
     def __init__(self, chapter, names: list[str], out_csv: Path, results_dir: Path, seed: int | None, ref_deps: bool,
                  version: dict, sandbox: str | None) -> None:

@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import threading
 from pathlib import Path
 
 from .paths import REFERENCE_DIR
@@ -23,19 +24,26 @@ from .paths import REFERENCE_DIR
 JUDGE_PACKAGE = "ol_judge_tinyllm"
 
 
+_load_lock = threading.RLock()  # one load_package at a time in this process: see there
+
+
 def load_package(package_dir: Path, alias: str):
-    """Import the package at `package_dir` under the module name `alias` (its imports are relative)."""
-    if alias in sys.modules:
-        return sys.modules[alias]
-    spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py", submodule_search_locations=[str(package_dir)])
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[alias] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[alias]
-        raise
-    return module
+    """Import the package at `package_dir` under the module name `alias` (its imports are relative). Under
+    _load_lock: the module is in sys.modules while it executes, and another thread finding it there then would
+    take a half-made package (a grading thread's pristine() while another's is loading it)."""
+    with _load_lock:
+        if alias in sys.modules:
+            return sys.modules[alias]
+        spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py",
+                                                      submodule_search_locations=[str(package_dir)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[alias] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[alias]
+            raise
+        return module
 
 
 class Reference:
@@ -51,7 +59,8 @@ class Reference:
 
 @lru_cache(maxsize=None)
 def pristine() -> Reference:
-    """The judge's pristine reference (loaded on first use, then shared)."""
+    """The judge's pristine reference (loaded on first use, then shared; two threads' first calls may both make
+    a Reference, of the one package load_package loaded once)."""
     return Reference(REFERENCE_DIR / "tinyllm", JUDGE_PACKAGE)
 
 

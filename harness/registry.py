@@ -22,6 +22,7 @@ import ast
 import importlib
 import os
 from pathlib import Path
+import threading
 import tomllib
 
 from .errors import RegistryError, UnknownChapter, UsageError
@@ -31,6 +32,16 @@ DEFAULT_SET = "default"  # the mutant set of chapter.toml's `mutants` key: the n
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
 PACKAGE = "chapters"  # the Python package every pack is imported under
+
+# Shared by the threads of one process (`ol grade --jobs`'s, a Dask worker's): CPython 3.11's ast.parse is not
+# thread-safe (the AST module's recursion counter is one per interpreter: two parses at once raise "SystemError:
+# AST constructor recursion depth mismatch"), so every parse here holds PARSE_LOCK, and a tests file is parsed
+# once per process (again only when its stat changes): _tests_files, written under the lock. `chapters.__path__`
+# is extended under _importable_lock. Everything else load_chapter makes is new and frozen per call.
+PARSE_LOCK = threading.RLock()
+PARSE_ATTEMPTS = 3  # a parse upset by one outside the harness (see parse) is made again, this many times in all
+_tests_files: dict[str, tuple[tuple, "ParsedTests"]] = {}  # path -> (its stat signature, what it defines)
+_importable_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -196,14 +207,52 @@ def _unique(names, what: str, where: Path) -> None:
         seen.add(n)
 
 
-def test_functions(tests_file: Path) -> list[str]:
+@dataclass(frozen=True)
+class ParsedTests:
+    """What a chapter's tests file holds at its top, from one parse."""
+    functions: tuple[str, ...]  # its test functions (`def test_<name>`), prefix dropped
+    imports: tuple[str, ...]  # the modules it imports absolutely (`import a.b`, `from a.b import c`: a.b)
+
+
+def parse(source: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse, one at a time in this process (PARSE_LOCK: CPython 3.11's is not thread-safe). A parse outside
+    the harness at the same moment (3.11 parses a line of each traceback it formats, for its ^^^ marks: Dask's
+    log of a failed task, in another thread) can still upset it; the parse is pure, so it is made again."""
+    with PARSE_LOCK:
+        for attempt in range(1, PARSE_ATTEMPTS + 1):
+            try:
+                return ast.parse(source, filename)
+            except SystemError as e:
+                if attempt == PARSE_ATTEMPTS or "AST constructor recursion depth mismatch" not in str(e):
+                    raise
+
+
+def parsed_tests(path: Path) -> ParsedTests:
+    """A tests file's test functions and imports, parsed once per process (and again when its stat changes)."""
+    path = Path(path)
+    with PARSE_LOCK:
+        try:
+            st = path.stat()
+            signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            known = _tests_files.get(str(path))
+            if known is not None and known[0] == signature:
+                return known[1]
+            tree = parse(path.read_text(), str(path))
+        except (OSError, SyntaxError, ValueError) as e:
+            raise RegistryError(f"{path}: cannot read the chapter's tests: {e}") from e
+        functions = tuple(n.name.removeprefix("test_") for n in tree.body
+                          if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_"))
+        imports = tuple(name for node in tree.body for name in
+                        ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                         [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []))
+        parsed = ParsedTests(functions, imports)
+        _tests_files[str(path)] = (signature, parsed)
+        return parsed
+
+
+def test_functions(path: Path) -> list[str]:
     """The test names a tests file defines (top-level `def test_<name>`, prefix dropped)."""
-    try:
-        tree = ast.parse(tests_file.read_text(), str(tests_file))
-    except (OSError, SyntaxError) as e:
-        raise RegistryError(f"{tests_file}: cannot read the chapter's tests: {e}") from e
-    return [n.name.removeprefix("test_") for n in tree.body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+    return list(parsed_tests(path).functions)
 
 
 def check_agreement(tests: tuple[TestSpec, ...], tests_files: tuple[Path, ...], toml: Path) -> None:
@@ -308,9 +357,10 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
 def make_importable() -> None:
     """Let `chapters.<Name>` find the packs of every search folder (OL_CHAPTERS_PATH too)."""
     package = importlib.import_module(PACKAGE)
-    for d in search_dirs():
-        if str(d) not in package.__path__:
-            package.__path__.append(str(d))
+    with _importable_lock:  # two threads would both find a folder missing, and add it twice
+        for d in search_dirs():
+            if str(d) not in package.__path__:
+                package.__path__.append(str(d))
 
 
 def load_chapter(chapter: str) -> Chapter:

@@ -27,6 +27,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -340,13 +341,22 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
 TEMPLATES_KEPT = 3  # template builds a machine keeps (each a few tens of MB): the newest harness versions'
 
 
+_template_lock = threading.Lock()
+
+
 def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     """prebuild_template's build for this harness version and toolchain, made once per machine and kept in
     its cache (XDG_CACHE_HOME/ol/rust/templates, the grading user's own): every grading run of that version
     here (a regrade, each Dask worker process of the machine) starts from it instead of building it again.
     It holds nothing of any student's (the stub, the given crates' build); runs that race build it apart and
     the first to finish is kept. A change of harness (the reference, the course's crates) or of rustc is a
-    new key, so a template is never stale."""
+    new key, so a template is never stale. One at a time in this process (_template_lock): two grading runs'
+    threads here wait for one build, not make two."""
+    with _template_lock:
+        return _machine_template(chapter, mode, version_digest)
+
+
+def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     tc = toolchain()
     key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
     root = _cache_root() / "templates"

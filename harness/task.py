@@ -22,12 +22,20 @@ uid-mode slots are made once per process
 and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
 end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
 own local directory, which Dask removes with it (and, after a worker was killed, when the next starts).
+
+Threads: `run` is called by several threads of one process at once (`--jobs N` here; `dask worker --nthreads N`).
+What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
+made once under their own locks), the chapter's tests files parsed once per process under
+harness.registry.PARSE_LOCK (CPython 3.11's ast.parse is not thread-safe), the judge's reference loaded once
+(harness.reference, under a lock), the version's file digest (harness.version, under a lock), the Rust machine
+template (harness.rust.machine_template, one build per process at a time). Nothing here changes the process's
+folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
 """
 
 from __future__ import annotations
 
 import atexit
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 import json
 import os
 import queue
@@ -63,21 +71,30 @@ class Task:
 
 @dataclass
 class _Run:
+    """What the tasks of one (chapter, seed, harness version) share in this process, whichever thread runs them
+    (the local default's `--jobs` threads, a Dask worker's `--nthreads`): the chapter, the sandbox mode, the
+    scratch folder, the free uids (a queue.Queue: each judge takes one and gives it back), and three things made
+    once, by the first task that needs them, each under a lock of its own (a Python submission's judge does not
+    wait behind the Rust template's build): the fresh cases, the Rust template, the zygote. Once made they are
+    only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
+    `last_used` are changed under _runs_lock; a run is closed only once no task uses it (close_idle)."""
     chapter: object
     seed: int | None
     mode: object  # harness.confine.Mode
     scratch: Path
     uids: queue.Queue | None
-    lock: threading.Lock
     golden: Path | None = None
     template: Path | None = None
     template_made: bool = False
     zygote: object | None = None  # harness.zygote.Zygote: this run's judges are its forks
     users: int = 0
     last_used: float = 0.0
+    golden_lock: threading.Lock = field(default_factory=threading.Lock)
+    template_lock: threading.Lock = field(default_factory=threading.Lock)
+    zygote_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fresh_golden(self) -> Path:
-        with self.lock:
+        with self.golden_lock:
             if self.golden is None:
                 from .golden import fresh_golden
 
@@ -86,7 +103,7 @@ class _Run:
 
     def forks(self):
         """The run's zygote (harness.zygote), started with the first judge: each judge a fork of it."""
-        with self.lock:
+        with self.zygote_lock:
             if self.zygote is None:
                 from .grade import judge_env
                 from .zygote import Zygote
@@ -102,7 +119,7 @@ class _Run:
     def rust_template(self) -> Path | None:
         """bwrap: the given crates' build this machine keeps for the harness version (harness.rust.machine_template);
         None in other modes."""
-        with self.lock:
+        with self.template_lock:
             if not self.template_made:
                 if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
                     from .rust import machine_template
@@ -112,7 +129,7 @@ class _Run:
             return self.template
 
 
-_runs: dict[tuple, _Run] = {}
+_runs: dict[tuple, _Run] = {}  # this process's runs, by (chapter, seed, version digest): read and changed under _runs_lock
 _runs_lock = threading.Lock()
 
 
@@ -137,7 +154,7 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
                 scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
             scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
             scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable; the fresh cases are 0600
-            run = _runs[key] = _Run(chapter, task.seed, mode, scratch, uids, threading.Lock())
+            run = _runs[key] = _Run(chapter, task.seed, mode, scratch, uids)
         run.users += 1
         return run
 

@@ -15,6 +15,11 @@ descriptors: the judge's stdout, its stderr, and a status pipe. For each request
 monitor, which forks the judge and writes to the status pipe "pid N" as the judge starts and "exit C"
 or "signal S" when it ends: the caller gets the exit status a subprocess would give.
 
+Threads: one Zygote serves every judge of its grading run in the process that started it, from any of its
+threads at once (`--jobs`, a Dask worker's `--nthreads`): each request is a connection and pipes of its own,
+and the zygote forks each in turn. Its preload reads the test files' imports from the parse harness.registry
+made of them (once per process, under registry.PARSE_LOCK), not from a parse of its own.
+
 Lifetime: the zygote reads its stdin, a pipe from the process that started it, and exits at its end
 (that process ended, however it died: unlike a parent-death signal, which follows the thread that
 started a child, this holds when a Dask worker's thread that started the zygote ends and the process
@@ -24,7 +29,6 @@ is the only thread of its parent), so no judge outlives its grading run.
 
 from __future__ import annotations
 
-import ast
 import atexit
 import ctypes
 import importlib
@@ -71,15 +75,12 @@ def preload(chapter: str) -> None:
     import harness.check  # noqa: F401
     import harness.cli  # noqa: F401
     import harness.pytest_plugin  # noqa: F401
-    from harness.registry import load_chapter, make_importable
+    from harness.registry import load_chapter, make_importable, parsed_tests
 
     make_importable()
     for f in load_chapter(chapter).tests_files:
-        for node in ast.parse(Path(f).read_text()).body:
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
-            for name in names:
-                importlib.import_module(name)
+        for name in parsed_tests(f).imports:  # the parse load_chapter made (registry.PARSE_LOCK), not another
+            importlib.import_module(name)
 
 
 def _judge(request: dict, fds: list[int]) -> None:
