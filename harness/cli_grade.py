@@ -89,6 +89,9 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         out.print(f"wrote {out_csv} and {results_dir}/" + (f"; replay with --seed {seed_value}" if seed_value is not None else "") +
                   (f"; {len(result['skipped'])} already graded with this key, skipped (--regrade grades them again)"
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
+        rejected = result["summary"]["rejected"]
+        if rejected:  # a verdict (0, with the reason), as the Gradescope bundle gives it: not a failure of the run
+            err.print(f"ol: {rejected} of {n} entries are no submission (their rows say rejected, score 0, with the reason)")
         ungraded = result["summary"]["ungraded"]
         if ungraded:
             err.print(f"[bold red]ol: {ungraded} of {n} submissions could not be graded[/] (their rows say ungraded, "

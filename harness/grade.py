@@ -11,9 +11,12 @@ threads of this process (the local default, `--jobs`) or by the workers of a Das
 (harness.cluster, `--scheduler`): the same judge on the same bytes, so the same grades. The results
 directory is the ledger (harness.ledger): a rerun skips what it holds graded with the run's key.
 
-Nothing fails quietly. Every output path is checked before anyone is graded. A submission whose
-judge gave no trustworthy report (it exited with a usage or harness error, was killed, ran out of
-time, or wrote an unreadable report) is *ungraded*, with the reason: never a 0. Each report is
+Nothing fails quietly. Every output path is checked before anyone is graded. An entry that is no
+submission (the layout function, harness.layout, refuses it: empty, misnamed, an unreadable archive,
+a link, past a cap) is *rejected*: a score of 0 and the reason, a verdict as the Gradescope bundle
+gives it. A submission whose judge gave no trustworthy report (it exited with a usage or harness
+error, was killed, ran out of time, or wrote an unreadable report) is *ungraded*, with the reason:
+never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3. Each report is
 written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
 """
 
@@ -45,16 +48,30 @@ def _ungraded(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Repor
     return Report(chapter.chapter, name, ref_deps, tests, ungraded=reason)
 
 
-def _language_of(chapter: Chapter, sub: Path) -> str | None:
-    """The language of a submission its judge could not grade, from the one layout function; None if none fits."""
+def _rejected(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Report:
+    """The report of an entry that is no submission (the layout function's `reason`): every test failed, 0 points."""
+    tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, f"not run: {reason}", 0.0, t.points) for t in chapter.tests]
+    return Report(chapter.chapter, name, ref_deps, tests, rejected=reason)
+
+
+def layout_of(chapter: Chapter, sub: Path) -> tuple[str | None, str | None]:
+    """(language, None) of a submission the one layout function accepts; (None, its reason) when it refuses it."""
     from .layout import detect
 
     try:
         found = detect(chapter, sub)
-    except (OlError, OSError):
-        return None
+    except BadSubmission as e:
+        return None, str(e)
     found.close()
-    return found.language
+    return found.language, None
+
+
+def _language_of(chapter: Chapter, sub: Path) -> str | None:
+    """The language of a submission, for its report when its judge gave none; None if none fits or the look fails."""
+    try:
+        return layout_of(chapter, sub)[0]
+    except Exception:  # noqa: BLE001 -- only a label: the report's verdict stands without it
+        return None
 
 
 def _judge_failure(code: int, stderr: str) -> str:
@@ -96,7 +113,7 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(golden), "--json", "-"]
     if ref_deps:
         argv.append("--ref-deps")
-    tmp = scratch / f"{sub.name}.tmp"  # the judge's temporary files: removed with the scratch, even if it is killed
+    tmp = scratch / "judge.tmp"  # the judge's temporary files (a bounded name, whatever the entry's): removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
     env = judge_env(sandbox) | {"TMPDIR": str(tmp)}
@@ -125,13 +142,15 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
 
 
 def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
-    """The folder's submissions: every subfolder and zip (each judge finds its layout with the one layout
-    function, harness.layout, and a malformed one is ungraded with the reason), and every bare chapter
-    file; other loose files (a README, a roster) are not submissions."""
+    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
+    harness.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
+    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
+    its entries are not: an entry that is a link is rejected when it is packed (harness.parcel)."""
     if not submissions_dir.is_dir():
         raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
     uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
-    subs = [p.resolve() for p in sorted(submissions_dir.iterdir()) if not p.name.startswith(".")
+    base = submissions_dir.resolve()
+    subs = [base / p.name for p in sorted(submissions_dir.iterdir()) if not p.name.startswith(".")
             and (p.is_dir() or p.suffix == ".zip" or p.name in uploads)]
     if not subs:
         raise BadSubmission(f"{submissions_dir} holds no submissions")
@@ -190,9 +209,11 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
             if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
                 continue
             parcel = pack(sub)
-        except ParcelError as e:  # it cannot travel: ungraded, with the reason, on every engine
-            report = _ungraded(chapter, sub.name, ref_deps, f"its files could not be shipped to a judge: {e}")
-            report.language = _language_of(chapter, sub)
+        except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
+            ledger.record(_rejected(chapter, sub.name, ref_deps, str(e)), 0.0, "", "client")
+            continue
+        except Exception as e:  # noqa: BLE001 -- ol's own failure on this one entry: its row says so, the class goes on
+            report = _ungraded(chapter, sub.name, ref_deps, f"ol could not pack its files ({type(e).__name__}: {e})")
             ledger.record(report, 0.0, "", "client")
             continue
         todo.append(Task(chapter.chapter, parcel, str(sub), seed, ref_deps, unconfined_ok, version))
@@ -200,7 +221,7 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
 
     def done(task, result: dict) -> None:
         report = Report.from_json(result["report"])
-        if report.language is None:
+        if report.language is None and report.rejected is None:  # a rejected entry has none
             report.language = _language_of(chapter, by_name[task.parcel.name])
         ledger.record(report, result["wall_s"], task.parcel.digest, result["where"])
         events.finished(report, result["wall_s"], result["where"])
@@ -246,7 +267,8 @@ def _run_here(tasks: list, jobs: int, started, done) -> None:
 
 
 def summarize(chapter: Chapter, reports: list[Report]) -> dict:
-    graded = [r for r in reports if r.ungraded is None]
+    """The class's counts: `graded` (a verdict on the code), `rejected` (no submission: 0), `ungraded` (no verdict)."""
+    graded = [r for r in reports if r.ungraded is None and r.rejected is None]
     passed_by_test = {t.name: 0 for t in chapter.tests}
     pitfalls: dict[str, int] = {}
     for r in graded:
@@ -254,6 +276,8 @@ def summarize(chapter: Chapter, reports: list[Report]) -> dict:
             passed_by_test[t.name] += t.outcome.passed
         for m in r.pitfall_matches[:1]:
             pitfalls[f"{m['id']}: {m['pitfall']}"] = pitfalls.get(f"{m['id']}: {m['pitfall']}", 0) + 1
-    return {"submissions": len(reports), "graded": len(graded), "ungraded": len(reports) - len(graded),
+    rejected = sum(r.rejected is not None and r.ungraded is None for r in reports)
+    return {"submissions": len(reports), "graded": len(graded), "rejected": rejected,
+            "ungraded": len(reports) - len(graded) - rejected,
             "all_passed": sum(r.ok for r in graded), "passed_by_test": passed_by_test,
             "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}

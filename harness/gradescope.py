@@ -20,8 +20,9 @@ unless results.json says so, what run_autograder printed. So:
   every regrade, is graded on the same cases. run_autograder prints ol's output (which names the
   seed) to its stdout, which stays hidden; results.json never holds the seed.
 * `python -m harness.gradescope` (run_autograder's last step) writes results.json from the check's
-  exit code: the report for 0 or 1; for 2 with an upload the layout function rejects, one sentence
-  saying what to upload; for a killed check (the submission may have killed it), that; otherwise a
+  exit code: the report for 0 or 1; for 2 with an upload the layout function rejects (no submission
+  in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.upload), a score
+  of 0 and one sentence saying what to upload, as `ol grade` rejects it; for a killed check (the submission may have killed it), that; otherwise a
   report that the grader failed, not the student. None is a grade of 0 that looks like a verdict.
 """
 
@@ -282,7 +283,7 @@ def summary(b: Bundle, chapter: str, seed: int) -> tuple[list[str], list[str]]:
 
 def _listing(submission: Path) -> str:
     try:
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in submission.iterdir())
+        names = sorted(p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in submission.iterdir())
     except OSError:
         names = []
     if not names:

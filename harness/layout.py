@@ -9,22 +9,28 @@ package is `tinyllm` and whose chapter file is `tinyllm/infer/spec.py`, it accep
                                  reference, as with --ref-deps
     DIR/.../tinyllm/infer/spec.py  the package one or more folders down (an archive's top folder)
     a .zip of any of these       extracted into a scratch folder first (names are checked: no
-                                 absolute paths, no `..`, bounded size)
+                                 absolute paths, no `..`, no link entries; bounded size, entry
+                                 count and depth; an encrypted, unknown or corrupt archive refused)
 
 A package one folder deep in its workspace (Rust's `crates/tl-engine`, chapter file
 `crates/tl-engine/src/spec.rs`) is also accepted as its own last folder: DIR named tl-engine, or
 DIR/.../tl-engine/src/spec.rs (an upload folder or archive holding the crate), copied into
 crates/tl-engine of a scratch folder.
 
-Anything else is a BadSubmission that says what to hand in.
+Nothing of the upload is read before harness.upload.walk accepted it: no link below the path named
+(the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
+entries and DEPTH_CAP levels. Anything else is a BadSubmission that says what to hand in.
 """
 
 from dataclasses import dataclass, field
 import shutil
+import stat
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
+from . import upload
 from .errors import BadSubmission
 from .registry import Chapter, LanguageSpec
 
@@ -57,20 +63,47 @@ def _what_to_hand_in(chapter: Chapter) -> str:
     return "; ".join(ways) + ", or a .zip of one of these"
 
 
+_UNZIPPABLE = (RuntimeError, NotImplementedError, zlib.error, EOFError, OSError, ValueError, zipfile.BadZipFile)
+
+
+def _zip_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why this archive entry is refused, or None."""
+    name = Path(info.filename)
+    if name.is_absolute() or ".." in name.parts:
+        return f"holds the unsafe name {info.filename!r}"
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return (f"holds {info.filename!r} as a symbolic link: no link in an upload is followed; zip the files "
+                "themselves (zip without -y)")
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return f"holds {info.filename!r}, which is neither a file nor a folder: zip only your source files"
+    if info.flag_bits & 0x1:
+        return f"is encrypted ({info.filename!r} needs a password): upload a zip made without a password"
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        return (f"uses a compression method ol cannot read (method {info.compress_type}, for {info.filename!r}): "
+                "make the zip with zip or your file manager")
+    if len(name.parts) > upload.DEPTH_CAP + 1:
+        return f"holds {info.filename[:200]!r}..., more than {upload.DEPTH_CAP} folders deep: zip your package only"
+    return None
+
+
 def _extract(archive: Path, into: Path) -> Path:
     try:
         with zipfile.ZipFile(archive) as z:
+            infos = z.infolist()
+            if len(infos) > upload.ENTRY_CAP:
+                raise BadSubmission(f"{archive}: the archive holds more than {upload.ENTRY_CAP} entries; upload only your source")
             total = 0
-            for info in z.infolist():
-                name = Path(info.filename)
-                if name.is_absolute() or ".." in name.parts:
-                    raise BadSubmission(f"{archive}: the archive holds the unsafe name {info.filename!r}")
+            for info in infos:
+                if (problem := _zip_problem(info)) is not None:
+                    raise BadSubmission(f"{archive}: the archive {problem}")
                 total += info.file_size
                 if total > ZIP_CAP:
                     raise BadSubmission(f"{archive}: the archive unpacks to more than {ZIP_CAP >> 20} MiB; upload only your source")
             z.extractall(into)
-    except zipfile.BadZipFile as e:
-        raise BadSubmission(f"{archive} is not a readable zip archive ({e})") from None
+    except _UNZIPPABLE as e:  # a corrupt stream (zlib.error, BadZipFile: a bad CRC), a truncated one (EOFError)...
+        raise BadSubmission(f"{archive} is not a readable zip archive ({type(e).__name__}: {e}): "
+                            "make it again with zip or your file manager, or upload the files themselves") from None
     return into
 
 
@@ -81,13 +114,24 @@ def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
     return scratch
 
 
+def _walked(found: Path, top: Path) -> bool:
+    """Is `found` (from an rglob below `top`) a path harness.upload.walk checked, not one in a folder it skips
+    (.git/, __pycache__/, a cargo target/), where a link may be?"""
+    here = top
+    for part in found.relative_to(top).parts[:-1]:
+        here = here / part
+        if upload.skipped(here, part):
+            return False
+    return not found.is_symlink()
+
+
 def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
     """(root, layout) of a folder in this language's package layout, or None."""
     if (path / lang.package).is_dir():
         return path, "workspace"
     if path.name == lang.package and (path.parent / lang.student_file).is_file():
         return path.parent, "package"
-    found = sorted(path.rglob(lang.student_file), key=lambda p: len(p.parts))
+    found = sorted((p for p in path.rglob(lang.student_file) if _walked(p, path)), key=lambda p: len(p.parts))
     if found:
         return Path(*found[0].parts[:len(found[0].parts) - len(Path(lang.student_file).parts)]), "nested"
     return None
@@ -103,7 +147,8 @@ def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
     inside = Path(lang.student_file).relative_to(pkg)  # src/spec.rs
     if path.name == pkg.name and (path / inside).is_file():
         return path
-    found = sorted((p for p in path.rglob(str(Path(pkg.name) / inside)) if p.is_file()), key=lambda p: len(p.parts))
+    found = sorted((p for p in path.rglob(str(Path(pkg.name) / inside)) if _walked(p, path) and p.is_file()),
+                   key=lambda p: len(p.parts))
     return Path(*found[0].parts[:len(found[0].parts) - len(inside.parts)]) if found else None
 
 
@@ -133,9 +178,13 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
 
 def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> Submission:
     """The submission at `path` (resolved against the caller's working directory)."""
-    origin = Path(path).expanduser().resolve()
+    origin = Path(path).expanduser().resolve()  # the user's own path: a link to it is theirs to follow, once
     if not origin.exists():
         raise BadSubmission(f"no submission at {path}: expected {_what_to_hand_in(chapter)}")
+    try:
+        upload.check(origin)  # nothing below it is read before: no link, no special file, bounded
+    except BadSubmission as e:
+        raise BadSubmission(f"{path}: {e}") from None
     langs = [chapter.language(language)] if language else list(chapter.languages.values())
     scratch_box: list[Path] = []
     look_at = origin
@@ -146,7 +195,15 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
         look_at = archives[0] if zipped else origin
     if zipped:
         scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
-        look_at = _extract(look_at, scratch_box[0] / "unzipped")
+        try:
+            look_at = _extract(look_at, scratch_box[0] / "unzipped")
+            try:
+                upload.check(look_at)
+            except BadSubmission as e:
+                raise BadSubmission(f"{path}: in its archive, {e}") from None
+        except BaseException:
+            shutil.rmtree(scratch_box[0], ignore_errors=True)
+            raise
     try:
         for lang in langs:
             sub = _detect_language(chapter, lang, look_at, scratch_box)

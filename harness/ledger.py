@@ -1,6 +1,7 @@
 """The results directory is the ledger of a class's grades: `ol grade` resumes from it.
 
-Each submission's report is `<results>/<name>.json`, written atomically the moment it is graded, with
+Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long for a file name, not
+UTF-8, or beginning with `~` is `~<its digest>.json` instead), written atomically the moment it is graded, with
 its key: the digest of the files graded (harness.parcel), the fresh-case seed, --ref-deps, and the
 harness version's digest (harness.version). A later run over the same folder skips every submission
 whose entry has the run's key and a grade (an ungraded entry is graded again: its cause was the
@@ -13,6 +14,7 @@ from the ledger's entries for the class's submissions (rows by name). Nothing he
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -29,10 +31,26 @@ def default_results_dir(out_csv: Path) -> Path:
     return out_csv.with_name(f"{out_csv.stem}-results")
 
 
+NAME_BYTES = 200  # an entry's name up to this long is its file's name (a file name holds 255 bytes)
+
+
+def _digest(name: str) -> str:
+    return hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
+
+
+def entry_file(results_dir: Path, name: str) -> Path:
+    """Where `name`'s entry is: `<name>.json`, or `~<digest of the name>.json` for a name over NAME_BYTES, one that
+    is not UTF-8, or one beginning with `~` (so no two names share a file); the entry holds the name itself."""
+    raw = os.fsencode(name)
+    plain = len(raw) <= NAME_BYTES and not name.startswith("~") and raw.decode("utf-8", "replace") == name
+    return results_dir / (f"{name}.json" if plain else f"~{_digest(name)}.json")
+
+
 def _atomic_write(path: Path, text: str) -> None:
-    """`path` replaced whole; the temporary name is this thread's own (the ledger is written by the caller's one
-    thread, harness.grade's done(); a second writer in the process still could not clobber it)."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    """`path` replaced whole; the temporary name is bounded (whatever the entry's name) and this thread's own (the
+    ledger is written by the caller's one thread, harness.grade's done(); a second writer in the process still
+    could not clobber it)."""
+    tmp = path.with_name(f".tmp-{_digest(path.name)[:16]}-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text)
     os.replace(tmp, path)
 
@@ -50,12 +68,13 @@ def recorded_seed(results_dir: Path) -> int | None:
 def read_entry(results_dir: Path, name: str) -> tuple[Report, float, dict] | None:
     """(report, wall_s, key) of `name`'s entry, None when there is none or it is unreadable (it is graded again)."""
     try:
-        data = json.loads((results_dir / f"{name}.json").read_text())
+        data = json.loads(entry_file(results_dir, name).read_text())
         key = data.pop("key")
         wall = float(data.pop("wall_s"))
         for extra in ("seed", "graded_on"):
             data.pop(extra, None)
-        return Report.from_json(data), wall, key
+        report = Report.from_json(data)
+        return (report, wall, key) if report.submission == name else None  # another name's entry: not this one's
     except (OSError, ValueError, KeyError, TypeError, AttributeError, OlError):
         return None
 
@@ -100,7 +119,7 @@ class Ledger:
         """One submission graded: its entry written atomically, then the CSV and the summary."""
         key = self.key(digest)
         data = {**report.to_json(), "seed": self.seed, "wall_s": round(wall, 2), "key": key, "graded_on": where}
-        _atomic_write(self.results_dir / f"{report.submission}.json", json.dumps(data, indent=2) + "\n")
+        _atomic_write(entry_file(self.results_dir, report.submission), json.dumps(data, indent=2) + "\n")
         self.entries[report.submission] = (report, round(wall, 2), key)
         self.write()
 

@@ -6,11 +6,15 @@ and the entry's content digest; `unpack` lays it out again under a fresh folder,
 grades it as it would the original. The local default and a Dask cluster both grade from the parcel,
 so they grade the same bytes.
 
-What is not shipped, and why (each the same on every engine): symbolic links (the worker's copy of a
-submission follows none, harness.confine.readable_copy) and other non-regular files (a FIFO would
-block the packer); `__pycache__/` and `.git/` folders, and a folder holding cargo's `CACHEDIR.TAG` (a
-`target/` of build output: every Rust submission builds clean). A parcel holds at most SHIP_CAP bytes
-of files: source code is kilobytes, and a submission past that is ungraded, with the reason.
+What is walked, and refused, is harness.upload's rule (the same as the layout check's): a symbolic link
+anywhere in the entry, or the entry itself a link, a FIFO or another special file, more than ENTRY_CAP
+entries or DEPTH_CAP levels, is a ParcelError naming it (the submission is rejected, with the reason);
+`__pycache__/` and `.git/` folders, and a folder holding cargo's `CACHEDIR.TAG` (a `target/` of build
+output: every Rust submission builds clean), are not shipped. A parcel holds at most SHIP_CAP bytes of
+files: source code is kilobytes, and a submission past that is rejected, with the reason.
+
+A name need not be UTF-8 (what unzip makes of a Latin-1 archive): the zip names each entry by its bytes,
+percent-encoded (so any bytes travel), and `unpack` makes the same bytes again.
 
 The digest covers each shipped path, whether it is executable, and its bytes: not timestamps, nor the
 zip's compression, so the same files have the same digest on every machine (the ledger's key).
@@ -20,17 +24,18 @@ from dataclasses import dataclass
 import hashlib
 import io
 import os
-import stat
 import zipfile
 from pathlib import Path, PurePosixPath
+from urllib.parse import quote, unquote_to_bytes
 
+from . import upload
+from .errors import BadSubmission
 from .layout import ZIP_CAP as SHIP_CAP  # bytes of files one submission may ship: as much as its zip may hold
-SKIPPED_DIRS = {"__pycache__", ".git"}
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # every entry's timestamp: the zip of the same files is the same bytes
 
 
 class ParcelError(Exception):
-    """The submission cannot be shipped (too large, unreadable): it is ungraded with this reason."""
+    """The submission cannot be shipped (a link, too large, unreadable): it is rejected with this reason."""
 
 
 @dataclass(frozen=True)
@@ -42,23 +47,15 @@ class Parcel:
 
 def _walk(entry: Path) -> list[tuple[str, Path | None, bool]]:
     """(posix path relative to the entry's parent, file or None for a folder, executable) of what is shipped."""
-    if entry.is_symlink() or not (entry.is_dir() or entry.is_file()):
-        raise ParcelError(f"{entry.name} is neither a folder nor a regular file")
-    if entry.is_file():
-        return [(entry.name, entry, bool(entry.stat().st_mode & 0o111))]
-    out = []
-    for top, dirs, files in os.walk(entry):  # os.walk follows no symlinked folder (followlinks=False)
-        here = Path(top)
-        rel = here.relative_to(entry.parent).as_posix()
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not (here / d).is_symlink()
-                         and not (here / d / "CACHEDIR.TAG").is_file())
-        out.append((rel + "/", None, False))
-        for f in sorted(files):
-            path = here / f
-            st = path.lstat()
-            if stat.S_ISREG(st.st_mode):  # not a symlink, FIFO, socket or device
-                out.append((f"{rel}/{f}", path, bool(st.st_mode & 0o111)))
-    return out
+    if entry.is_symlink():
+        raise ParcelError(upload.link_reason(entry, entry.name))
+    try:
+        return [(rel + "/" if folder else rel, None if folder else path, executable)
+                for rel, path, folder, executable in upload.walk(entry, entry.name)]
+    except BadSubmission as e:
+        raise ParcelError(str(e)) from None
+    except OSError as e:
+        raise ParcelError(f"{entry.name} cannot be read ({e.strerror or e}): make it readable") from None
 
 
 def _read(entry: Path):
@@ -89,9 +86,9 @@ def digest(entry: Path) -> str:
 def _feed(h, rel: str, data: bytes | None, executable: bool, name: str) -> None:
     inner = rel[len(name):]  # the path below the entry: its name in the class folder is not content
     if data is None:
-        h.update(b"d %s\n" % inner.encode())
+        h.update(b"d %s\n" % os.fsencode(inner))
     else:
-        h.update(b"f %s %s %d\n" % (inner.encode(), b"x" if executable else b"-", len(data)))
+        h.update(b"f %s %s %d\n" % (os.fsencode(inner), b"x" if executable else b"-", len(data)))
         h.update(data)
 
 
@@ -102,11 +99,17 @@ def pack(entry: Path) -> Parcel:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for rel, data, executable in _read(entry):
             _feed(h, rel, data, executable, entry.name)
-            info = zipfile.ZipInfo(rel, _EPOCH)
+            info = zipfile.ZipInfo(_zip_name(rel), _EPOCH)
             info.external_attr = ((0o40755 if data is None else 0o100755 if executable else 0o100644) << 16)
             info.compress_type = zipfile.ZIP_STORED if data is None else zipfile.ZIP_DEFLATED
             z.writestr(info, b"" if data is None else data)
     return Parcel(entry.name, buf.getvalue(), h.hexdigest())
+
+
+def _zip_name(rel: str) -> str:
+    """A shipped path's zip name: its bytes percent-encoded (ASCII, whatever the name's encoding; a folder's
+    trailing / kept)."""
+    return quote(os.fsencode(rel), safe="/")
 
 
 def unpack(parcel: Parcel, into: Path) -> Path:
@@ -115,7 +118,7 @@ def unpack(parcel: Parcel, into: Path) -> Path:
     total = 0
     with zipfile.ZipFile(io.BytesIO(parcel.data)) as z:
         for info in z.infolist():
-            rel = PurePosixPath(info.filename)
+            rel = PurePosixPath(os.fsdecode(unquote_to_bytes(info.filename)))
             if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] != parcel.name:
                 raise ParcelError(f"the parcel of {parcel.name} names {info.filename!r}, outside the submission")
             target = into.joinpath(*rel.parts)

@@ -52,6 +52,7 @@ class Report:
     load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
     sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.confine), in-process (trusted), None: unknown
     language: str | None = None  # python | rust (harness.languages); None: unknown (an ungraded submission)
+    rejected: str | None = None  # why the upload is no submission (the layout function's reason): 0 points, every test failed
 
     @property
     def passed(self) -> int:
@@ -75,7 +76,7 @@ class Report:
                 "summary": {"passed": self.passed, "failed": len(self.tests) - self.passed, "total": len(self.tests),
                             "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
                 "pitfall_matches": list(self.pitfall_matches), "ungraded": self.ungraded,
-                "load_error": self.load_error, "sandbox": self.sandbox, "language": self.language}
+                "load_error": self.load_error, "sandbox": self.sandbox, "language": self.language, "rejected": self.rejected}
         validate(data)
         return data
 
@@ -85,7 +86,7 @@ class Report:
         return cls(data["chapter"], data["submission"], data["ref_deps"], [TestResult.from_json(t) for t in data["tests"]],
                    data["summary"].get("duration_s", 0.0), data.get("golden", ""), data.get("fresh_seed"),
                    list(data.get("pitfall_matches", [])), data.get("ungraded"), data.get("load_error"), data.get("sandbox"),
-                   data.get("language"))
+                   data.get("language"), data.get("rejected"))
 
 
 @lru_cache(maxsize=1)

@@ -10,12 +10,16 @@ harness version (harness.version). Where it runs:
    library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
 2. the sandbox is chosen as for `ol check` (harness.confine); a machine that cannot confine refuses
    (WorkerRefused), unless the client passed --no-sandbox;
-3. the parcel is unpacked into a fresh folder and graded by the judge (`ol check --json -` in a
-   process of its own, harness.grade._judge), on fresh cases made from the seed on this machine;
+3. the parcel is unpacked into a fresh folder and laid out by the one layout function (harness.layout):
+   an entry it refuses (empty, misnamed, an unreadable archive, a link, past a cap) is a rejected report
+   (0 points, its reason, as the Gradescope bundle rejects that upload); else it is graded by the judge
+   (`ol check --json -` in a process of its own, harness.grade._judge), on fresh cases made from the seed
+   on this machine;
 4. the report comes back as a dict, the worker's folder replaced by the client's path in its text.
 
-A submission's own failure (it cannot be unpacked, its judge died, it hung) is an ungraded report:
-data, never an exception, so nothing retries it. Only the harness or the machine raises.
+A submission's own failure is a report: rejected (no submission), or ungraded (it cannot be unpacked,
+its judge died, it hung, the layout check itself failed): data, never an exception, so nothing retries
+it and no entry stops its class. Only the harness or the machine raises (WorkerRefused).
 
 The fresh cases, the Rust reference's build (bwrap), the judges' zygote (harness.zygote) and the
 uid-mode slots are made once per process
@@ -220,7 +224,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
     process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
     `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
     after the worker was killed; default: the system's temporary folder)."""
-    from .grade import _judge, _language_of, _ungraded
+    from .grade import _judge, _rejected, _ungraded, layout_of
 
     check_version(task, load_chapter(task.chapter))
     run_ = _open(task, slots, scratch_root)
@@ -230,13 +234,24 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
         box = Path(tempfile.mkdtemp(prefix="sub-", dir=run_.scratch))
         box.chmod(0o711)
         try:
+            def verdict(report) -> dict:
+                report.sandbox = run_.mode.name
+                return {"report": _shown_as(report.to_json(), str(sub), task.shown), "wall_s": 0.0, "where": _where()}
+
+            sub = box / "in" / task.parcel.name
             try:
                 sub = unpack(task.parcel, box / "in")
-            except (ParcelError, OSError, ValueError) as e:  # a corrupt or hostile parcel: its own failure
-                report = _ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"its files could not be unpacked: {e}")
-                report.sandbox = run_.mode.name
-                return {"report": report.to_json(), "wall_s": 0.0, "where": _where()}
-            template = run_.rust_template() if _language_of(run_.chapter, sub) == "rust" else None
+            except Exception as e:  # noqa: BLE001 -- a corrupt or hostile parcel: its own row, not the run's
+                return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps,
+                                         f"its files could not be unpacked ({type(e).__name__}: {e})"))
+            try:
+                language, rejection = layout_of(run_.chapter, sub)
+            except Exception as e:  # noqa: BLE001 -- the layout check's own failure on this entry: its row says so
+                return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps,
+                                         f"the layout check failed on it ({type(e).__name__}: {e})"))
+            if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
+                return verdict(_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
+            template = run_.rust_template() if language == "rust" else None
             report, wall = _judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
                                   run_.uids, template, task.shown, run_.forks())
             data = _shown_as(report.to_json(), str(sub), task.shown)

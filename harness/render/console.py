@@ -172,19 +172,26 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
 
 
 def grades(out, chapter: str, result: dict) -> None:
-    """The class's grades, best score first (the ungraded last), then each ungraded one with its reason."""
+    """The class's grades, best score first (the rejected, then the ungraded last), then each rejected or
+    ungraded one with its reason."""
     seed = result["seed"]
     t = Table(title=f"{chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed}" if seed is not None else ""))
     for col in ("submission", "passed", "score", "time"):
         t.add_column(col)
     rows = sorted(zip(result["reports"], result["wall_s"]),
-                  key=lambda rw: (rw[0].ungraded is not None, -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
+                  key=lambda rw: (rw[0].ungraded is not None, rw[0].rejected is not None,
+                                  -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
     for r, wall in rows:
         if r.ungraded is not None:
             t.add_row(lit(r.submission), "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
+        elif r.rejected is not None:
+            t.add_row(lit(r.submission), "[bold yellow]rejected[/]", f"0/{r.max_score:g}", f"{wall:.1f}s")
         else:
             t.add_row(lit(r.submission), f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
     out.print(t)
+    for r, _ in rows:
+        if r.rejected is not None and r.ungraded is None:
+            out.print(Text.assemble(("rejected", "bold yellow"), " ", lit(r.submission), ": ", lit(r.rejected)))
     for r, _ in rows:
         if r.ungraded is not None:
             out.print(Text.assemble(("ungraded", "bold red"), " ", lit(r.submission), ": ", lit(r.ungraded)))

@@ -1,15 +1,16 @@
 """A class's grades as CSV: one row per submission; an ungraded one says so, with the reason, and has
-no score (never a 0 that looks like a grade).
+no score (never a 0 that looks like a grade); a rejected one (no submission) has 0, with the reason.
 
 The stdlib csv module quotes (a row holding a carriage return has all its text cells quoted). Every
 text cell (a submission's name, a reason, a column name) that a spreadsheet would take for a formula
 (it begins with = + - @, a tab, a carriage return or NUL), or that begins with `'`, is written with
-a leading `'` (harness.render.literal.csv_cell); the numbers ol writes are left numbers."""
+a leading `'` (harness.render.literal.csv_cell); the numbers ol writes are left numbers. A name that is
+not UTF-8 (a surrogate escape of os.fsdecode) is written with its bytes spelled out (`\\udce9`)."""
 
 import csv
 import io
 
-from .literal import csv_cell
+from .literal import csv_cell, encodable
 
 # `language` last of the fixed columns: the earlier ones keep their places for scripts that read them by position
 CSV_FIXED = ["submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason", "sandbox", "language"]
@@ -24,12 +25,16 @@ def grades_csv(result: dict) -> str:
             rows.append([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or "", r.language or ""] +
                         ["ungraded"] * len(result["tests"]))
             continue
+        if r.rejected is not None:
+            rows.append([r.submission, "rejected", 0, len(r.tests), 0.0, r.max_score, wall, r.rejected, r.sandbox or "",
+                         r.language or ""] + ["rejected"] * len(result["tests"]))
+            continue
         outcomes = {t.name: t.outcome.value for t in r.tests}
         rows.append([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
                      r.sandbox or "", r.language or ""] + [outcomes.get(n, "missing") for n in result["tests"]])
     bare = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     for row in rows:
-        cells = [csv_cell(c) for c in row]
+        cells = [csv_cell(encodable(c)) for c in row]
         # the csv module quotes a cell holding the line terminator (\n), not one holding a lone \r, which a reader
         # takes for the row's end: such a row has its text cells quoted (its numbers stay bare)
         (bare if any(isinstance(c, str) and "\r" in c for c in cells) else w).writerow(cells)

@@ -29,7 +29,7 @@ class GradeProgress(Events):
         self.console = console
         self.lock = threading.Lock()
         self.running: dict[str, tuple[float, str]] = {}  # name -> (start, where)
-        self.counts = {"passed": 0, "failed": 0, "ungraded": 0}
+        self.counts = {"passed": 0, "failed": 0, "rejected": 0, "ungraded": 0}
         self.todo, self.start = 0, time.monotonic()
         self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
                             TimeElapsedColumn(), console=console, transient=True)
@@ -57,13 +57,17 @@ class GradeProgress(Events):
     def finished(self, report, wall: float, where: str) -> None:
         with self.lock:
             self.running.pop(report.submission, None)
-            kind = "ungraded" if report.ungraded is not None else "passed" if report.ok else "failed"
+            kind = ("ungraded" if report.ungraded is not None else "rejected" if report.rejected is not None
+                    else "passed" if report.ok else "failed")
             self.counts[kind] += 1
         self.bar.advance(self.task)
         on = "" if where == "local" else f" on {where}"
         if report.ungraded is not None:
             self.console.print(Text.assemble(("ungraded", "bold red"), " ", lit(report.submission), lit(on), ": ",
                                              lit(report.ungraded)))
+        elif report.rejected is not None:
+            self.console.print(Text.assemble(("rejected", "bold yellow"), " ", lit(report.submission), lit(on), ": ",
+                                             lit(report.rejected)))
         else:
             colour = "green" if report.ok else "yellow"
             self.console.print(Text.assemble((f"{report.passed}/{len(report.tests)}", colour), " ", lit(report.submission),
@@ -82,7 +86,7 @@ class GradeProgress(Events):
         left = self.todo - done
         eta = f", ETA {_clock(left / rate * 60)}" if rate and left > 0 else ""
         line = (f"[green]{self.counts['passed']} passed[/] [yellow]{self.counts['failed']} failed[/] "
-                f"[red]{self.counts['ungraded']} ungraded[/]" + (f", {rate:.1f}/min{eta}" if rate else ""))
+                f"[yellow]{self.counts['rejected']} rejected[/] [red]{self.counts['ungraded']} ungraded[/]" + (f", {rate:.1f}/min{eta}" if rate else ""))
         self.bar.update(self.task, line=line)
         now = time.monotonic()
         slow = Text("running longest: " + ", ".join(

@@ -175,21 +175,23 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_submission_its_judge_cannot_grade_is_ungraded_never_zero(tmp_path):
+def test_an_entry_that_is_no_submission_is_rejected_with_zero_and_the_run_exits_0(tmp_path):
     klass = tmp_path / "class"
-    (klass / "empty").mkdir(parents=True)  # not a submission at all: the judge refuses it as input
+    (klass / "empty").mkdir(parents=True)  # not a submission at all: the layout function refuses it
     good = klass / "good"
     (good / "tinyllm" / "infer").mkdir(parents=True)
     (good / "tinyllm" / "infer" / "spec.py").write_text((REPO / "reference" / "tinyllm" / "infer" / "spec.py").read_text())
     r = grade(tmp_path / "out", klass, "--ref-deps", "--seed", "1")
-    assert r.returncode == 3 and "1 of 2 submissions could not be graded" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 0 and "1 of 2 entries are no submission" in r.stderr, r.stdout + r.stderr
     got = rows(tmp_path / "out")
-    assert got["empty"]["status"] == "ungraded" and got["empty"]["score"] == "", got["empty"]
+    assert got["empty"]["status"] == "rejected" and got["empty"]["score"] == "0.0", got["empty"]
     assert "not a submission of L10.8" in got["empty"]["reason"], got["empty"]["reason"]
     assert got["good"]["status"] == "graded" and got["good"]["passed"] == got["good"]["max_score"].split(".")[0], got["good"]
     report = json.loads((tmp_path / "out" / "results" / "empty.json").read_text())
     jsonschema.validate(report, SCHEMA)
-    assert report["ungraded"] and "ungraded" in r.stdout
+    assert report["rejected"] and report["ungraded"] is None and report["summary"]["score"] == 0 and "rejected" in r.stdout
+    summary = json.loads((tmp_path / "out" / "results" / "summary.json").read_text())["summary"]
+    assert (summary["graded"], summary["rejected"], summary["ungraded"]) == (1, 1, 0), summary
 
 
 def test_bad_outputs_are_refused_before_anyone_is_graded(tmp_path):

@@ -101,16 +101,16 @@ def test_the_cluster_gives_the_local_default_s_csv_byte_for_byte(tmp_path):
                                                               if HAS_CARGO else [])
     for name in names:
         shutil.copytree(EXAMPLES / name, klass / name)
-    (klass / "empty").mkdir()  # not a submission: ungraded, with the reason, on both
+    (klass / "empty").mkdir()  # not a submission: rejected, with the reason, on both (a verdict: exit 0)
     local = ol_grade(klass, tmp_path / "local", "--seed", "4242", "--jobs", "2")
-    assert local.returncode == 3 and "1 of" in local.stderr, local.stderr[-3000:]
+    assert local.returncode == 0 and "1 of" in local.stderr, local.stderr[-3000:]
     with Loopback(workers=2) as cluster:
         remote = ol_grade(klass, tmp_path / "cluster", "--seed", "4242", "--scheduler", cluster.address)
-    assert remote.returncode == 3, remote.stdout[-2000:] + remote.stderr[-3000:]
+    assert remote.returncode == 0, remote.stdout[-2000:] + remote.stderr[-3000:]
     a, b = ((tmp_path / run / "grades.csv").read_text() for run in ("local", "cluster"))
     assert without_timing(a) == without_timing(b), f"local:\n{a}\ncluster:\n{b}"
     got = {r["submission"]: r for r in rows(tmp_path / "cluster")}
-    assert set(got) == {*names, "empty"} and got["empty"]["status"] == "ungraded"
+    assert set(got) == {*names, "empty"} and got["empty"]["status"] == "rejected" and got["empty"]["score"] == "0.0"
     assert got["correct"]["passed"] == "16" and got["no-import"]["passed"] == "0"
     assert "Dask worker tcp://127.0.0.1:" in remote.stderr, "each completion says where it was graded"
     workers = set(re.findall(r" on Dask worker (tcp://127\.0\.0\.1:\d+)", remote.stderr))

@@ -49,23 +49,43 @@ def test_a_parcel_unpacks_to_the_same_files_and_its_digest_is_content_only(tmp_p
     assert digest(other) != digest(submission(tmp_path / "c")), "the executable bit is content"
 
 
-def test_a_parcel_ships_no_link_fifo_cache_or_build_output_and_is_capped(tmp_path):
+def test_a_parcel_ships_no_cache_or_build_output_refuses_a_link_or_fifo_naming_it_and_is_capped(tmp_path):
     sub = submission(tmp_path)
-    (sub / "answers.json").symlink_to(CH.golden)
-    (sub / "tree").symlink_to(REPO, target_is_directory=True)
-    os.mkfifo(sub / "pipe")  # reading it would block the packer
     (sub / "tinyllm" / "__pycache__").mkdir()
     (sub / "tinyllm" / "__pycache__" / "spec.cpython-311.pyc").write_bytes(b"\0")
     (sub / "target").mkdir()
     (sub / "target" / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
     with zipfile.ZipFile(__import__("io").BytesIO(pack(sub).data)) as z:
         names = sorted(z.namelist())
-    assert not any(n.endswith(("answers.json", "pipe", ".pyc")) or "/tree" in n or "/target" in n for n in names), names
+    assert not any(n.endswith(".pyc") or "/target" in n for n in names), names
+    (sub / "answers.json").symlink_to(CH.golden)  # a link to the answers, resolved by the packer: never
+    with pytest.raises(ParcelError, match=r"^alice/answers.json is a symbolic link \(to .*spec_golden.json\)"):
+        pack(sub)
+    (sub / "answers.json").unlink()
+    (sub / "tree").symlink_to(REPO, target_is_directory=True)
+    with pytest.raises(ParcelError, match="alice/tree is a symbolic link"):
+        digest(sub)
+    (sub / "tree").unlink()
+    os.mkfifo(sub / "pipe")  # reading it would block the packer
+    with pytest.raises(ParcelError, match="alice/pipe is neither a file nor a folder"):
+        pack(sub)
     big = tmp_path / "big"
     big.mkdir()
     (big / "blob").write_bytes(b"\0" * (SHIP_CAP + 1))
     with pytest.raises(ParcelError, match="more than 64 MiB"):
         pack(big)
+
+
+def test_a_parcel_carries_names_that_are_not_utf8_and_keeps_the_digest_of_utf8_ones(tmp_path):
+    sub = submission(tmp_path)
+    before = digest(sub)
+    latin = os.fsdecode(b"caf\xe9.txt")
+    (sub / latin).write_bytes(b"notes\n")
+    p = pack(sub)
+    back = unpack(p, tmp_path / "back")
+    assert (back / latin).read_bytes() == b"notes\n" and p.digest == digest(sub) != before
+    (sub / latin).unlink()
+    assert digest(sub) == before and unpack(pack(sub), tmp_path / "again").is_dir()
 
 
 def test_a_parcel_naming_a_path_outside_its_submission_is_refused(tmp_path):
@@ -169,11 +189,11 @@ def test_the_live_progress_counts_and_shows_each_submission_as_it_finishes():
     failing = report("broken")
     failing.tests[0].outcome, failing.tests[0].points = Outcome.FAIL, 0.0
     progress.finished(failing, 3.0, "local")
-    assert progress.counts == {"passed": 1, "failed": 1, "ungraded": 0} and list(progress.running) == ["slow"]
+    assert progress.counts == {"passed": 1, "failed": 1, "rejected": 0, "ungraded": 0} and list(progress.running) == ["slow"]
     text = console.export_text()
     assert "1 of 4 submissions already graded" in text and "3 to grade" in text
     assert text.index("16/16 fast score 16/16 in 2.0 s on tcp://10.0.0.1:4000") < text.index("15/16 broken score 15/16 in 3.0 s")
     shown = Console(record=True, width=200)
     shown.print(progress._render())
     live = shown.export_text()
-    assert "2/3 1 passed 1 failed 0 ungraded" in live and "running longest: slow 0 s (tcp://10.0.0.1:4000)" in live, live
+    assert "2/3 1 passed 1 failed 0 rejected 0 ungraded" in live and "running longest: slow 0 s (tcp://10.0.0.1:4000)" in live, live

@@ -1,0 +1,102 @@
+"""What an upload may hold, checked before anything reads it: the one walk over a submission's tree.
+
+Every command that looks into an upload (the layout check, harness.layout; the parcel `ol grade` ships,
+harness.parcel; so `ol check`, `ol grade` and the Gradescope bundle) walks it with `walk`, which follows
+no link and refuses, with a one-line reason naming the entry:
+
+* a symbolic link anywhere in it (a link could name the reference, the answers or /etc/shadow, and the
+  judge, perhaps root, would be the one to resolve it): upload the file itself;
+* anything that is neither a regular file nor a folder (a FIFO would block the reader, a device...);
+* more than ENTRY_CAP entries, or a folder more than DEPTH_CAP levels down: source code is a few dozen
+  files a few folders deep, as it is kilobytes (the byte cap, harness.layout.ZIP_CAP).
+
+Folders no step reads are not walked: `__pycache__/`, `.git/` and a folder holding cargo's `CACHEDIR.TAG`
+(a `target/` of build output). A name need not be UTF-8: it is a str with surrogate escapes
+(os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
+can exhaust Python's recursion. The root itself may be a link the user named (their own path, resolved
+once by the caller); nothing below it may be.
+"""
+
+import os
+import stat
+from pathlib import Path
+
+from .errors import BadSubmission
+
+ENTRY_CAP = 4000  # files and folders an upload may hold (harness.confine.COPY_CAP_FILES: as many as a worker's copy)
+DEPTH_CAP = 32  # folders below the upload's root: a package is a handful deep
+SKIPPED_DIRS = {"__pycache__", ".git"}
+
+
+def _shown(text: str) -> str:
+    from .render.literal import visible
+
+    return visible(text)
+
+
+def link_reason(path: Path, rel: str) -> str:
+    try:
+        to = os.readlink(path)
+    except OSError:
+        to = "?"
+    return (f"{_shown(rel)} is a symbolic link (to {_shown(to)}): no link in an upload is followed; "
+            "upload the file or folder itself")
+
+
+def skipped(path: Path, name: str) -> bool:
+    """A folder the walk (and so every copy) leaves out: build output and caches."""
+    return name in SKIPPED_DIRS or os.path.lexists(path / "CACHEDIR.TAG")
+
+
+def walk(root: Path, top_name: str | None = None):
+    """Yield (relative posix path, Path, is_folder, executable) for the root (rel "" or `top_name`) and every
+    entry below it, folders before their content, each folder's entries sorted by name; raise BadSubmission
+    (naming the entry, relative to the root) on a link, a special file, or a cap passed."""
+    root = Path(root)
+    base = top_name or ""
+    st = os.stat(root)  # the root: the user's own path, resolved
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        raise BadSubmission(f"{_shown(base or root.name)} is neither a folder nor a regular file: upload your source files")
+    yield base, root, stat.S_ISDIR(st.st_mode), bool(st.st_mode & 0o111)
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    count = 0
+    stack = [(root, base, 0)]
+    while stack:
+        folder, rel, depth = stack.pop()
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError as e:
+            raise BadSubmission(f"{_shown(rel or root.name)} cannot be listed ({e.strerror or e}): "
+                                "make it readable, or leave it out of the upload") from None
+        below = []
+        for name in names:
+            path = folder / name
+            child = f"{rel}/{name}" if rel else name
+            count += 1
+            if count > ENTRY_CAP:
+                raise BadSubmission(f"{_shown(base or root.name)} holds more than {ENTRY_CAP} files and folders: source code "
+                                    "is a few dozen files; upload only your source")
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                raise BadSubmission(link_reason(path, child))
+            if stat.S_ISDIR(st.st_mode):
+                if skipped(path, name):
+                    continue
+                if depth + 1 > DEPTH_CAP:
+                    raise BadSubmission(f"{_shown(child[:200])}... is more than {DEPTH_CAP} folders deep: "
+                                        "upload your package, not a chain of folders")
+                yield child, path, True, False
+                below.append((path, child, depth + 1))
+            elif stat.S_ISREG(st.st_mode):
+                yield child, path, False, bool(st.st_mode & 0o111)
+            else:
+                raise BadSubmission(f"{_shown(child)} is neither a file nor a folder (a FIFO, socket or device): "
+                                    "upload only your source files")
+        stack.extend(reversed(below))  # depth first, in name order
+
+
+def check(root: Path) -> None:
+    """Refuse (BadSubmission) an upload `walk` refuses; return when it may be read."""
+    for _ in walk(root):
+        pass

@@ -1,0 +1,288 @@
+"""Every upload gets its own verdict (issue 25, items 1-3): no link in an upload is followed, by any command;
+an entry that is no submission (a link, an unreadable archive, past a cap, empty, misnamed) is *rejected*
+(0, the reason) and never stops its class; a name that is not UTF-8 or is long is graded.
+
+Each kind is graded through the real `ol grade` in a class of two, [the bad one, an honest one]: the bad
+one's row says rejected with a reason naming the problem, the honest one is graded as if alone, exit 0."""
+
+import csv
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REF_SPEC = REPO / "reference" / "tinyllm" / "infer" / "spec.py"
+REF_CRATE = REPO / "reference" / "rust" / "crates" / "tl-engine"
+SHADOW = Path("/etc/shadow")
+
+
+def ol(*args, cwd=REPO, timeout=600):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=cwd, capture_output=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _secret_lines() -> list[bytes]:
+    """The first line of /etc/shadow, when this process can read it: it must appear in no output."""
+    try:
+        return [line for line in SHADOW.read_bytes().splitlines()[:3] if len(line) > 8]
+    except OSError:
+        return []
+
+
+# ---- the uploads: each makes the entry `at` (a folder, a file or a zip) ----
+
+def _folder_linking_the_package(at: Path) -> None:
+    at.mkdir()
+    (at / "tinyllm").symlink_to(REPO / "reference" / "tinyllm")
+
+
+def _bare_spec_link(at: Path) -> None:
+    at.mkdir()
+    (at / "spec.py").symlink_to(REF_SPEC)
+
+
+def _spec_to_shadow(at: Path) -> None:
+    at.mkdir()
+    (at / "spec.py").symlink_to(SHADOW)
+
+
+def _crate_link(at: Path) -> None:
+    at.mkdir()
+    (at / "tl-engine").symlink_to(REF_CRATE)
+
+
+def _bare_spec_rs_link(at: Path) -> None:
+    at.mkdir()
+    (at / "spec.rs").symlink_to(REF_CRATE / "src" / "spec.rs")
+
+
+def _linked_module_inside(at: Path) -> None:  # an honest-looking package whose spec.py links to the answers
+    (at / "tinyllm" / "infer").mkdir(parents=True)
+    (at / "tinyllm" / "infer" / "spec.py").symlink_to(REF_SPEC)
+
+
+def _entry_is_a_link(at: Path) -> None:  # the class folder's entry itself: a link to the reference's package
+    honest = at.parent.parent / "elsewhere"
+    (honest / "tinyllm").mkdir(parents=True)
+    shutil.copytree(REPO / "reference" / "tinyllm", honest / "tinyllm", dirs_exist_ok=True)
+    at.symlink_to(honest)
+
+
+def _zip_with_link_entry(at: Path) -> None:
+    with zipfile.ZipFile(at, "w") as z:
+        z.writestr("tinyllm/infer/__init__.py", "")
+        info = zipfile.ZipInfo("tinyllm/infer/spec.py")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        z.writestr(info, str(REF_SPEC))
+
+
+def _encrypted_zip(at: Path) -> None:
+    with zipfile.ZipFile(at, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+    data = bytearray(at.read_bytes())
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    data[local + 6] |= 0x1  # the "encrypted" flag, in both headers: zipfile asks for a password (RuntimeError)
+    data[central + 8] |= 0x1
+    at.write_bytes(bytes(data))
+
+
+def _unknown_method_zip(at: Path) -> None:
+    with zipfile.ZipFile(at, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+    data = bytearray(at.read_bytes())
+    local, central = data.index(b"PK\x03\x04"), data.index(b"PK\x01\x02")
+    data[local + 8:local + 10] = (99).to_bytes(2, "little")  # method 99 (AE-x): NotImplementedError
+    data[central + 10:central + 12] = (99).to_bytes(2, "little")
+    at.write_bytes(bytes(data))
+
+
+def _corrupt_deflate_zip(at: Path) -> None:
+    with zipfile.ZipFile(at, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+    data = bytearray(at.read_bytes())
+    start = data.index(b"PK\x03\x04") + 30 + len("spec.py")
+    data[start:start + 64] = b"\xff" * 64  # the deflate stream: zlib.error
+    at.write_bytes(bytes(data))
+
+
+def _folder_chain(at: Path) -> None:  # 1,200 levels: os.walk and rglob would exhaust Python's recursion
+    deep = at
+    for _ in range(1201):  # one by one: os.makedirs itself recurses
+        os.mkdir(deep)
+        deep = deep / "d"
+    (at / "spec.py").write_bytes(REF_SPEC.read_bytes())
+
+
+def _many_empty_entries_zip(at: Path) -> None:  # the issue's 9 MiB upload of 100,000 empty entries
+    with zipfile.ZipFile(at, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+        for i in range(100_000):
+            z.writestr(f"e/{i}", b"")
+
+
+def _many_empty_files(at: Path) -> None:
+    (at / "e").mkdir(parents=True)
+    (at / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    for i in range(4100):
+        (at / "e" / str(i)).touch()
+
+
+def _fifo(at: Path) -> None:
+    at.mkdir()
+    (at / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    os.mkfifo(at / "pipe")
+
+
+def _empty(at: Path) -> None:
+    at.mkdir()
+
+
+def _misnamed(at: Path) -> None:
+    at.mkdir()
+    (at / "solution.py").write_bytes(REF_SPEC.read_bytes())
+
+
+REJECTED = {  # kind: (entry name, maker, words the reason must hold)
+    "tinyllm/ a link to the reference": ("linked-package", _folder_linking_the_package, "tinyllm is a symbolic link"),
+    "bare spec.py a link to the reference": ("linked-bare", _bare_spec_link, "spec.py is a symbolic link"),
+    "spec.py -> /etc/shadow": ("shadow", _spec_to_shadow, "spec.py is a symbolic link (to /etc/shadow)"),
+    "tl-engine/ a link to the reference crate": ("linked-crate", _crate_link, "tl-engine is a symbolic link"),
+    "bare spec.rs a link to the reference": ("linked-rs", _bare_spec_rs_link, "spec.rs is a symbolic link"),
+    "spec.py in the package a link": ("linked-module", _linked_module_inside, "tinyllm/infer/spec.py is a symbolic link"),
+    "the class entry a link": ("linked-entry", _entry_is_a_link, "linked-entry is a symbolic link"),
+    "zip with a symlink entry": ("zip-link.zip", _zip_with_link_entry, "as a symbolic link"),
+    "zip with the encrypted flag": ("encrypted.zip", _encrypted_zip, "is encrypted"),
+    "zip with an unknown compression method": ("method99.zip", _unknown_method_zip, "compression method"),
+    "zip with a corrupt deflate stream": ("corrupt.zip", _corrupt_deflate_zip, "not a readable zip archive"),
+    "1,200-level folder chain": ("chain", _folder_chain, "more than 32 folders deep"),
+    "zip of 100,000 empty entries": ("flood.zip", _many_empty_entries_zip, "more than 4000 entries"),
+    "folder of 4,100 empty files": ("flood", _many_empty_files, "more than 4000 files and folders"),
+    "a FIFO": ("fifo", _fifo, "pipe is neither a file nor a folder"),
+    "empty": ("empty", _empty, "is not a submission of L10.8"),
+    "misnamed solution.py": ("misnamed", _misnamed, "is not a submission of L10.8"),
+}
+
+
+def _class(tmp_path: Path, name: str, make) -> Path:
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "honest").mkdir()
+    (klass / "honest" / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    make(klass / name)
+    return klass
+
+
+def _grade(tmp_path: Path, klass: Path):
+    out = tmp_path / "out"
+    r = ol("grade", "L10.8", klass, "--ref-deps", "--seed", "5", "--jobs", "2", "--out", out / "grades.csv",
+           "--results-dir", out / "results")
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    return r, rows, out
+
+
+def _remove(path: Path) -> None:
+    subprocess.run(["rm", "-rf", str(path)], check=False)  # a 1,200-level chain is past shutil.rmtree's recursion
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(REJECTED))
+def test_a_bad_entry_is_its_own_rejected_row_and_the_class_is_graded(tmp_path, kind):
+    name, make, words = REJECTED[kind]
+    try:
+        klass = _class(tmp_path, name, make)
+        r, rows, out = _grade(tmp_path, klass)
+        said = (r.stdout + r.stderr).decode(errors="replace")
+        assert r.returncode == 0, said[-3000:]
+        assert set(rows) == {name, "honest"}, (rows.keys(), said[-2000:])
+        bad, honest = rows[name], rows["honest"]
+        assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
+        assert "\n" not in bad["reason"] and "Traceback" not in said, bad["reason"]
+        assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
+        assert honest["status"] == "graded" and honest["failed"] == "0" and honest["passed"] == "16", honest
+        assert "1 of 2 entries are no submission" in said and "rejected" in said, said[-2000:]
+        for secret in _secret_lines():  # no step read the file a link names
+            for f in out.rglob("*"):
+                assert not f.is_file() or secret not in f.read_bytes(), f
+            assert secret not in r.stdout + r.stderr
+    finally:
+        _remove(tmp_path / "class")
+
+
+GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
+    "a folder name that is not UTF-8": (os.fsdecode(b"Jos\xe9"), "Jos\\udce9"),
+    "a name of 240 bytes": ("n" * 240, "n" * 240),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(GRADED))
+def test_an_unusual_name_is_graded_and_shown_escaped(tmp_path, kind):
+    name, shown = GRADED[kind]
+    klass = _class(tmp_path, name, lambda at: at.mkdir())
+    (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    (klass / name / os.fsdecode(b"notes-\xe9.txt")).write_bytes(b"a file of the upload whose name is Latin-1\n")
+    r, rows, out = _grade(tmp_path, klass)
+    said = (r.stdout + r.stderr).decode(errors="replace")
+    assert r.returncode == 0, said[-3000:]
+    assert set(rows) == {shown, "honest"}, (rows.keys(), said[-2000:])
+    for row in rows.values():
+        assert row["status"] == "graded" and row["passed"] == "16", row
+    assert shown in said, said[-2000:]
+    assert len(os.listdir(out / "results")) == 3 and all(len(os.fsencode(n)) < 255 for n in os.listdir(out / "results"))
+
+
+@pytest.mark.slow
+def test_a_rerun_keeps_a_rejection_and_an_honest_grade_and_exits_0(tmp_path):
+    klass = _class(tmp_path, "empty", _empty)
+    first, rows, out = _grade(tmp_path, klass)
+    again, rows_again, _ = _grade(tmp_path, klass)
+    assert first.returncode == again.returncode == 0, (first.stderr + again.stderr).decode()[-2000:]
+    assert rows_again["empty"]["status"] == "rejected" and rows_again["honest"]["passed"] == "16", rows_again
+    assert b"already graded" in again.stderr + again.stdout
+
+
+CHECKED = {  # `ol check --submission DIR` on a folder holding only the link
+    "tinyllm/ a link to the reference": (_folder_linking_the_package, "tinyllm is a symbolic link (to "),
+    "bare spec.py a link to the reference": (_bare_spec_link, "spec.py is a symbolic link (to "),
+    "spec.py -> /etc/shadow": (_spec_to_shadow, "spec.py is a symbolic link (to /etc/shadow)"),
+    "tl-engine/ a link to the reference crate": (_crate_link, "tl-engine is a symbolic link (to "),
+    "bare spec.rs a link to the reference": (_bare_spec_rs_link, "spec.rs is a symbolic link (to "),
+    "spec.py in the package a link": (_linked_module_inside, "tinyllm/infer/spec.py is a symbolic link (to "),
+}
+
+
+@pytest.mark.parametrize("kind", list(CHECKED))
+def test_ol_check_refuses_a_link_in_the_folder_in_one_line_reading_nothing(tmp_path, kind):
+    make, words = CHECKED[kind]
+    make(tmp_path / "sub")
+    r = ol("check", "L10.8", "--submission", tmp_path / "sub", "--json", tmp_path / "report.json",
+           "--junit", tmp_path / "junit.xml", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and len(err.strip().splitlines()) == 1 and words in err, (r.returncode, err, r.stdout[-500:])
+    assert "upload the file or folder itself" in err and b"passed" not in r.stdout and "Traceback" not in err
+    for secret in _secret_lines():
+        assert secret not in r.stdout + r.stderr and not any(secret in f.read_bytes() for f in tmp_path.glob("*.*"))
+
+
+def test_ol_check_refuses_a_zip_whose_entry_is_a_link(tmp_path):
+    _zip_with_link_entry(tmp_path / "upload.zip")
+    r = ol("check", "L10.8", "--submission", tmp_path / "upload.zip", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2 and "holds 'tinyllm/infer/spec.py' as a symbolic link" in err, err
+    assert len(err.strip().splitlines()) == 1 and b"passed" not in r.stdout
+
+
+@pytest.mark.slow
+def test_the_users_own_link_to_a_submission_is_followed_once(tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    (tmp_path / "mylink").symlink_to(tmp_path / "real")
+    r = ol("check", "L10.8", "--submission", "./mylink", cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
