@@ -281,6 +281,34 @@ def test_an_upload_with_no_submission_is_told_in_one_sentence_what_to_upload(aut
     assert data["extra_data"] == {"ol": "rejected upload"} and "ol check exited 2" in log
 
 
+LINKED = {  # an upload that is (or holds) a link to the answers: before issue 25 each scored 16/16 with no code
+    "tinyllm/ a link to the reference": ("tinyllm", "/autograder/source/reference/tinyllm", "tinyllm is a symbolic link"),
+    "bare spec.py a link to the reference": ("spec.py", "/autograder/source/reference/tinyllm/infer/spec.py",
+                                             "spec.py is a symbolic link"),
+    "spec.py -> /etc/shadow": ("spec.py", "/etc/shadow", "spec.py is a symbolic link (to /etc/shadow)"),
+    "tl-engine/ a link to the reference crate": ("tl-engine", "/autograder/source/reference/rust/crates/tl-engine",
+                                                 "tl-engine is a symbolic link"),
+    "bare spec.rs a link to the reference": ("spec.rs", "/autograder/source/reference/rust/crates/tl-engine/src/spec.rs",
+                                             "spec.rs is a symbolic link"),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", list(LINKED))
+def test_an_upload_holding_a_link_is_rejected_naming_it_and_nothing_it_names_is_read(autograder, case):
+    name, target, words = LINKED[case]
+    data, log = autograder.grade(lambda sub: (sub / name).symlink_to(target))
+    assert data["score"] == 0 and all(t["status"] == "failed" and t["score"] == 0 for t in data["tests"]), data
+    assert data["extra_data"] == {"ol": "rejected upload"} and "ol check exited 2" in log, (data, log[-2000:])
+    assert words in data["tests"][0]["output"] and "upload the file or folder itself" in data["tests"][0]["output"], data
+    try:
+        secrets = [line for line in Path("/etc/shadow").read_bytes().splitlines()[:3] if len(line) > 8]
+    except OSError:
+        secrets = []
+    for secret in secrets:
+        assert secret.decode(errors="replace") not in json.dumps(data) + log
+
+
 @pytest.mark.slow
 def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
     toml = autograder.dir / "source" / "chapters" / "L10_8" / "chapter.toml"
