@@ -357,20 +357,25 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
     return [t for t in dict.fromkeys(trees) if exposed(t)]
 
 
-def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str) -> str | None:
+def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str, class_dir: Path | None = None) -> str | None:
     """Why `who` (ol grade, or a machine grading its tasks) will not grade untrusted submissions in `mode`, in
     one sentence with the remedy; None when it will: it cannot confine them and was not told to run them
-    unconfined (--no-sandbox), or the uid fallback would leave the answers readable."""
+    unconfined (--no-sandbox), or the uid fallback would leave the answers, or the class's submissions in
+    `class_dir` (ol grade's folder, on this machine), readable by a worker."""
     if not mode.confined and not unconfined_ok:
         return (f"{who} runs untrusted code and will not run it unconfined: {mode.why}. Grade on a machine with "
                 "unprivileged user namespaces (bubblewrap), or as root (workers then run as an unprivileged uid; "
                 "docs/grading.md); or, for trusted submissions only, pass --no-sandbox.")
-    if exposed := answers_exposed(chapter, mode):
-        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}"
+    readable = answers_exposed(chapter, mode)
+    if class_dir is not None and mode.name == "uid" and exposed(Path(class_dir)):
+        readable.append(Path(class_dir).resolve())
+    if readable:
+        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(readable)}"
     return None
 
 
 def exposure_advice(trees: list[Path]) -> str:
     listed = " ".join(f"'{t}'" for t in trees)
-    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests) "
+    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests, "
+            "or the class's submissions) "
             f"and answer from them; make them private first: chmod -R go-rwx {listed}")

@@ -149,6 +149,8 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
             raise UsageError(f"{what}: {folder} is a file, not a folder")
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            if folder == results_dir:
+                folder.chmod(0o700)  # the ledger is the staff's: no worker uid lists or reads it
             probe = Path(tempfile.mkstemp(dir=folder, prefix=".ol-probe-")[1])
             probe.unlink()
         except OSError as e:

@@ -9,9 +9,11 @@ worker uid can read.
 """
 
 import json
+import shutil
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -114,3 +116,55 @@ def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again
                     pass
     assert out["left"] >= 1, "the daemon must be running when its worker's judge ends"
     assert out["same"] and out["honest"] == 0 and out["after"] == 0, out
+
+
+def _world_readable_dir() -> Path:
+    """A folder under /tmp that any uid reaches (this test's tmp_path is under a 0700 folder: proving nothing)."""
+    d = Path(tempfile.mkdtemp(prefix="ol-test-uid-class-", dir="/tmp"))
+    d.chmod(0o755)
+    return d
+
+
+def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_remedy(tmp_path):
+    """A world-readable class folder (its path is on ol grade's command line): refused before anyone is graded."""
+    prefix = uid_kit.namespace()
+    from harness.confine import slot_uids
+
+    top = _world_readable_dir()
+    try:
+        subs = top / "class"
+        shutil.copytree(S07, subs / "s07")
+        subs.chmod(0o755)
+        r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
+                            "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+        assert r.returncode == 2 and f"'{subs}'" in r.stderr and "chmod -R go-rwx" in r.stderr, r.stderr[-2000:]
+        assert not (tmp_path / "g.csv").exists(), "nobody graded"
+    finally:
+        shutil.rmtree(top)
+
+
+def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tmp_path):
+    """The results folder is 0700 and every file the ledger writes 0600, even beside a world-readable folder."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to probe as another uid")
+    from harness.confine import slot_uids
+    from harness.grade import check_outputs
+    from harness.ledger import Ledger
+    from harness.registry import load_chapter
+    from harness.version import version_of
+
+    ch = load_chapter("L10.8")
+    top = _world_readable_dir()
+    try:
+        out, results = top / "grades.csv", top / "grades-results"
+        check_outputs(out, results)
+        Ledger(ch, ["s07"], out, results, 3, True, version_of(ch), "uid").write()
+        uid = slot_uids(1)[0]
+        for path in (out, results, results / "summary.json"):
+            assert path.exists(), path
+            r = subprocess.run(["cat" if path.is_file() else "ls", str(path)], user=uid, group=uid, extra_groups=[],
+                               capture_output=True, text=True, cwd="/")
+            assert r.returncode != 0 and "Permission denied" in r.stderr, (path, r.stdout[:200])
+    finally:
+        shutil.rmtree(top)
