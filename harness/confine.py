@@ -8,7 +8,8 @@ Modes, best first (`Mode.name` is what every report records in its `sandbox` fie
   uid    no namespaces (Docker's default seccomp profile refuses them; Gradescope's containers may run
          so), but the judge is root: the command runs as the unprivileged uid 65534 in a session of its
          own, with the same hard limits (RLIMIT_NPROC counts, since the uid is not root), from copies the
-         judge made world-readable; the answers, the reports and the harness tree stay the judge's
+         judge made in a folder of its own (root's, group the worker's gid, 0710: no other worker uid reaches
+         it); the answers, the reports and the harness tree stay the judge's
          (root's) files, which that uid cannot write and, where they are private, cannot read. The
          judge is a child subreaper, so a daemon the command double-forks is re-parented to the judge
          and killed with the worker (`reap`). The network is NOT cut in this mode.
