@@ -153,7 +153,8 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
 @click.option("--junit", default=None, help="write JUnit XML")
 @click.option("--gradescope", default=None, help="write a Gradescope results.json")
 @click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
-              help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed)")
+              help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed; "
+                   "@FILE: the seed in FILE, on no command line)")
 @click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
 @click.option("--lang", default=None, help="python or rust: the reference's or a mutant's language, or the only one to look for")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang) -> None:
@@ -259,6 +260,12 @@ def _seed(text: str, option: str = "--fresh") -> int:
 
     if text == "random":
         return secrets.randbits(63)
+    if text.startswith("@"):  # @FILE: the seed read from a private file, so that no command line shows it
+        try:
+            text = Path(text[1:]).read_text().strip()
+        except OSError as e:
+            raise UsageError(f"{option} {text}: cannot read the seed from {text[1:]} ({e.strerror or e}); "
+                             "name a readable file holding the seed") from None
     try:
         seed = int(text, 0)
     except ValueError:

@@ -29,7 +29,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     @click.option("--results-dir", default=None, type=click.Path(path_type=Path),
                   help="the ledger: one JSON report per submission, and summary.json (default: beside --out, grades-results/)")
     @click.option("--seed", default=None,
-                  help="the fresh cases' seed (default: the ledger's last run's, else a random one; recorded in the outputs)")
+                  help="the fresh cases' seed (default: the ledger's last run's, else a random one; recorded in the outputs; "
+                       "@FILE: read from FILE, so that no command line shows it)")
     @click.option("--regrade", is_flag=True, help="grade every submission again, even those the ledger holds graded with this run's key")
     @click.option("--shipped-cases", is_flag=True, help="grade on the shipped golden cases instead of fresh ones")
     @click.option("--ref-deps", is_flag=True, help="every submission holds only its chapter file; the rest comes from the reference")
@@ -58,7 +59,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
                       "mode it has" + (" (or none: --no-sandbox)" if no_sandbox else ", or refuses"))
         else:
             mode = choose()
-            if refusal := grading_refusal(ch, mode, no_sandbox, "ol grade"):
+            if refusal := grading_refusal(ch, mode, no_sandbox, "ol grade", class_dir=submissions_dir):
                 raise SandboxError(refusal)
             mode_name = mode.name
             err.print(f"ol: grading in sandbox mode {mode.name}" + (f" ({mode.why})" if mode.why else ""))

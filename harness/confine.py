@@ -8,7 +8,8 @@ Modes, best first (`Mode.name` is what every report records in its `sandbox` fie
   uid    no namespaces (Docker's default seccomp profile refuses them; Gradescope's containers may run
          so), but the judge is root: the command runs as the unprivileged uid 65534 in a session of its
          own, with the same hard limits (RLIMIT_NPROC counts, since the uid is not root), from copies the
-         judge made world-readable; the answers, the reports and the harness tree stay the judge's
+         judge made in a folder of its own (root's, group the worker's gid, 0710: no other worker uid reaches
+         it); the answers, the reports and the harness tree stay the judge's
          (root's) files, which that uid cannot write and, where they are private, cannot read. The
          judge is a child subreaper, so a daemon the command double-forks is re-parented to the judge
          and killed with the worker (`reap`). The network is NOT cut in this mode.
@@ -48,8 +49,10 @@ def worker_uid() -> int:
     return int(os.environ.get("OL_SANDBOX_UID") or SANDBOX_UID)
 
 
-def slot_uids(n: int) -> list[int]:
-    """n uids for concurrent uid-mode judges: no account has them and no process runs as them."""
+def slot_uids(n: int, exclude: set[int] = frozenset()) -> list[int]:
+    """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
+    `exclude` (harness.uids.UidPool hands them out, each cleared of its processes before and after use)."""
+    import grp
     import pwd
 
     busy = {_uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
@@ -60,7 +63,12 @@ def slot_uids(n: int) -> list[int]:
             continue
         except KeyError:
             pass
-        if uid not in busy:
+        try:
+            grp.getgrgid(uid)  # the worker's gid is its uid: a group of that number would share its folders' group bits
+            continue
+        except KeyError:
+            pass
+        if uid not in busy and uid not in exclude:
             free.append(uid)
         if len(free) == n:
             return free
@@ -153,12 +161,17 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
                          writable=[(str(w), str((writable_at or {}).get(w, w))) for w in writable]), {"cwd": "/"}
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
-        unreachable = [str(v) for v in [*visible, *writable, home.parent] if not _reachable(Path(v))]  # home: its own, 0700
+        uid = worker_uid()
+        # The folder the judge made for this command (a worker's, a build's) is root's, its group the worker's gid,
+        # 0710: the worker reaches its copies in it by name; no other worker uid can, even knowing the path.
+        os.chown(home.parent, 0, uid)
+        os.chmod(home.parent, 0o710)
+        os.chown(home, uid, uid)
+        unreachable = [str(v) for v in [*visible, *writable, home / "."] if not _reachable_as(Path(v), uid)]  # home: its own
         if unreachable:
             raise SandboxError(f"sandbox mode uid: the worker (uid {worker_uid()}) cannot reach {unreachable[:3]}: a folder "
                                "on the way is private. Make the folders above them traversable (chmod o+x), or grade "
                                "where bubblewrap runs.")
-        os.chown(home, worker_uid(), worker_uid())
         become_subreaper()
         return uid_argv(argv, limits), {"cwd": str(home), "env": env}
     inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(processes=False), *map(str, argv)]
@@ -224,10 +237,16 @@ def kill_all(pids) -> int:
 def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
     """Mode uid: kill every process of worker_uid() that is (now) this process's child, the daemons a worker
     left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
-    were killed. A no-op in the other modes (bwrap's PID namespace dies whole)."""
+    were killed. With no `known` and a uid of `ol grade`'s own (SLOT_UIDS: no other process may use it), every
+    process of that uid is killed too, wherever it was re-parented (harness.uids.clear). A no-op in the other
+    modes (bwrap's PID namespace dies whole)."""
     if mode.name != "uid":
         return 0
     killed = 0
+    if not known and worker_uid() in SLOT_UIDS:
+        from .uids import clear
+
+        clear(worker_uid())
     for _ in range(rounds):
         strays = [p for p, parent in process_parents().items()
                   if parent == os.getpid() and p not in known and _uid_of(p) == worker_uid()]
@@ -305,11 +324,21 @@ def _other_mode(path: Path) -> int | None:
     return mode & (stat.S_IROTH | stat.S_IXOTH) if _reachable_by_other(str(path)) else 0
 
 
-def _reachable(path: Path) -> bool:
-    """Could another uid read `path` (a folder: read and traverse it)?"""
-    bits = _other_mode(path)
-    wanted = stat.S_IROTH | (stat.S_IXOTH if path.is_dir() else 0)
-    return bits is not None and bits & wanted == wanted
+def _reachable_as(path: Path, uid: int) -> bool:
+    """Could a process of `uid` (its gid the same number, no other group: uid_argv) read `path` (a folder: read
+    and traverse it)? Every folder above it must let it through."""
+    def bits(p: str) -> int:
+        st = os.stat(p)
+        shift = 6 if st.st_uid == uid else 3 if st.st_gid == uid else 0
+        return (st.st_mode >> shift) & 0o7
+
+    try:
+        real = Path(os.path.realpath(path))
+        if not all(bits(str(a)) & 1 for a in real.parents):
+            return False
+        return bits(str(real)) & (0o5 if real.is_dir() else 0o4) == (0o5 if real.is_dir() else 0o4)
+    except OSError:
+        return False
 
 
 def exposed(path: Path) -> bool:
@@ -329,20 +358,25 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
     return [t for t in dict.fromkeys(trees) if exposed(t)]
 
 
-def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str) -> str | None:
+def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str, class_dir: Path | None = None) -> str | None:
     """Why `who` (ol grade, or a machine grading its tasks) will not grade untrusted submissions in `mode`, in
     one sentence with the remedy; None when it will: it cannot confine them and was not told to run them
-    unconfined (--no-sandbox), or the uid fallback would leave the answers readable."""
+    unconfined (--no-sandbox), or the uid fallback would leave the answers, or the class's submissions in
+    `class_dir` (ol grade's folder, on this machine), readable by a worker."""
     if not mode.confined and not unconfined_ok:
         return (f"{who} runs untrusted code and will not run it unconfined: {mode.why}. Grade on a machine with "
                 "unprivileged user namespaces (bubblewrap), or as root (workers then run as an unprivileged uid; "
                 "docs/grading.md); or, for trusted submissions only, pass --no-sandbox.")
-    if exposed := answers_exposed(chapter, mode):
-        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(exposed)}"
+    readable = answers_exposed(chapter, mode)
+    if class_dir is not None and mode.name == "uid" and exposed(Path(class_dir)):
+        readable.append(Path(class_dir).resolve())
+    if readable:
+        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(readable)}"
     return None
 
 
 def exposure_advice(trees: list[Path]) -> str:
     listed = " ".join(f"'{t}'" for t in trees)
-    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests) "
+    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests, "
+            "or the class's submissions) "
             f"and answer from them; make them private first: chmod -R go-rwx {listed}")

@@ -23,7 +23,6 @@ written atomically as it finishes, and the CSV after it, so an interrupted run l
 from concurrent.futures import ThreadPoolExecutor, as_completed
 import json
 import os
-import queue
 from pathlib import Path
 import subprocess
 import tempfile
@@ -84,19 +83,20 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids: "queue.Queue | None", template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+           uids, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
-    `uids`: mode uid, the free worker uids (harness.confine.slot_uids): this judge's worker takes one.
+    `uids`: mode uid, the run's harness.uids.UidPool: this judge's worker takes a uid no process owns, and every
+    process of it is killed before the uid goes back (a daemon it left cannot reach the next student's worker).
     `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
     `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine.
     `forks`: the run's harness.zygote.Zygote, whose fork the judge is."""
-    uid = uids.get() if uids is not None else None
+    uid = uids.take() if uids is not None else None
     try:
         return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown, forks)
     finally:
         if uid is not None:
-            uids.put(uid)
+            uids.give(uid)
 
 
 def judge_env(sandbox: str) -> dict:
@@ -168,6 +168,8 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
             raise UsageError(f"{what}: {folder} is a file, not a folder")
         try:
             folder.mkdir(parents=True, exist_ok=True)
+            if folder == results_dir:
+                folder.chmod(0o700)  # the ledger is the staff's: no worker uid lists or reads it
             probe = Path(tempfile.mkstemp(dir=folder, prefix=".ol-probe-")[1])
             probe.unlink()
         except OSError as e:

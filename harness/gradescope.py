@@ -56,7 +56,9 @@ mkdir -p "$res"
 py="$(cat "$src/{python_file}" 2>/dev/null || echo python3)"   # recorded by setup.sh
 venv_py="${OL_VENV:-$src/.venv}/bin/python"                  # the environment ./ol uses
 [ -x "$venv_py" ] || venv_py="$py"
-seed="$(cat "$src/{seed_file}" 2>/dev/null)" ||
+# The seed stays in its file (root's alone, setup.sh): the judge reads it there, so no command line or
+# environment a worker could read holds it.
+[ -r "$src/{seed_file}" ] ||
   echo "run_autograder: $src/{seed_file} is missing: rebuild the bundle with ol gradescope (--seed keeps the cases)"
 private="$(mktemp -d)"   # the judge writes here: a report the submission planted in results/ is never read
 mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
@@ -65,7 +67,7 @@ template="$src/{rust_template}"  # setup.sh's build of the Rust reference (bwrap
 [ -d "$template" ] || template=""
 # A Rust build never uses a cache: every submission is graded in a fresh container, so one would only be written.
 TMPDIR="$private/tmp" OL_PYTHON="$py" OL_RUST_CACHE=0 OL_RUST_TEMPLATE="$template" \
-  bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "$seed" --gradescope "$private/results.json" 2>&1
+  bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "@$src/{seed_file}" --gradescope "$private/results.json" 2>&1
 code=$?
 echo "run_autograder: ol check exited $code"
 rm -f "$res/results.json"     # whatever the submission may have written there

@@ -51,7 +51,10 @@ def _atomic_write(path: Path, text: str) -> None:
     ledger is written by the caller's one thread, harness.grade's done(); a second writer in the process still
     could not clobber it)."""
     tmp = path.with_name(f".tmp-{_digest(path.name)[:16]}-{os.getpid()}-{threading.get_ident()}")
-    tmp.write_text(text)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # grades and reports are staff's: no worker uid reads them
+    os.fchmod(fd, 0o600)  # whatever a leftover temporary file's mode was
+    with open(fd, "w") as f:
+        f.write(text)
     os.replace(tmp, path)
 
 

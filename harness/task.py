@@ -42,7 +42,6 @@ import atexit
 from dataclasses import dataclass, field
 import json
 import os
-import queue
 import shutil
 import sys
 import tempfile
@@ -77,7 +76,8 @@ class Task:
 class _Run:
     """What the tasks of one (chapter, seed, harness version) share in this process, whichever thread runs them
     (the local default's `--jobs` threads, a Dask worker's `--nthreads`): the chapter, the sandbox mode, the
-    scratch folder, the free uids (a queue.Queue: each judge takes one and gives it back), and three things made
+    scratch folder, the worker uids (harness.uids.UidPool: each judge takes one and gives it back, each cleared of
+    every process it owns before and after), and three things made
     once, by the first task that needs them, each under a lock of its own (a Python submission's judge does not
     wait behind the Rust template's build): the fresh cases, the Rust template, the zygote. Once made they are
     only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
@@ -86,7 +86,7 @@ class _Run:
     seed: int | None
     mode: object  # harness.confine.Mode
     scratch: Path
-    uids: queue.Queue | None
+    uids: object | None  # harness.uids.UidPool, mode uid only
     golden: Path | None = None
     template: Path | None = None
     template_made: bool = False
@@ -138,7 +138,7 @@ _runs_lock = threading.Lock()
 
 
 def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
-    from .confine import choose, grading_refusal, slot_uids
+    from .confine import choose, grading_refusal
     from .sandbox import _reachable_by_other
 
     key = (task.chapter, task.seed, task.version["digest"])
@@ -151,9 +151,9 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
                 raise WorkerRefused(refusal)
             uids = None
             if mode.name == "uid":  # each concurrent judge's worker a uid of its own
-                uids = queue.Queue()
-                for uid in slot_uids(max(1, slots)):
-                    uids.put(uid)
+                from .uids import UidPool
+
+                uids = UidPool(slots)
             if scratch_root is not None and mode.name == "uid" and not _reachable_by_other(scratch_root):
                 scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
             scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
@@ -240,6 +240,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
 
             sub = box / "in" / task.parcel.name
             try:
+                (box / "in").mkdir(mode=0o700)  # the judge's alone before a byte lands: its path is on the judge's command line
                 sub = unpack(task.parcel, box / "in")
             except Exception as e:  # noqa: BLE001 -- a corrupt or hostile parcel: its own row, not the run's
                 return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps,

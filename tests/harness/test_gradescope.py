@@ -387,6 +387,39 @@ def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
 
 
+SEED_SEEKER = """
+import os as _os
+_seen, _found = 0, []
+for _pid in (p for p in _os.listdir("/proc") if p.isdigit()):
+    for _what in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{_pid}/{_what}", "rb") as _f:
+                _items = _f.read().decode(errors="replace").split("\\0")
+        except OSError:
+            continue
+        _seen += _what == "cmdline" and "--gradescope" in _items  # the judge's own command line is readable
+        _found += [f"{_pid}/{_what}" for _i in _items if _i == "SEED" or _i.endswith("=SEED")]
+if not _seen:
+    raise RuntimeError("saw no judge's command line: the search proves nothing")
+if _found:
+    raise RuntimeError(f"the seed is in {_found}")   # a load error: a score of 0
+"""
+
+
+@pytest.mark.slow
+def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_worker_can_read(autograder):
+    """The uid fallback's worker reads every /proc/*/cmdline and /proc/*/environ it may while it is graded: the
+    assignment's seed is in none (the judge reads it from setup.sh's root-only file). s01 keeps FULL - 1."""
+    uid_kit.namespace()
+    seeker = SEED_SEEKER.replace("SEED", str(SEED))
+    data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(seeker + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
+                                 prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]),
+                                 env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+    assert data["extra_data"]["sandbox"] == "uid", (data["extra_data"], log[-3000:])
+    assert data["score"] == FULL - 1, (data["output"], log[-3000:])
+    assert f"fresh cases from seed {SEED}" in log, "graded on the assignment's cases, read from its file"
+
+
 @pytest.mark.slow
 @needs_rust
 def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder):

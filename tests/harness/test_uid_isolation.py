@@ -1,0 +1,170 @@
+"""Mode uid isolates students from each other (issue 25, item 4), with real processes of real uids.
+
+Each test runs a small driver as root inside the uid kit's private mount namespace (tests/harness/uid_kit.py:
+the interpreter, its venv and the checkout reachable by an unprivileged uid, as in a Gradescope image), with
+OL_SANDBOX=uid: a worker cannot read a sibling's copy even knowing its path; a daemon a worker's uid left is
+killed before that uid is handed out again, so the next worker with it is unharmed; the class folder and the
+ledger are out of a worker uid's reach; the Gradescope seed is on no command line and in no environment a
+worker uid can read.
+"""
+
+import json
+import shutil
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.harness import uid_kit
+
+REPO = Path(__file__).resolve().parents[2]
+S07 = REPO / "examples" / "submissions" / "s07-draws-u-resample-only-on-rejection"
+
+
+def _drive(code: str, tmp_path: Path, timeout: float = 120, **env) -> dict:
+    """Run `code` (Python, as root) in the uid kit's namespace; it prints one JSON object last, returned."""
+    prefix = uid_kit.namespace()
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent(code))
+    r = subprocess.run([*prefix, sys.executable, str(script)], capture_output=True, text=True, timeout=timeout,
+                       cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid", **env})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_path):
+    """Two workers of two uids: the second opens the first's spec.py by the path on the first's command line."""
+    out = _drive(f'''
+        import json, os, subprocess, sys
+        from harness.confine import slot_uids
+        from harness.registry import load_chapter
+        from harness.subjects import open_impl
+
+        a, b = slot_uids(2)
+        os.environ["OL_SANDBOX_UID"] = str(a)
+        impl = open_impl(load_chapter("L10.8"), {str(S07)!r})
+        impl.transport.spawn()  # worker a, running as uid a, its copy in its own folder
+        try:
+            spec = impl.transport.workdir / "sub" / "tinyllm" / "infer" / "spec.py"
+            assert str(impl.transport.workdir / "sub") in open(f"/proc/{{impl.transport.proc.pid}}/cmdline").read()
+            probe = "import sys\\ntry:\\n open(sys.argv[1]).read(); print('read')\\nexcept PermissionError: print('refused')"
+            def as_(uid):
+                return subprocess.run([sys.executable, "-S", "-c", probe, str(spec)], user=uid, group=uid, extra_groups=[],
+                                      capture_output=True, text=True, cwd="/").stdout.strip()
+            print(json.dumps({{"sibling": as_(b), "own": as_(a)}}))
+        finally:
+            impl.close()
+    ''', tmp_path)
+    assert out == {"sibling": "refused", "own": "read"}, out
+
+
+DAEMON = r'''
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon of the worker's uid, out of its judge's session and reach
+        time.sleep(0.5)  # its worker's judge has ended by now
+        end = time.monotonic() + 60  # this test's safety net: it stops by itself
+        while time.monotonic() < end:
+            try:
+                os.kill(-1, 9)  # every other process of this uid: the next worker that gets it
+            except OSError:
+                pass
+            time.sleep(0.005)
+    os._exit(0)
+'''
+
+
+def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again(tmp_path):
+    """A setsid daemon that kills everything of its uid outlives its worker; the pool clears the uid before the
+    next judge's worker gets it: that worker runs to its end, and no process of the uid is left."""
+    pidfile = tmp_path / "daemon.pid"
+    try:
+        out = _drive(f'''
+            import json, subprocess, sys, time
+            from harness.uids import UidPool, live_processes
+
+            pool = UidPool(1)
+            uid = pool.take()
+            quiet = dict(user=uid, group=uid, extra_groups=[], cwd="/", stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run([sys.executable, "-S", "-c", {DAEMON!r}], check=True, **quiet)
+            deadline = time.monotonic() + 10
+            while not live_processes(uid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            left = len(live_processes(uid))
+            open({str(pidfile)!r}, "w").write(" ".join(map(str, live_processes(uid))))
+            time.sleep(0.6)  # the daemon is killing by now
+            pool.give(uid)  # its worker's judge ended
+            again = pool.take()  # the next judge's worker
+            honest = subprocess.run([sys.executable, "-S", "-c", "import time; time.sleep(1.5)"], timeout=30,
+                                    **(quiet | dict(user=again, group=again)))
+            pool.give(again)
+            print(json.dumps({{"left": left, "same": again == uid, "honest": honest.returncode,
+                              "after": len(live_processes(uid))}}))
+        ''', tmp_path)
+    finally:
+        if pidfile.is_file():  # without the fix the daemon lives: this test's own process, killed by its pid
+            for pid in pidfile.read_text().split():
+                try:
+                    os.kill(int(pid), 9)
+                except ProcessLookupError:
+                    pass
+    assert out["left"] >= 1, "the daemon must be running when its worker's judge ends"
+    assert out["same"] and out["honest"] == 0 and out["after"] == 0, out
+
+
+def _world_readable_dir() -> Path:
+    """A folder under /tmp that any uid reaches (this test's tmp_path is under a 0700 folder: proving nothing)."""
+    d = Path(tempfile.mkdtemp(prefix="ol-test-uid-class-", dir="/tmp"))
+    d.chmod(0o755)
+    return d
+
+
+def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_remedy(tmp_path):
+    """A world-readable class folder (its path is on ol grade's command line): refused before anyone is graded."""
+    prefix = uid_kit.namespace()
+    from harness.confine import slot_uids
+
+    top = _world_readable_dir()
+    try:
+        subs = top / "class"
+        shutil.copytree(S07, subs / "s07")
+        subs.chmod(0o755)
+        r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
+                            "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+        assert r.returncode == 2 and f"'{subs}'" in r.stderr and "chmod -R go-rwx" in r.stderr, r.stderr[-2000:]
+        assert not (tmp_path / "g.csv").exists(), "nobody graded"
+    finally:
+        shutil.rmtree(top)
+
+
+def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tmp_path):
+    """The results folder is 0700 and every file the ledger writes 0600, even beside a world-readable folder."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to probe as another uid")
+    from harness.confine import slot_uids
+    from harness.grade import check_outputs
+    from harness.ledger import Ledger
+    from harness.registry import load_chapter
+    from harness.version import version_of
+
+    ch = load_chapter("L10.8")
+    top = _world_readable_dir()
+    try:
+        out, results = top / "grades.csv", top / "grades-results"
+        check_outputs(out, results)
+        Ledger(ch, ["s07"], out, results, 3, True, version_of(ch), "uid").write()
+        uid = slot_uids(1)[0]
+        for path in (out, results, results / "summary.json"):
+            assert path.exists(), path
+            r = subprocess.run(["cat" if path.is_file() else "ls", str(path)], user=uid, group=uid, extra_groups=[],
+                               capture_output=True, text=True, cwd="/")
+            assert r.returncode != 0 and "Permission denied" in r.stderr, (path, r.stdout[:200])
+    finally:
+        shutil.rmtree(top)
