@@ -10,8 +10,10 @@ no link and refuses, with a one-line reason naming the entry:
 * more than ENTRY_CAP entries, or a folder more than DEPTH_CAP levels down: source code is a few dozen
   files a few folders deep, as it is kilobytes (the byte cap, harness.layout.ZIP_CAP).
 
-Folders no step reads are not walked: `__pycache__/`, `.git/` and a folder holding cargo's `CACHEDIR.TAG`
-(a `target/` of build output). A name need not be UTF-8: it is a str with surrogate escapes
+Folders no step reads are not walked (nor read, nor copied): `__pycache__/`, `.git/`, `node_modules/`, a
+folder holding a `CACHEDIR.TAG` (cargo's `target/`, pytest's, mypy's and ruff's caches) and a folder holding
+a `pyvenv.cfg` (a virtual environment, whose links to the interpreter are the student's tools, not the
+upload): a workspace a student works in is graded as it is. A name need not be UTF-8: it is a str with surrogate escapes
 (os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
 can exhaust Python's recursion. The root itself may be a link the user named (their own path, resolved
 once by the caller); nothing below it may be.
@@ -25,7 +27,8 @@ from .errors import BadSubmission
 
 ENTRY_CAP = 4000  # files and folders an upload may hold (harness.confine.COPY_CAP_FILES: as many as a worker's copy)
 DEPTH_CAP = 32  # folders below the upload's root: a package is a handful deep
-SKIPPED_DIRS = {"__pycache__", ".git"}
+SKIPPED_DIRS = {"__pycache__", ".git", "node_modules"}
+SKIPPED_MARKERS = ("CACHEDIR.TAG", "pyvenv.cfg")  # a folder holding one is a cache or a virtual environment
 
 
 def _shown(text: str) -> str:
@@ -44,8 +47,8 @@ def link_reason(path: Path, rel: str) -> str:
 
 
 def skipped(path: Path, name: str) -> bool:
-    """A folder the walk (and so every copy) leaves out: build output and caches."""
-    return name in SKIPPED_DIRS or os.path.lexists(path / "CACHEDIR.TAG")
+    """A folder the walk (and so every copy) leaves out: build output, caches and virtual environments."""
+    return name in SKIPPED_DIRS or any(os.path.lexists(path / m) for m in SKIPPED_MARKERS)
 
 
 def walk(root: Path, top_name: str | None = None):

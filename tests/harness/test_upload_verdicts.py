@@ -286,3 +286,24 @@ def test_the_users_own_link_to_a_submission_is_followed_once(tmp_path):
     (tmp_path / "mylink").symlink_to(tmp_path / "real")
     r = ol("check", "L10.8", "--submission", "./mylink", cwd=tmp_path)
     assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_a_workspace_with_a_virtual_environment_is_graded_as_it_is(tmp_path):
+    """A student's own folder holds their tools: a virtual environment (links to the interpreter, thousands
+    of files) and node_modules are not the upload; they are neither walked nor copied, so nothing in them
+    refuses the submission or counts against the caps (and nothing in them is read)."""
+    sub = tmp_path / "py"
+    sub.mkdir()
+    (sub / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    venv = sub / ".venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    (venv / "lib").mkdir()
+    for i in range(4100):  # past the entry cap, were they counted
+        (venv / "lib" / f"m{i}.py").write_text("")
+    (sub / "node_modules").mkdir()
+    (sub / "node_modules" / "answers").symlink_to(REPO / "reference")
+    r = ol("check", "L10.8", "--submission", sub, "--json", tmp_path / "report.json", cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
