@@ -44,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 sys.path.insert(0, str(REPO))
 from tests.harness import hostile_catalog as hc  # noqa: E402
+from tests.harness.hostile_kit import FORK_BOMB  # noqa: E402
 
 CHAPTER = "L10.8"
 JOBS = 2
@@ -66,14 +67,6 @@ def generate(target, cfg, prompt, params, seed, max_new, eos):
     out = int(_sys.argv[_sys.argv.index("--out") + 1])
     _os.write(out, (_json.dumps({"id": "c1", "call": "target.extend", "args": {"ids": [1] * 4000}}) + "\\n").encode())
     _time.sleep(600)
-"""
-FORK_BOMB = """
-def prompt_lookup(ctx, k, max_ngram, min_ngram):
-    while True:
-        try:
-            _os.fork()
-        except OSError:
-            pass
 """
 
 

@@ -24,6 +24,17 @@ SETTLE_S = 30.0  # how long a test waits for an event (a process gone, output dr
 HANG_GUARD_S = 600.0  # a subprocess judge that has not ended by then hangs: a guard, far past any deadline of a check
 
 
+# a call whose every process forks forever (test_threats T10, bench/hostile.py)
+FORK_BOMB = """
+def prompt_lookup(ctx, k, max_ngram, min_ngram):
+    while True:
+        try:
+            _os.fork()
+        except OSError:
+            pass
+"""
+
+
 def submission(root: Path, code: str, name: str = "sub", **consts) -> Path:
     """The reference package in root/name/tinyllm, with `code` appended to infer/spec.py, after PROBE_KIT's
     helpers (_ol_report, _ol_out, _ol_request_id, _ol_spawn) and one `NAME = repr(value)` line per const."""

@@ -218,9 +218,14 @@ def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_pa
 
 @pytest.mark.slow
 def test_a_submission_too_large_to_copy_is_refused_and_leaves_no_worker_folder(tmp_path, monkeypatch):
-    """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed."""
+    """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed. (The
+    upload's own walk refuses such a folder first, harness.upload.ENTRY_CAP; lifted here, the copy's cap is
+    the one left to refuse it: the defence behind the first.)"""
+    from harness import upload
     from harness.confine import COPY_CAP_FILES
     from harness.subjects import open_impl
+
+    monkeypatch.setattr(upload, "ENTRY_CAP", 2 * COPY_CAP_FILES)
 
     sub = tmp_path / "big"
     shutil.copytree(S07, sub)

@@ -33,7 +33,7 @@ from harness.paths import REPO
 from harness.subjects import open_impl
 from harness.transport.worker_client import MESSAGE_CAP, WORKER_LIMITS
 
-from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
+from tests.harness.hostile_kit import (FORK_BOMB, CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
                                        probe, submission, timed_out_at, tree_digest, wait_for, worker_pids)
 
 MODE = choose()
@@ -372,14 +372,7 @@ def test_a_fork_bomb_in_a_call_is_a_timeout_and_leaves_no_process(tmp_path):
     """T10: every process of the call forks forever. Guarantee: the worker's processes stop at its
     process limit, the host can still fork, the call is a timeout at its deadline, its whole sandbox is
     killed, and the next call runs on a fresh worker."""
-    sub = submission(tmp_path, """
-        def prompt_lookup(ctx, k, max_ngram, min_ngram):
-            while True:
-                try:
-                    _os.fork()
-                except OSError:
-                    pass
-    """)
+    sub = submission(tmp_path, FORK_BOMB)
     impl = open_impl(CH, str(sub))
     try:
         assert attempt(impl, "blocks_for", dict(tokens=5, block_tokens=4)) == 2
