@@ -191,28 +191,47 @@ def _remove(path: Path) -> None:
     subprocess.run(["rm", "-rf", str(path)], check=False)  # a 1,200-level chain is past shutil.rmtree's recursion
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", list(REJECTED))
-def test_a_bad_entry_is_its_own_rejected_row_and_the_class_is_graded(tmp_path, kind):
-    name, make, words = REJECTED[kind]
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory):
+    """One class of every bad entry above beside one honest submission, graded once by `ol grade` (as a
+    class would send them: all at once, so each bad entry must also leave every other one alone)."""
+    tmp_path = tmp_path_factory.mktemp("hostile-class")
+    klass = tmp_path / "class"
+    klass.mkdir()
+    (klass / "honest").mkdir()
+    (klass / "honest" / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    for name, make, _words in REJECTED.values():
+        make(klass / name)
     try:
-        klass = _class(tmp_path, name, make)
         r, rows, out = _grade(tmp_path, klass)
-        said = (r.stdout + r.stderr).decode(errors="replace")
-        assert r.returncode == 0, said[-3000:]
-        assert set(rows) == {name, "honest"}, (rows.keys(), said[-2000:])
-        bad, honest = rows[name], rows["honest"]
-        assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
-        assert "\n" not in bad["reason"] and "Traceback" not in said, bad["reason"]
-        assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
-        assert honest["status"] == "graded" and honest["failed"] == "0" and honest["passed"] == "16", honest
-        assert "1 of 2 entries are no submission" in said and "rejected" in said, said[-2000:]
-        for secret in _secret_lines():  # no step read the file a link names
-            for f in out.rglob("*"):
-                assert not f.is_file() or secret not in f.read_bytes(), f
-            assert secret not in r.stdout + r.stderr
+        yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace")
     finally:
-        _remove(tmp_path / "class")
+        _remove(klass)
+
+
+@pytest.mark.slow(s=40)
+def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(hostile_class):
+    r, rows, out, said = hostile_class
+    assert r.returncode == 0, said[-3000:]
+    assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {"honest"}, (rows.keys(), said[-2000:])
+    honest = rows["honest"]
+    assert honest["status"] == "graded" and honest["failed"] == "0" and honest["passed"] == "16", honest
+    assert f"{len(REJECTED)} of {len(REJECTED) + 1} entries are no submission" in said and "Traceback" not in said, said[-2000:]
+    for secret in _secret_lines():  # no step read the file a link names
+        for f in out.rglob("*"):
+            assert not f.is_file() or secret not in f.read_bytes(), f
+        assert secret not in r.stdout + r.stderr
+
+
+@pytest.mark.slow(s=0.1)  # the class's run is the test above's (slow): these read its rows
+@pytest.mark.parametrize("kind", list(REJECTED))
+def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, kind):
+    name, _make, words = REJECTED[kind]
+    _r, rows, _out, said = hostile_class
+    bad = rows[name]
+    assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
+    assert "\n" not in bad["reason"], bad["reason"]
+    assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
 
 
 GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
