@@ -24,6 +24,7 @@ import stat
 from pathlib import Path
 
 from .errors import BadSubmission
+from .render.literal import visible
 
 ENTRY_CAP = 4000  # files and folders an upload may hold (harness.confine.COPY_CAP_FILES: as many as a worker's copy)
 DEPTH_CAP = 32  # folders below the upload's root: a package is a handful deep
@@ -32,8 +33,6 @@ SKIPPED_MARKERS = ("CACHEDIR.TAG", "pyvenv.cfg")  # a folder holding one is a ca
 
 
 def _shown(text: str) -> str:
-    from .render.literal import visible
-
     return visible(text)
 
 

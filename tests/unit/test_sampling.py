@@ -1,4 +1,5 @@
 """The sampler of spec/sampling.md, one hand-computed case per step and knob."""
+import decimal
 import math
 
 import numpy as np
@@ -323,7 +324,6 @@ def test_logprob_out_of_vocabulary_refused(token):
 # --- exp: the same bits on every CPU -------------------------------------------------------------
 
 def _exact_exp(x: float):
-    import decimal
     return decimal.Context(prec=60).exp(decimal.Decimal(x))
 
 
