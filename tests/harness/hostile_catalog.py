@@ -61,6 +61,7 @@ class Hostile:
     honest: float                   # the most it may score
     verdict: str                    # EQUAL | AT_MOST | LOAD_ERROR
     load_error: str | None = None   # LOAD_ERROR: a substring of the report's load_error
+    outcome: str | None = None      # LOAD_ERROR: every test's outcome (none of them ran)
     bound_s: float = BOUND_S        # its time to verdict (wall_s in grades.csv): bench/hostile.py's goal, no test's
 
     @property
@@ -549,7 +550,7 @@ def _ol_forge_once():
 _ol_forged = []
 if _ol_confined():  # SAFETY: unconfined, the forgery would land in other checks running on this machine
     _ol_forged = _ol_forge_once()
-    _ol_daemon(_ol_forge_once, 20.0)
+    _ol_daemon(_ol_forge_once, 300.0)  # until the sandbox kills it: a daemon that got out rewrites past the run's end
 _ol_verdict(_ol_forged, f"forged {len(_ol_forged)} outputs outside its sandbox, e.g. {_ol_forged[:3]}",
             "could not write any output of the grader; a daemon keeps trying for 20 s")
 '''
@@ -735,6 +736,11 @@ _ol_protocol_garbage()
 '''
 
 HANG = r'''
+if _ol_os.fork() == 0:  # a child, the mark on its command line, that outlives the hung import if the deadline leaves it
+    try:
+        _ol_os.execv(_ol_sys.executable, [_ol_sys.executable, "-S", "-c", "import time; time.sleep(300)", _OL_MARK])
+    finally:
+        _ol_os._exit(127)
 while True:
     pass
 '''
@@ -745,14 +751,14 @@ _ol_os._exit(3)
 
 MEMORY = r'''
 _ol_hoard = []
-for _ in range(6):  # 18 GiB if nothing stops it (this machine's RAM is larger); the 4 GiB limit stops the 2nd
-    _ol_hoard.append(bytearray(3 << 30))
+for _ in range(6):  # 18 GiB of address space if nothing stops it; the 4 GiB limit stops the 2nd (untouched pages:
+    _ol_hoard.append(__import__("numpy").empty(3 << 30, dtype="uint8"))  # the limit is tested, not the RAM's speed)
 _ol_score_higher(f"allocated {len(_ol_hoard) * 3} GiB at import")
 '''
 
 SLOW_IMPORT = '''
 import time as _ol_time
-_ol_time.sleep(25)  # a slow but correct import: 25 s, well inside the load's deadline
+_ol_time.sleep(15)  # a slow but correct import: 15 s, three call deadlines, well inside the load's (27 s) on a busy machine
 '''
 
 
@@ -791,10 +797,11 @@ def _writer(name: str, payload: str | None, base: str = "s07") -> Callable[[Path
     return write
 
 
-def _h(name, threat, payload, verdict=EQUAL, honest=BASE_HONEST, load_error=None, base="s07", bound_s=None) -> Hostile:
+def _h(name, threat, payload, verdict=EQUAL, honest=BASE_HONEST, load_error=None, base="s07", bound_s=None,
+       outcome=None) -> Hostile:
     bound = bound_s if bound_s is not None else (LOAD_BOUND_S if verdict == LOAD_ERROR else BOUND_S)
     return Hostile(name, threat, _writer(name, payload, base), honest if verdict != LOAD_ERROR else 0.0, verdict,
-                   load_error, bound)
+                   load_error, outcome, bound)
 
 
 CONTROL = _h("control", "none: the reference package unchanged", None, honest=MAX_SCORE, base="reference")
@@ -816,11 +823,13 @@ CATALOG: tuple[Hostile, ...] = (
     _h("rlimits", "T5: raises its limits (setrlimit) and maps 8 GiB", RLIMITS),
     _h("kill-all", "T9: kill(getppid(), SIGKILL) and kill(-1, SIGKILL) at import", KILL),
     _h("protocol-garbage", "T2/T3: forged and malformed lines on the protocol's fd at import", PROTOCOL_GARBAGE, AT_MOST),
-    _h("hang-import", "T1: while True at import", HANG, LOAD_ERROR,  # stopped by the load's own, documented deadline
-       load_error=f"load() with a deadline of {LOAD_DEADLINE_S:.3g} s: no answer within the deadline; the worker was stopped"),
-    _h("crash-import", "T2: os._exit(3) at import", CRASH, LOAD_ERROR, load_error="exited with code 3"),
-    _h("memory-import", "T5: bytearray(3 GiB) in a loop at import", MEMORY, LOAD_ERROR, load_error="MemoryError"),
-    _h("slow-import", "T1: time.sleep(25) at import, then the reference's spec.py: correct", SLOW_IMPORT,
+    _h("hang-import", "T1: while True at import, after forking a child that sleeps", HANG, LOAD_ERROR,  # stopped by the
+       load_error=f"load() with a deadline of {LOAD_DEADLINE_S:.3g} s: no answer within the deadline; the worker was stopped",
+       outcome="timeout"),  # load's own, documented deadline; its child goes with the worker (the batch's strays)
+    _h("crash-import", "T2: os._exit(3) at import", CRASH, LOAD_ERROR, load_error="exited with code 3", outcome="crashed"),
+    _h("memory-import", "T5: numpy.empty(3 GiB) in a loop at import", MEMORY, LOAD_ERROR, load_error="MemoryError",
+       outcome="error"),
+    _h("slow-import", "T1: time.sleep(15) at import, then the reference's spec.py: correct", SLOW_IMPORT,
        honest=MAX_SCORE, base="reference"),
 )
 
@@ -862,6 +871,11 @@ def problems(entries: list[Hostile], rows: dict[str, dict], results_dir: Path | 
             rep = json.loads((results_dir / f"{h.name}.json").read_text())
             if not rep.get("load_error") or h.load_error not in rep["load_error"]:
                 out.append(f"{h.name}: load_error {str(rep.get('load_error'))[:200]!r} lacks {h.load_error!r}")
+            seen = sorted({t["outcome"] for t in rep["tests"]})
+            if seen != [h.outcome] or len(rep["tests"]) != MAX_SCORE:
+                out.append(f"{h.name}: every test must be {h.outcome} without running, got {seen} over {len(rep['tests'])} tests")
+            if any("could not be loaded" not in t["message"] for t in rep["tests"]):
+                out.append(f"{h.name}: a test's message does not say the submission could not be loaded")
     return out
 
 

@@ -24,6 +24,8 @@ DIFFERENTIAL = {"prompt_lookup_matches_python_l8_6", "verify_matches_python_l8_6
 EXPECTED = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
 PYTHON_EXPECTED = {name: e for name, e in EXPECTED.items() if e.get("language", "python") == "python"}
 HAS_CARGO = rust.missing() is None  # what the harness itself asks before a Rust build
+# graded again from another folder: one that passes, one that fails a test (s07's draws), one that never loads
+ELSEWHERE = ("correct", "s07-draws-u-resample-only-on-rejection", "no-import")
 
 
 def python_examples(tmp_path: Path) -> Path:
@@ -64,21 +66,24 @@ def test_the_readme_grade_command_from_the_root_and_from_elsewhere_grades_the_ex
     """`ol grade L10.8 examples/submissions --seed 4242 --ref-deps` as a member of staff types it, with relative
     paths, run twice with one seed: from the project root over the mixed folder (the README's command;
     Python and Rust, when cargo is here; else a copy of the Python samples), and from another folder over a
-    copy of the Python samples. Every sample gets the grade expected.json states (no silent 0/16): its
-    failing tests, passed count, score and language; the two runs agree on every Python sample's every
-    test; every output says how its code ran and validates. (One pair of runs serves all of it: each
-    `ol grade` of the class is about half a minute of both cores.)"""
+    copy of three Python samples (ELSEWHERE: a pass, a failure, a load error). Every sample gets the grade
+    expected.json states (no silent 0/16): its failing tests, passed count, score and language; the two runs
+    agree on every test of the samples both graded; every output says how its code ran and validates. (One
+    pair of runs serves all of it: an `ol grade` of the whole class is about half a minute of both cores.)"""
     from harness.registry import load_chapter
 
     points = {t.name: t.points for t in load_chapter("L10.8").tests}
     klass = python_examples(tmp_path)
+    few = tmp_path / "elsewhere-class"  # the run from elsewhere: relative paths, not the whole class again
+    for name in ELSEWHERE:
+        shutil.copytree(klass / name, few / name)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     root_class = Path("examples/submissions") if HAS_CARGO else Path(os.path.relpath(klass, REPO))
     root_expected = EXPECTED if HAS_CARGO else PYTHON_EXPECTED
     runs = {}
     for cwd, out, rel in ((REPO, tmp_path / "from-root", root_class),
-                          (elsewhere, Path("out"), Path(os.path.relpath(klass, elsewhere)))):
+                          (elsewhere, Path("out"), Path(os.path.relpath(few, elsewhere)))):
         r = grade(out, rel, "--seed", "4242", "--ref-deps", cwd=cwd)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         runs[cwd] = cwd / out
@@ -108,13 +113,14 @@ def test_the_readme_grade_command_from_the_root_and_from_elsewhere_grades_the_ex
             jsonschema.validate(data, SCHEMA)
             assert data["seed"] == 4242
 
-    theirs = outcomes(other)  # from elsewhere, the Python copy: as expected, and the same seed regrades identically
-    assert set(theirs) == set(PYTHON_EXPECTED)
+    theirs = outcomes(other)  # from elsewhere, the copy: as expected, and the same seed regrades identically
+    assert set(theirs) == set(ELSEWHERE)
     assert all(r["status"] == "graded" for r in rows(other).values())
-    for name, want in PYTHON_EXPECTED.items():
+    for name in ELSEWHERE:
+        want = PYTHON_EXPECTED[name]
         assert _failing(theirs[name]) == want["must_fail"], f"{name} graded from {elsewhere}: {_failing(theirs[name])}"
     mine = outcomes(root)
-    assert {n: mine[n] for n in PYTHON_EXPECTED} == theirs, "the same seed must regrade identically"
+    assert {n: mine[n] for n in ELSEWHERE} == theirs, "the same seed must regrade identically"
 
 
 CHEAT = '''

@@ -2,13 +2,12 @@
 loopback, started by the tests themselves (harness.loopback: every wait with a deadline, every process
 killed with its session at the end).
 
-- a small mixed class graded on the cluster gives the local default's grades.csv byte for byte, the
-  timing column aside;
+- a small mixed class graded on workers of two threads each (two judges at once in one worker process)
+  gives the local default's grades.csv byte for byte, the timing column aside (CPython 3.11's ast.parse in
+  two threads at once failed every class);
 - a worker killed mid-run: every submission is still graded, exactly once;
 - an interrupted run (SIGINT), run again: what was graded is skipped, not graded again;
-- a worker from another checkout refuses, naming what differs;
-- workers of two threads each (two judges at once in one worker process) grade every submission as
-  `--jobs 1` does, one at a time (CPython 3.11's ast.parse in two threads at once failed every class).
+- a worker from another checkout refuses, naming what differs.
 """
 
 import csv
@@ -94,56 +93,41 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
     return proc.communicate(timeout=60)
 
 
-@pytest.mark.slow(s=38)
-def test_the_cluster_gives_the_local_default_s_csv_byte_for_byte(tmp_path):
+@pytest.mark.slow(s=64)
+def test_workers_of_two_threads_each_give_the_local_default_s_csv_byte_for_byte(tmp_path):
+    """A small mixed class (Python and Rust, a pass, a failure, a load error, a rejected entry, and more
+    submissions than the cluster's 4 threads, so a thread grades one after another too) graded on two
+    workers of two threads each (two judges at once in one worker process) gives the local default's
+    grades.csv byte for byte, the timing column aside; both workers grade; no thread trips on another."""
+    from distributed import Client
+
     klass = tmp_path / "class"
     names = ["correct", "s01-first-occurrence", "no-import"] + (["rust-correct", "rust-s07-draws-u-resample-only-on-rejection"]
                                                               if HAS_CARGO else [])
     for name in names:
         shutil.copytree(EXAMPLES / name, klass / name)
+    bare_class(klass, 2)
     (klass / "empty").mkdir()  # not a submission: rejected, with the reason, on both (a verdict: exit 0)
     local = ol_grade(klass, tmp_path / "local", "--seed", "4242", "--jobs", "2")
     assert local.returncode == 0 and "1 of" in local.stderr, local.stderr[-3000:]
-    with Loopback(workers=2) as cluster:
-        remote = ol_grade(klass, tmp_path / "cluster", "--seed", "4242", "--scheduler", cluster.address)
-    assert remote.returncode == 0, remote.stdout[-2000:] + remote.stderr[-3000:]
-    a, b = ((tmp_path / run / "grades.csv").read_text() for run in ("local", "cluster"))
-    assert without_timing(a) == without_timing(b), f"local:\n{a}\ncluster:\n{b}"
-    got = {r["submission"]: r for r in rows(tmp_path / "cluster")}
-    assert set(got) == {*names, "empty"} and got["empty"]["status"] == "rejected" and got["empty"]["score"] == "0.0"
-    assert got["correct"]["passed"] == "16" and got["no-import"]["passed"] == "0"
-    assert "Dask worker tcp://127.0.0.1:" in remote.stderr, "each completion says where it was graded"
-    workers = set(re.findall(r" on Dask worker (tcp://127\.0\.0\.1:\d+)", remote.stderr))
-    assert len(workers) == 2, f"both workers graded: {remote.stderr[-2000:]}"
-
-
-@pytest.mark.slow(s=64)
-def test_workers_of_two_threads_each_grade_every_submission_as_one_judge_at_a_time_does(tmp_path):
-    from distributed import Client
-
-    klass = tmp_path / "class"
-    names = ["correct", "s01-first-occurrence", "no-import"] + (["rust-s07-draws-u-resample-only-on-rejection"]
-                                                                 if HAS_CARGO else [])
-    for name in names:
-        shutil.copytree(EXAMPLES / name, klass / name)
-    bare_class(klass, 2)  # more submissions than the cluster's 4 threads: a thread grades one after another too
-    alone = ol_grade(klass, tmp_path / "alone", "--seed", "4242", "--jobs", "1")
-    assert alone.returncode == 0, alone.stdout[-2000:] + alone.stderr[-3000:]
     with Loopback(workers=2, nthreads=2) as cluster:
         with Client(cluster.address, timeout=30, set_as_default=False) as c:
             assert sorted(c.nthreads().values()) == [2, 2], "each worker runs two tasks at once"
-        threaded = ol_grade(klass, tmp_path / "threads", "--seed", "4242", "--scheduler", cluster.address)
+        remote = ol_grade(klass, tmp_path / "cluster", "--seed", "4242", "--scheduler", cluster.address)
         logs = " ".join(cluster.log(f"w{i}.log") for i in range(2))
-    assert threaded.returncode == 0, threaded.stdout[-2000:] + threaded.stderr[-3000:] + logs[-3000:]
+    assert remote.returncode == 0, remote.stdout[-2000:] + remote.stderr[-3000:] + logs[-3000:]
     assert "SystemError" not in logs and "Compute Failed" not in logs, logs[-3000:]
-    a, b = ((tmp_path / run / "grades.csv").read_text() for run in ("alone", "threads"))
-    assert without_timing(a) == without_timing(b), f"--jobs 1:\n{a}\ntwo threads a worker:\n{b}"
-    got = {r["submission"]: r for r in rows(tmp_path / "threads")}
-    assert set(got) == {*names, "student-00", "student-01"} and all(r["status"] == "graded" for r in got.values())
+    a, b = ((tmp_path / run / "grades.csv").read_text() for run in ("local", "cluster"))
+    assert without_timing(a) == without_timing(b), f"local:\n{a}\ntwo threads a worker:\n{b}"
+    got = {r["submission"]: r for r in rows(tmp_path / "cluster")}
+    assert set(got) == {*names, "student-00", "student-01", "empty"}
+    assert got["empty"]["status"] == "rejected" and got["empty"]["score"] == "0.0"
+    assert all(r["status"] == "graded" for n, r in got.items() if n != "empty")
     assert got["correct"]["passed"] == "16" and got["no-import"]["passed"] == "0"
     assert got["s01-first-occurrence"]["passed"] != "16", "the wrong one is graded wrong"
-    workers = set(re.findall(r" on Dask worker (tcp://127\.0\.0\.1:\d+)", threaded.stderr))
-    assert len(workers) == 2, f"both workers graded: {threaded.stderr[-2000:]}"
+    assert "Dask worker tcp://127.0.0.1:" in remote.stderr, "each completion says where it was graded"
+    workers = set(re.findall(r" on Dask worker (tcp://127\.0\.0\.1:\d+)", remote.stderr))
+    assert len(workers) == 2, f"both workers graded: {remote.stderr[-2000:]}"
 
 
 @pytest.mark.slow(s=28)

@@ -42,8 +42,8 @@ RUST_STUB = REPO / "spec" / "rust" / "spec.rs"  # what `ol start --lang rust` wr
 BUGGY = REPO / "examples" / "submissions" / "s01-first-occurrence"  # fails some tests, passes others
 VENV = Path(os.environ.get("OL_VENV") or REPO / ".venv")
 MOUNT = Path("/autograder")  # where Gradescope puts everything
-SEED = 7
-SECRET_SEED = 6_917_529_027_641_081_857  # 19 digits: a seed that cannot turn up in a report by accident
+SEED = 7  # the bundles built for one look at their files
+SECRET_SEED = 6_917_529_027_641_081_857  # 19 digits: a seed that cannot turn up in a report by accident (the graded bundle's)
 RUN_TIMEOUT_S = 600  # one run_autograder: a full check takes seconds, a loaded 2-core machine is slower
 
 
@@ -154,7 +154,7 @@ def make(tmp: Path, seed: int) -> Autograder:
 
 @pytest.fixture(scope="module")
 def autograder(tmp_path_factory) -> Autograder:
-    return make(tmp_path_factory.mktemp("gradescope"), SEED)
+    return make(tmp_path_factory.mktemp("gradescope"), SECRET_SEED)
 
 
 def _zip(path: Path, files: dict[str, Path]) -> None:
@@ -181,7 +181,7 @@ def test_every_accepted_layout_of_the_reference_scores_full(autograder, layout):
     data, log = autograder.grade(UPLOADS[layout])
     assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
     assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["sandbox"] in ("bwrap", "uid")
-    assert f"fresh cases from seed {SEED}" in log  # graded on the assignment's cases; the seed is in the staff-only stdout
+    assert f"fresh cases from seed {SECRET_SEED}" in log  # graded on the assignment's cases; the seed is in the staff-only stdout
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +227,7 @@ def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspa
     text = RUST_SPECS[spec].read_text()
     data, log = autograder.grade(lambda sub: RUST_UPLOADS[layout](sub, rust_workspace, text))
     assert data["extra_data"]["ol"] == "graded" and data["extra_data"]["language"] == "rust", (data["extra_data"], log[-3000:])
-    assert data["extra_data"]["sandbox"] in ("bwrap", "uid") and f"fresh cases from seed {SEED}" in log
+    assert data["extra_data"]["sandbox"] in ("bwrap", "uid") and f"fresh cases from seed {SECRET_SEED}" in log
     if spec == "reference":
         assert data["score"] == FULL and all(t["status"] == "passed" for t in data["tests"]), (data["output"], log[-3000:])
     else:
@@ -411,13 +411,13 @@ def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_wo
     """The uid fallback's worker reads every /proc/*/cmdline and /proc/*/environ it may while it is graded: the
     assignment's seed is in none (the judge reads it from setup.sh's root-only file). s01 keeps FULL - 1."""
     uid_kit.namespace()
-    seeker = SEED_SEEKER.replace("SEED", str(SEED))
+    seeker = SEED_SEEKER.replace("SEED", str(SECRET_SEED))
     data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(seeker + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
                                  prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]),
                                  env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
     assert data["extra_data"]["sandbox"] == "uid", (data["extra_data"], log[-3000:])
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
-    assert f"fresh cases from seed {SEED}" in log, "graded on the assignment's cases, read from its file"
+    assert f"fresh cases from seed {SECRET_SEED}" in log, "graded on the assignment's cases, read from its file"
 
 
 @pytest.mark.slow
@@ -444,9 +444,9 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     assert "could not be loaded" in data["output"] and "couldn't read" in data["output"], data["output"]
 
 
-@pytest.mark.slow(s=24)
-def test_one_seed_gives_identical_results_and_students_never_see_it(tmp_path):
-    ag = make(tmp_path, SECRET_SEED)
+@pytest.mark.slow(s=12)
+def test_one_seed_gives_identical_results_and_students_never_see_it(autograder):
+    ag = autograder  # the assignment's bundle, set up once for the module (its seed: SECRET_SEED)
     upload = lambda sub: shutil.copytree(BUGGY, sub / BUGGY.name, ignore=shutil.ignore_patterns("__pycache__"))  # noqa: E731
     first, log = ag.grade(upload)
     text = (ag.dir / "results" / "results.json").read_text()

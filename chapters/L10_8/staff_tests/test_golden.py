@@ -250,8 +250,10 @@ def test_logprobs_are_the_exact_ones_to_the_bit():
     assert not wrong, f"logprobs that are not the exact ones: {wrong[:5]}"
 
 
-@pytest.mark.slow
-def test_check_accepts_the_fixture():
+def test_check_accepts_the_fixture(monkeypatch, rebuilt_doc):
+    # check() rebuilds (document.build, which oracle.build is): the module's one build, which
+    # test_regenerating_gives_identical_bytes holds to the file (`ol fixtures --check` runs it whole: test_cli.py)
+    monkeypatch.setattr(document, "build", lambda ref, seed: rebuilt_doc)
     assert oracle.check(FIXTURE, REF) is None
 
 
