@@ -114,13 +114,14 @@ def _set_matrix(chapter: Chapter, jobs: int | None, on_done, language: str, muta
                      "differs_on": m.differs_on, "verdict": v.value, "failed_tests": failed, "killed": bool(failed),
                      "killed_by_expected": [t for t in failed if t in m.expected_by],
                      "problem": problems.get(f"mutant:{m.id}", "")})
-    missing = [m.id for m in every if m not in mutants]
+    na = {m.id: m.not_applicable[language] for m in every if language in m.not_applicable and m not in mutants}
+    missing = [m.id for m in every if m not in mutants and m.id not in na]
     killed = sum(r["killed"] for r in rows)
-    total = len(every)  # a mutant with no port in this language counts as not killed
+    total = len(every) - len(na)  # a mutant with no port (and no reason it cannot have one) counts as not killed
     rate = killed / total if total else 0.0
     return {"chapter": chapter.chapter, "language": language, "set": mutant_set, "reference_passes": ref.ok,
             "reference_failed_tests": [t.name for t in ref.tests if not t.outcome.passed],
-            "tests": [t.name for t in chapter.tests], "mutants": rows, "not_ported": missing,
+            "tests": [t.name for t in chapter.tests], "mutants": rows, "not_ported": missing, "not_applicable": na,
             "killed": killed, "total": total, "kill_rate": rate, "threshold": SET_KILL_THRESHOLD,
             "survivors": [r["id"] for r in rows if not r["killed"] and not r["problem"]],
             "unviable": [r["id"] for r in rows if r["problem"]],

@@ -76,6 +76,8 @@ class RuleMutantSpec:
     patch: Path | None  # the Python reference's patch; None: the row is ported to other languages only
     differs_on: str = ""  # an input on which its answer differs from the reference's (it is not equivalent)
     patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
+    # a language -> why the mistake cannot be made there (`<lang>_none = "..."`): left out of that language's count
+    not_applicable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,8 @@ def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple
 
 def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple[RuleMutantSpec, ...]:
     """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list of
-    tests), optional patch (default <id>.patch), differs_on and <lang>_patch. A row with a <lang>_patch but neither
+    tests), optional patch (default <id>.patch), differs_on, <lang>_patch and <lang>_none (why the mistake cannot be
+    made in that language: the row is left out of its count). A row with a <lang>_patch but neither
     patch nor <id>.patch has no Python port. A missing manifest is an empty
     set, as for the default set (a copy of the pack without its mutants still grades); `ol mutants` says so."""
     if not manifest.is_file():
@@ -312,9 +315,12 @@ def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> 
                     raise TypeError(f"mutant {x.get('id')}: {key} must be a string")
             ports = {k.removesuffix("_patch"): manifest.parent / v for k, v in x.items() if k.endswith("_patch")}
             default = manifest.parent / f"{x['id']}.patch"  # a row with only <lang>_patch and no <id>.patch: no Python port
-            patch = manifest.parent / x["patch"] if "patch" in x else default if default.is_file() or not ports else None
+            patch = (manifest.parent / x["patch"] if "patch" in x else None if "python_none" in x
+                     else default if default.is_file() or not ports else None)
             mutants.append(RuleMutantSpec(id=x["id"], rule=x["rule"], misconception=x["misconception"], expected_by=expected,
-                                          patch=patch, differs_on=x.get("differs_on", ""), patches=ports))
+                                          patch=patch, differs_on=x.get("differs_on", ""), patches=ports,
+                                          not_applicable={k.removesuffix("_none"): str(v) for k, v in x.items()
+                                                          if k.endswith("_none")}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
     _unique([x.id for x in mutants], "mutant", manifest)

@@ -130,6 +130,8 @@ def _set_summary(out, result: dict) -> None:
     out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
     if result.get("not_ported"):
         out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
+    for mid, why in result.get("not_applicable", {}).items():
+        out.print(f"not counted in {result['language']}: {mid} ({why})", markup=False)
     by_id = {m["id"]: m for m in result["mutants"]}
     for m in result["mutants"]:
         if m["problem"]:

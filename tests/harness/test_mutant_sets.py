@@ -134,6 +134,26 @@ def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path
     assert "2 of 3 mutants killed (66.7 %" in r.stdout and "survivor x3" in r.stdout, r.stdout
 
 
+def test_a_mistake_a_language_cannot_make_is_left_out_of_its_count_with_the_reason(tmp_path):
+    manifest = SET_MANIFEST + """
+    [[mutant]]
+    id = "x3"
+    rule = "double(x) refuses a string"
+    misconception = "a string doubles to itself twice"
+    expected_by = "doubles_match_the_golden_cases"
+    differs_on = "double('a'): an error, the mutant 'aa'"
+    python_none = "only another language's types let it in"
+    """
+    packs = make_pack(tmp_path / "packs", _with_set(manifest))
+    r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "extra", "--json", "extra.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 of 2 mutants killed (100.0 %" in r.stdout, r.stdout
+    assert "not counted in python: x3 (only another language's types let it in)" in r.stdout, r.stdout
+    result = json.loads((tmp_path / "extra.json").read_text())
+    assert result["not_applicable"] == {"x3": "only another language's types let it in"} and result["not_ported"] == []
+    assert result["total"] == 2 and result["ok"]
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(manifest=SET_MANIFEST.replace('id = "x1"', 'id = "m01"'), patches={"x1.patch": X1, "x2.patch": X2}),
      "'m01' is also in set default"),
