@@ -144,6 +144,17 @@ def test_selftest_maps_pytests_usage_error_to_2_and_help_says_ol():
     assert r.stdout.startswith("Usage: ol check"), r.stdout[:200]
 
 
+def test_selftest_given_a_test_file_runs_that_file_alone_from_any_folder():
+    r = ol("selftest", "-p", "no:xdist", "-q", "--collect-only", "harness/test_rules.py", cwd=REPO / "tests")
+    ids = [line for line in r.stdout.splitlines() if "::" in line]
+    assert r.returncode == 0 and ids, r.stdout[-2000:] + r.stderr[-2000:]
+    assert all(line.split("::")[0].endswith("harness/test_rules.py") for line in ids), [i for i in ids if "test_rules" not in i][:5]
+    r = ol("selftest", "-p", "no:xdist", "-q", "--collect-only", "-m", "not slow", "-k", "test_rules or test_golden", cwd=REPO / "tests")
+    files = {line.split("::")[0] for line in r.stdout.splitlines() if "::" in line}
+    assert r.returncode == 0 and "tests/harness/test_rules.py" in files, files  # no path named: the whole suite,
+    assert any(f.startswith("chapters/") for f in files), files  # filtered by -k, the packs' tests included
+
+
 def test_config_check_validates_a_runtime_file_with_the_engines_messages(tmp_path):
     r = ol("config", "check", REPO / "config" / "runtime.example.toml")
     assert r.returncode == 0 and "is valid" in r.stdout, r.stdout + r.stderr
