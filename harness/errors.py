@@ -51,7 +51,26 @@ class Raised(SubmissionFailure):
         self.traceback = data.get("traceback", "")
         frames = data.get("frames")
         self.frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
+        self.called = None  # the contract's function the test called (Impl.call names it), else the op
         super().__init__(self.describe())
+
+    def name_call(self, called: str) -> None:
+        """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name)."""
+        self.called = called
+        self.args = (self.describe(),)
+
+    def _hit(self) -> str:
+        """The function whose stub body ran: todo!("...") names it in Rust, the stub's message in Python."""
+        if self.language == "rust":
+            return self.message.split(": ", 1)[1] if ": " in self.message else ""  # "not yet implemented: rollback"
+        return self.message.split(": ", 1)[0] if self.message.endswith("not implemented yet") else ""
+
+    def _not_implemented(self) -> str:
+        """One line: `not implemented: f`, f the function the test called; another when its stub is what ran."""
+        called, hit = self.called or self.op, self._hit()
+        if not hit or hit == called or called.endswith(("." + hit, "::" + hit)):
+            return f"not implemented: {called}"
+        return f"not implemented: {hit} (the test called {called}, which needs it)"
 
     @property
     def not_implemented(self) -> bool:
@@ -71,11 +90,8 @@ class Raised(SubmissionFailure):
                        (f"\n    {f.get('source')}" if f.get("source") else "") for f in self.frames)
 
     def describe(self) -> str:
-        if self.not_implemented and self.language == "rust":
-            what = self.message.split(": ", 1)[1] if ": " in self.message else ""  # todo!("rollback"): "not yet implemented: rollback"
-            return f"{self.op}: not implemented (your code still calls todo!(){' in ' + what if what else ''}){self.where()}"
         if self.not_implemented:
-            return f"{self.op}: not implemented (your stub still raises NotImplementedError)"
+            return self._not_implemented()
         if self.type == "panic":
             return f"{self.op}: {self.message}{self.where()}"
         if self.import_failed:

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from .errors import Crashed, SubmissionFailure, Timeout
+from .errors import Crashed, Raised, SubmissionFailure, Timeout
 from .shapes import ShapeError, conform
 from .wire import floats
 
@@ -74,8 +74,14 @@ class Impl:
         info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
         self.calls.append(info)
         if info.error is not None:
+            if isinstance(info.error, Raised):
+                info.error.name_call(self.called(op, args, info.error.language))
             raise info.error
         return self.conform(op, args, info.value)
+
+    def called(self, op: str, args: dict, language: str) -> str:
+        """The contract's name, in `language`, of the function `op` calls; a chapter's client maps its ops."""
+        return op
 
     def conform(self, op: str, args: dict, value):
         """The answer checked against the op's declared shape (non-finite floats decoded); a mismatch is

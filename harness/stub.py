@@ -22,13 +22,15 @@ def _stub_lines(source: str) -> list[str]:
     protocols = {n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
                  and any(getattr(b, "id", getattr(b, "attr", "")) == "Protocol" for b in n.bases)}
     skip = {id(f) for c in protocols for f in ast.walk(c)}
+    owner = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef) or id(node) in skip:
             continue
         body = node.body
         if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             indent = " " * body[0].col_offset
-            inserts.append((body[0].end_lineno, f'{indent}raise NotImplementedError("{node.name}: not implemented yet")\n'))
+            name = f"{owner[id(node)]}.{node.name}" if id(node) in owner else node.name  # SpecConfig.parse
+            inserts.append((body[0].end_lineno, f'{indent}raise NotImplementedError("{name}: not implemented yet")\n'))
     for after, text in sorted(inserts, reverse=True):
         lines.insert(after, text)
     return lines

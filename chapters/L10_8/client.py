@@ -41,6 +41,21 @@ class Client(Impl):
     # submission costs at most one deadline per test, since the test's first failure ends it.
     DEADLINES_S = {"verify_first_tokens": 60.0, "generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
     ANSWERS = ANSWERS  # the shape of each op's answer (ops.ANSWERS), checked before a test sees it
+    # the contract's function each op calls, where its name is not the op's: (Python, Rust)
+    CALLS = {"spec_config_parse": ("SpecConfig.parse", "SpecConfig::parse_with"),
+             "verify_first_tokens": ("verify_draft", "verify_draft"),
+             "pool_new": ("KvPool", "KvPool::new"), "runner_target_new": ("RunnerTarget", "RunnerTarget::new")}
+
+    @classmethod
+    def called(cls, op: str, args: dict, language: str) -> str:
+        rust = language == "rust"
+        if op == "generate":
+            return "generate_stream" if args.get("stream") else "generate"
+        if op == "runner_target_call":
+            return f"RunnerTarget{'::' if rust else '.'}{args.get('method')}"
+        if op == "pool_call":
+            return f"KvPool{'::' if rust else '.'}{args.get('method')}"
+        return cls.CALLS.get(op, (op, op))[rust]
 
     def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
         return self.call("prompt_lookup", dict(ctx=ctx, k=k, max_ngram=max_ngram, min_ngram=min_ngram))

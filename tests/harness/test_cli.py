@@ -88,7 +88,7 @@ def test_fixtures_check_passes_and_catches_a_one_byte_edit(tmp_path):
     assert r.returncode == 1 and "differ" in r.stderr, r.stderr
 
 
-@pytest.mark.parametrize("mutant, section, count", [("s13", "rollback", "7 of 12"), ("s07", "verify", "58 of 120"),
+@pytest.mark.parametrize("mutant, section, count", [("s13", "rollback", "7 of 12"), ("s07", "verify", "62 of 128"),
                                                     ("s10", "generate", "12 of 18")])
 def test_diff_shows_every_golden_section_a_pitfall_breaks(tmp_path, mutant, section, count):
     r = ol("diff", "L10.8", "--submission", f"mutant:{mutant}", "--json", tmp_path / "d.json")

@@ -233,7 +233,7 @@ def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspa
     else:
         assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]), data["output"]
         for t in data["tests"]:
-            assert "not implemented (your code still calls todo!()" in t["output"], t
+            assert "not implemented: " in t["output"] and len(t["output"].strip().splitlines()) <= 2, t
 
 
 @pytest.mark.slow

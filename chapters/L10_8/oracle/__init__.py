@@ -3,7 +3,7 @@
 Writes `chapters/L10_8/fixtures/spec_golden.json` (format: `fixtures/README.md` and
 `fixtures/spec_golden.schema.json` of the chapter pack) from the reference's `infer.spec`:
 
-* `verify`        120 cases of `verify_draft` (tokens, logprobs, n_accepted, the next u32),
+* `verify`        128 cases of `verify_draft` (tokens, logprobs, n_accepted, the next u32), the last 8 precision probes (verify_probes),
 * `prompt_lookup` 150 cases of `prompt_lookup`,
 * `ngram`          40 cases of `ngram_draft`,
 * `generate`       18 greedy generations on the chapter's fake target (tokens, cached positions),

@@ -15,7 +15,7 @@ from chapters.L10_8.judge.answers import ANSWER_KEYS, REFUSED  # noqa: F401
 
 MASTER_SEED = 0x4C31302E38  # = 327242755640, the ASCII bytes of "L10.8"; the ONLY source of randomness
 
-N_VERIFY = 120  # the chapter's section 4 promises 120 verification cases
+N_VERIFY = 128  # the chapter's section 4 promises 120 verification cases; 8 precision probes follow them
 N_PROMPT_LOOKUP = 150  # ... and 150 prompt-lookup contexts
 N_NGRAM = 40  # enough n-gram contexts for every kind below, several times over
 N_ROLLBACK = 12  # one rollback case per kind of rollback_cases' plan (the kinds need 12 positions)
@@ -52,7 +52,7 @@ VERIFY_TAGS = (
     "no_draft", "full_accept", "reject_first", "agree_then_diverge", "several_then_reject",
     "output_empty", "output_nonempty", "prompt_empty",
     "penalty_sees_accepted", "argmax_tie", "neg_inf", "neg_inf_draft", "single_finite_row",
-    "truncated_draft", "seed_high", "seed_edge",
+    "truncated_draft", "seed_high", "seed_edge", "probe:accept", "probe:residual",
     *(f"shows:{b}" for b in VERIFY_BUGS),
 )
 PROMPT_LOOKUP_TAGS = (

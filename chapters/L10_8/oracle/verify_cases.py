@@ -27,6 +27,7 @@ from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry,
 from .margins import N_MARGIN, UNWATCHED, Margins, Watch
 from .verify_builder import Builder
 from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
+from .verify_probes import PROBES, ProbeBuilder, probe_seed, residual_f32
 
 
 # how far the reference's logprobs may be from the exact ones (spec/sampling.md, section 10: "the
@@ -89,11 +90,22 @@ def _resampled(lib: RefLib, pd: np.ndarray, q: np.ndarray, how: str) -> np.ndarr
     """What a rejection samples from: the residual (correct), |p - q| normalized (s06), or p (s12)."""
     if how == "p":
         return pd
+    if how == "f32":
+        return residual_f32(pd, q)
     if how == "abs":
         r = np.abs(pd - q)
         mass = _seq_sum(r)
         return r / mass if mass > 0.0 else pd / _seq_sum(pd)
     return lib.spec.residual(pd, q)
+
+
+def _accepts(bug: str | None, u_a: float, ratio: float) -> bool:
+    """The accept test u_a < ratio; f32_accept compares both in float32 (blind mutant b39), f32_ratio the ratio only."""
+    if bug == "f32_accept":
+        return bool(np.float32(u_a) < np.float32(ratio))
+    if bug == "f32_ratio":
+        return bool(u_a < float(np.float32(ratio)))
+    return u_a < ratio
 
 
 def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, output, rng,
@@ -103,6 +115,9 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
     s04 penalties ignore this round's emitted tokens; s05 accept when u_a < p(x); s06 residual
     normalize(|p - q|); s07 u_resample drawn only on rejection; s08 bonus token from the last
     draft row; s09 u_resample drawn before u_accept; s12 resample from p instead of the residual.
+    Not chapter pitfalls, the float32 ports the precision probes must tell apart (verify_probes):
+    f32_accept float32(u_a) < float32(ratio); f32_ratio u_a < float32(ratio); f32_residual the
+    residual computed in float32.
     Any other bug (or None) is the correct rule. Returns (tokens, logprobs, n_accepted). `watch`
     is told every sampling step (margins.Margins records how close each decision was).
     """
@@ -138,14 +153,15 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
                 u_r = rng.next_f64()
             ratio = pd[d] if bug == "s05" else pd[d] / q[d]
             watch.accept(u_a, ratio)
-            if u_a < ratio:
+            if _accepts(bug, u_a, ratio):
                 t, ok = d, True
             else:
                 if bug == "s07":
                     u_r = rng.next_f64()
-                how = {"s06": "abs", "s12": "p"}.get(bug, "residual")
+                how = {"s06": "abs", "s12": "p", "f32_residual": "f32"}.get(bug, "residual")
                 res = _resampled(lib, pd, q, how)
-                watch.resample(pd, q, res, u_r, how)
+                if how != "f32":  # a float32 port is no honest port: its margins are not watched
+                    watch.resample(pd, q, res, u_r, how)
                 t, ok = sp.sample(res, u_r), False
         tokens.append(int(t))
         lps.append(sp.logprob(z, t))
@@ -169,10 +185,11 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
     """Case `index` of the plan: constructed, replayed through the reference, tagged."""
     r = lib.rand(master_seed, "verify", index)
     params = make_params(plan, r)
-    seed = make_seed(plan, index, r)
+    probe = set(PROBES) & set(plan.flavors)
+    seed = probe_seed(lib, plan.flavors, r) if probe else make_seed(plan, index, r)
     for _attempt in range(60):  # a fresh history and fresh rows each time; a handful always suffice
         prompt, output = history(plan, r)
-        b = Builder(lib, plan, r, params, prompt, output, seed)
+        b = (ProbeBuilder if probe else Builder)(lib, plan, r, params, prompt, output, seed)
         try:
             rows, draft, qs = b.build()
         except Retry:
@@ -189,6 +206,9 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
             continue  # the constructed flip was masked by another penalty: build it again
         if worst_margin(lib, case)[1] < N_MARGIN:
             continue  # a last-ulp difference of exp could flip a decision: build it again
+        expect = answer(v.tokens, v.n_accepted, nxt)
+        if probe and any(answer(*_drop_lps(run_variant(lib, case, bug))) == expect for bug in F32_BUGS[next(iter(probe))]):
+            continue  # a float32 port would answer this probe as the reference does: build it again
         lps = exact_logprobs(lib, case, v.tokens)
         if any(abs(a - b) > LOGPROB_REPLAY_TOL for a, b in zip(lps, v.logprobs)):
             raise AssertionError(f"verify case {index}: the reference's logprobs {v.logprobs} are not the exact {lps}")
@@ -197,6 +217,15 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
         case["pitfalls"] = pitfalls
         return case
     raise RuntimeError(f"verify case {index} ({plan}) could not be constructed")
+
+
+# the float32 ports each probe flavour must tell from the reference (verify_variant's bugs)
+F32_BUGS = {"probe_accept": ("f32_accept", "f32_ratio"), "probe_residual": ("f32_residual",)}
+
+
+def _drop_lps(v: tuple) -> tuple:
+    tokens, _lps, n, nxt = v
+    return tokens, n, nxt
 
 
 def answer(tokens: list[int], n_accepted: int, next_u32: int) -> dict:
@@ -280,6 +309,7 @@ def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[s
         tags.add("seed_high")
     if case["seed"] in EDGE_SEEDS.values():
         tags.add("seed_edge")
+    tags |= {f"probe:{f[len('probe_'):]}" for f in plan.flavors if f.startswith("probe_")}
     tags |= {f"shows:{b}" for b in shows}
     return tags
 

@@ -1,4 +1,4 @@
-"""Verify cases, the plan: what each of the 120 positions is (fixed, whatever the seed), and the
+"""Verify cases, the plan: what each of the 128 positions is (fixed, whatever the seed), and the
 seed-drawn choices every case starts from: its sampling parameters, generator seed and history."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class VPlan:
 
 
 def verify_plan() -> list[VPlan]:
-    """The 120 positions, in file order."""
+    """The 128 positions, in file order."""
     G, SM = "greedy", "sampled"
     R, P, F, T = "repetition_penalty", "presence_penalty", "frequency_penalty", "temperature"
     K, TP, MP = "top_k", "top_p", "min_p"
@@ -114,6 +114,15 @@ def verify_plan() -> list[VPlan]:
     # sampled, ties in the rank (top_k breaks them to the lower id)
     plan.append(VPlan(SM, (K,), 2, 1, 6, flavors=("tie",)))
     plan.append(VPlan(SM, (K,), 3, 0, 5, flavors=("tie2",)))
+    # precision probes (verify_probes): row 0's accept test or residual draw within 4e-9 of its boundary,
+    # closer than float32 resolves, farther than a last-bit difference of float64 reaches
+    for (knobs, m, j, v, stochastic) in [((), 1, 1, 8, False), ((T,), 2, 1, 16, False), ((), 1, 1, 6, True),
+                                         ((T, P), 3, 3, 12, False)]:
+        fl = ("probe_accept", "hist_boost") if P in knobs else ("probe_accept",)
+        plan.append(VPlan(SM, knobs, m, j, v, stochastic=stochastic, flavors=fl))
+    for (knobs, m, v) in [((), 1, 6), ((T,), 2, 16), ((), 3, 10), ((T, F), 1, 24)]:
+        fl = ("probe_residual", "hist_boost") if F in knobs else ("probe_residual",)
+        plan.append(VPlan(SM, knobs, m, 0, v, flavors=fl))
     assert len(plan) == N_VERIFY, len(plan)
     return plan
 

@@ -30,7 +30,7 @@ REQUIRED_VERIFY_TAGS = [
     "deterministic_draft", "stochastic_draft", "no_draft", "full_accept", "reject_first",
     "agree_then_diverge", "several_then_reject", "output_nonempty", "penalty_sees_accepted",
     "argmax_tie", "neg_inf", "neg_inf_draft", "truncated_draft", "seed_high", "seed_edge",
-    "greedy_ignores_truncation",
+    "greedy_ignores_truncation", "probe:accept", "probe:residual",
 ]
 REQUIRED_VERIFY_COMBOS = [  # kinds that need two tags on the same case
     ("greedy", "penalized"), ("greedy", "unpenalized"), ("greedy", "full_accept"),
@@ -54,7 +54,7 @@ def _design_problems(doc: dict) -> list[str]:
     problems = []
     per = {s: Counter(t for c in doc[s] for t in c["tags"]) for s in document.SECTIONS}
     tags_of = lambda s: [set(c["tags"]) for c in doc[s]]  # noqa: E731
-    if len(doc["verify"]) != 120 or len(doc["prompt_lookup"]) != 150 or len(doc["ngram"]) < 30:
+    if len(doc["verify"]) != 128 or len(doc["prompt_lookup"]) != 150 or len(doc["ngram"]) < 30:
         problems.append("case counts")
     for t in REQUIRED_VERIFY_TAGS:
         if per["verify"][t] == 0:
@@ -107,7 +107,7 @@ def _design_problems(doc: dict) -> list[str]:
             for b in (False, True)]:
         problems.append("generate: not the requests of greedy_spec_equals_greedy_without_spec")
     ids = [c["id"] for s in document.SECTIONS for c in doc[s]]
-    want = ([f"v{i:03d}" for i in range(120)] + [f"pl{i:03d}" for i in range(150)]
+    want = ([f"v{i:03d}" for i in range(128)] + [f"pl{i:03d}" for i in range(150)]
             + [f"ng{i:03d}" for i in range(len(doc["ngram"]))] + [f"g{i:03d}" for i in range(18)]
             + [f"r{i:03d}" for i in range(len(doc["rollback"]))])
     if ids != want:
