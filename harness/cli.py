@@ -479,8 +479,10 @@ def selftest(ctx) -> None:
     from . import wire
 
     wire.SPIN_S = wire._spin_s()
-    # Every core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
-    # so the long tests balance). A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
+    # Two workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
+    # so the long tests balance): the suite mostly waits (deadlines it proves, sandboxes starting, hostile samples
+    # sleeping; measured: 480 CPU-seconds in 2058 test-seconds), so a core runs one test while another waits.
+    # A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
     # groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its groups are ignored.)
     def chooses_workers(i: int, a: str) -> bool:
         return (a in ("-n", "--numprocesses", "--dist", "-pno:xdist") or a.startswith(("--numprocesses=", "--dist="))
@@ -488,7 +490,7 @@ def selftest(ctx) -> None:
 
     own = any(chooses_workers(i, a) for i, a in enumerate(args))
     if not own and importlib.util.find_spec("xdist") is not None:
-        args = ["-n", "auto", "--dist", "worksteal", *args]
+        args = ["-n", str(2 * max(1, len(os.sched_getaffinity(0)))), "--dist", "worksteal", *args]
     # What to run: the caller's own test paths or node ids when it names any (`ol selftest tests/x.py::test_y`
     # runs that alone, as pytest would), else the whole suite from wherever ol is called.
     named = any(not a.startswith("-") and Path(a.split("::")[0]).exists() for a in args)
