@@ -326,3 +326,25 @@ def test_a_workspace_with_a_virtual_environment_is_graded_as_it_is(tmp_path):
     (sub / "node_modules" / "answers").symlink_to(REPO / "reference")
     r = ol("check", "L10.8", "--submission", sub, "--json", tmp_path / "report.json", cwd=tmp_path)
     assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
+
+
+@pytest.mark.slow(s=60)  # the run's Rust template is built once per harness version
+def test_a_submission_the_judge_refuses_after_the_layout_check_is_rejected_with_its_reason(tmp_path):
+    """A crate the layout check accepts (tl-engine/src/spec.rs) but the judge refuses as malformed (no
+    src/lib.rs, and no --ref-deps to supply it: exit 2, a BadSubmission): the upload's fault, so a rejected row
+    with the judge's one-line reason, not an ungraded one; the class exits 0, the honest entry graded."""
+    klass = tmp_path / "class"
+    shutil.copytree(REPO / "reference" / "tinyllm", klass / "honest" / "tinyllm",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (klass / "nolib" / "tl-engine" / "src").mkdir(parents=True)
+    shutil.copyfile(REF_CRATE / "src" / "spec.rs", klass / "nolib" / "tl-engine" / "src" / "spec.rs")
+    out = tmp_path / "out"
+    r = ol("grade", "L10.8", klass, "--seed", "5", "--jobs", "2", "--out", out / "grades.csv", "--results-dir", out / "results")
+    said = (r.stdout + r.stderr).decode(errors="replace")
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert r.returncode == 0, said[-3000:]
+    bad = rows["nolib"]
+    assert bad["status"] == "rejected" and bad["score"] == "0.0", (bad, said[-2000:])
+    assert "has no src/lib.rs" in bad["reason"] and "\n" not in bad["reason"], bad["reason"]
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]
