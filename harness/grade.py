@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 import time
 
+from . import upload
 from .errors import BadSubmission, OlError, UsageError
 from .outcomes import Outcome
 from .paths import REPO
@@ -52,6 +53,12 @@ def _rejected(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Repor
     """The report of an entry that is no submission (the layout function's `reason`): every test failed, 0 points."""
     tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, f"not run: {reason}", 0.0, t.points) for t in chapter.tests]
     return Report(chapter.chapter, name, ref_deps, tests, rejected=reason)
+
+
+def too_slow(chapter: Chapter, name: str, ref_deps: bool, e) -> Report:
+    """The row of an entry whose work before the judge passed its deadline (harness.upload.TooSlow): rejected
+    when the upload is more than source, ungraded when the machine was slow on a source-sized one."""
+    return (_rejected if e.upload_fault else _ungraded)(chapter, name, ref_deps, str(e))
 
 
 def layout_of(chapter: Chapter, sub: Path) -> tuple[str | None, str | None]:
@@ -235,11 +242,15 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
     todo, by_name = [], {s.name: s for s in subs}
     for sub in subs:
         try:
-            if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
-                continue
-            parcel = pack(sub)
+            with upload.deadline(sub.name, "reading and packing"):  # a slow entry is its own row, not the class's stop
+                if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
+                    continue
+                parcel = pack(sub)
         except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
             ledger.record(_rejected(chapter, sub.name, ref_deps, str(e)), 0.0, "", "client")
+            continue
+        except upload.TooSlow as e:  # past the deadline: the upload's fault (too big) or the machine's
+            ledger.record(too_slow(chapter, sub.name, ref_deps, e), 0.0, "", "client")
             continue
         except Exception as e:  # noqa: BLE001 -- ol's own failure on this one entry: its row says so, the class goes on
             report = _ungraded(chapter, sub.name, ref_deps, f"ol could not pack its files ({type(e).__name__}: {e})")

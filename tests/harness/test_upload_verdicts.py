@@ -348,3 +348,61 @@ def test_a_submission_the_judge_refuses_after_the_layout_check_is_rejected_with_
     assert bad["status"] == "rejected" and bad["score"] == "0.0", (bad, said[-2000:])
     assert "has no src/lib.rs" in bad["reason"] and "\n" not in bad["reason"], bad["reason"]
     assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]
+
+
+PACE = {  # (entry, step) -> seconds the test's clock moves at each look under that entry's deadline (60 s); each
+    # entry's clock is its own, still under its other steps
+    ("heavy", "reading and packing"): 0.02,  # 2,000 files and more: past the deadline at about the 3,000th look
+    ("light", "reading and packing"): 100.0,  # a source-sized upload: past it at the first look, the machine's fault
+    ("heavy.zip", "laying out"): 0.02,  # the archive's extraction where it is graded
+    ("light-unpack", "unpacking"): 100.0,
+}
+
+
+@pytest.mark.slow(s=20)
+def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_own_row(tmp_path, monkeypatch):
+    """Reading and packing an entry (here), unpacking and laying it out (where it is graded) each pass their
+    deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
+    upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
+    as if alone, and the class is never stopped."""
+    from harness import upload
+    from harness.grade import grade
+    from harness.registry import load_chapter
+
+    looks, real = {name: 0.0 for name, _step in PACE}, upload.clock
+
+    def clock() -> float:
+        d = upload.current()
+        if d is None or d.name not in looks:
+            return real()
+        looks[d.name] += PACE.get((d.name, d.step), 0.0)
+        return looks[d.name]
+
+    monkeypatch.setattr(upload, "clock", clock)
+    klass = tmp_path / "class"
+    for name in ("honest", "light", "light-unpack", "heavy"):
+        (klass / name).mkdir(parents=True)
+        (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    (klass / "heavy" / "notes").mkdir()
+    for i in range(2000):
+        (klass / "heavy" / "notes" / str(i)).touch()
+    with zipfile.ZipFile(klass / "heavy.zip", "w") as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+        for i in range(2000):
+            z.writestr(f"notes/{i}", b"")
+    out = tmp_path / "out"
+    result = grade(load_chapter("L10.8"), klass, 5, True, out / "grades.csv", out / "results", jobs=2)
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]
+    for name in ("heavy", "heavy.zip"):
+        assert rows[name]["status"] == "rejected" and rows[name]["score"] == "0.0", rows[name]
+        assert f"{name} took longer than 60 s to read" in rows[name]["reason"], rows[name]["reason"]
+        assert "upload only your source files" in rows[name]["reason"], rows[name]["reason"]
+    assert rows["light"]["status"] == "ungraded" and rows["light"]["score"] == "", rows["light"]
+    assert rows["light"]["reason"].startswith("Reading and packing light took longer than 60 s"), rows["light"]
+    assert rows["light-unpack"]["status"] == "ungraded", rows["light-unpack"]
+    assert rows["light-unpack"]["reason"].startswith("Unpacking light-unpack took longer than 60 s"), rows["light-unpack"]
+    assert "this machine is too slow or stuck" in rows["light-unpack"]["reason"]
+    assert all(v > 60 for v in looks.values()), looks  # each entry's own deadline passed, none other's
+    assert result["summary"]["rejected"] == 2 and result["summary"]["ungraded"] == 2, result["summary"]
