@@ -168,3 +168,57 @@ def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tm
             assert r.returncode != 0 and "Permission denied" in r.stderr, (path, r.stdout[:200])
     finally:
         shutil.rmtree(top)
+
+
+def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_lands(tmp_path):
+    """Mode uid: a student's crate is copied into its build folder, which is root's, its group the worker's gid,
+    0710, from before the first file lands (as a Python worker's copies): a sibling uid cannot read its spec.rs
+    even knowing the path, while the build runs or after. (The cargo step is replaced by a recorder, confined as
+    cargo is, that fails the build: the folder's modes are what is tested, not the compiler.)"""
+    crate = tmp_path / "sub" / "tl-engine"
+    shutil.copytree(REPO / "reference" / "rust" / "crates" / "tl-engine", crate, ignore=shutil.ignore_patterns("target"))
+    out = _drive(f'''
+        import json, os, stat, subprocess, sys
+        from pathlib import Path
+        from harness import rust
+        from harness.confine import slot_uids
+        from harness.registry import load_chapter
+        from harness.subjects import open_impl
+
+        a, b = slot_uids(2)
+        os.environ["OL_SANDBOX_UID"] = str(a)
+        seen = {{}}
+        probe = "import sys\\ntry:\\n open(sys.argv[1]).read(); print('read')\\nexcept PermissionError: print('refused')"
+
+        def as_(uid, path):
+            return subprocess.run([sys.executable, "-S", "-c", probe, str(path)], user=uid, group=uid, extra_groups=[],
+                                  capture_output=True, text=True, cwd="/").stdout.strip()
+
+        def look(when, folder, spec):
+            st = os.stat(folder)
+            seen[when] = {{"mode": oct(stat.S_IMODE(st.st_mode)), "owner": [st.st_uid, st.st_gid],
+                           "sibling": as_(b, spec), "own": as_(a, spec)}}
+
+        real_assemble = rust.assemble
+
+        def assemble(lang, package_dir, ws):
+            st = os.stat(ws.parent)  # the build folder, as the student's files are about to land in it
+            seen["empty"] = {{"mode": oct(stat.S_IMODE(st.st_mode)), "owner": [st.st_uid, st.st_gid]}}
+            made = real_assemble(lang, package_dir, ws)
+            look("copied", ws.parent, ws / "crates" / "tl-engine" / "src" / "spec.rs")
+            return made
+
+        def cargo(tc, mode, ws, target, home):  # confined as the real step is, then recorded; the build fails
+            rust.confine(mode, ["true"], [], {{}}, home, rust.BUILD_LIMITS, writable=[ws, target])
+            look("building", ws.parent, ws / "crates" / "tl-engine" / "src" / "spec.rs")
+            raise rust.BuildFailed("recorded", "recorded")
+
+        rust.assemble, rust._cargo, rust.toolchain = assemble, cargo, lambda: None  # no compiler is run
+        impl = open_impl(load_chapter("L10.8"), {str(crate.parent)!r})
+        impl.close()
+        print(json.dumps(seen | {{"gid": a}}))
+    ''', tmp_path)
+    a = out["gid"]
+    assert out["empty"] == {"mode": "0o710", "owner": [0, a]}, out
+    for when in ("copied", "building"):
+        assert out[when] == {"mode": "0o710", "owner": [0, a], "sibling": "refused", "own": "read"}, (when, out)
