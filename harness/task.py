@@ -121,6 +121,8 @@ class _Run:
     def close(self) -> None:
         if self.zygote is not None:
             self.zygote.close()
+        if self.uids is not None:
+            self.uids.close()  # its uids' leases: free for another run on this machine
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def rust_template(self) -> Path | None:

@@ -9,8 +9,9 @@ worker uid can read.
 """
 
 import json
-import shutil
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -222,3 +223,58 @@ def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_l
     assert out["empty"] == {"mode": "0o710", "owner": [0, a]}, out
     for when in ("copied", "building"):
         assert out[when] == {"mode": "0o710", "owner": [0, a], "sibling": "refused", "own": "read"}, (when, out)
+
+
+POOL = """
+import json, sys
+from harness.uids import UidPool
+pool = UidPool(2)
+print(json.dumps([pool.take(), pool.take()]), flush=True)
+sys.stdin.read()  # holds its pool until told (or killed)
+"""
+
+
+def _root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("worker uids are root's to hand out")
+
+
+def test_two_pools_in_two_processes_never_hand_out_one_uid_and_a_dead_holders_leases_are_free_again(tmp_path):
+    """Two `ol grade` runs on one machine: each pool's uids are leased (a flock per uid in a root-only folder),
+    so the second process's pool takes none of the first's, though no process runs as them; once the first is
+    SIGKILLed (no cleanup of its own), its uids can be leased again, and the second's still cannot."""
+    _root()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OL_UID_LEASES": str(tmp_path / "leases")}
+    runs = [subprocess.Popen([sys.executable, "-c", POOL], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             env=env) for _ in range(2)]
+    try:
+        first, second = (json.loads(p.stdout.readline()) for p in runs)  # each holds its pool from here
+        assert len(set(first)) == len(set(second)) == 2 and not set(first) & set(second), (first, second)
+        runs[0].kill()
+        runs[0].wait()
+        code = ("import json, sys\n"
+                "from harness.uids import lease, leases_dir\n"
+                "folder = leases_dir()\n"
+                "print(json.dumps({u: lease(u, folder) is not None for u in map(int, sys.argv[1:])}))")
+        probe = subprocess.run([sys.executable, "-c", code, *map(str, first + second)], capture_output=True, text=True,
+                               env=env, timeout=60)
+        free = {int(k): v for k, v in json.loads(probe.stdout).items()}
+        assert free == {**dict.fromkeys(first, True), **dict.fromkeys(second, False)}, (free, probe.stderr[-2000:])
+        assert stat.S_IMODE(os.stat(tmp_path / "leases").st_mode) == 0o700
+    finally:
+        for p in runs:
+            p.kill()
+            p.wait()
+
+
+def test_a_leases_folder_others_could_reach_is_refused_naming_it(tmp_path, monkeypatch):
+    _root()
+    from harness.confine import SandboxError
+    from harness.uids import UidPool
+
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    monkeypatch.setenv("OL_UID_LEASES", str(folder))
+    with pytest.raises(SandboxError, match=f"{folder} must be a folder of this user's, mode 0700"):
+        UidPool(1)
