@@ -8,6 +8,7 @@ ledger are out of a worker uid's reach; the Gradescope seed is on no command lin
 worker uid can read.
 """
 
+import csv
 import json
 import os
 import shutil
@@ -278,3 +279,65 @@ def test_a_leases_folder_others_could_reach_is_refused_naming_it(tmp_path, monke
     monkeypatch.setenv("OL_UID_LEASES", str(folder))
     with pytest.raises(SandboxError, match=f"{folder} must be a folder of this user's, mode 0700"):
         UidPool(1)
+
+
+LEFT_BEHIND = r'''
+import os as _os, time as _time
+_MARK = "@MARK@"
+if not _os.path.exists(_MARK + "/daemon"):  # the first worker that loads it leaves one daemon behind
+    _worker = _os.getpid()
+    _mid = _os.fork()
+    if _mid == 0:
+        _os.setsid()
+        if _os.fork() == 0:
+            with open(_MARK + "/daemon", "w") as _f:
+                _f.write(str(_os.getpid()))
+            _end = _time.monotonic() + 60  # this test's safety net: it stops by itself
+            while _time.monotonic() < _end:
+                try:
+                    _os.kill(_worker, 0)
+                except OSError:  # its own worker is gone: every process of this uid from now on is the next student's
+                    try:
+                        _os.kill(-1, 9)
+                    except OSError:
+                        pass
+                _time.sleep(0.005)
+        _os._exit(0)
+    _os.waitpid(_mid, 0)
+'''
+
+
+@pytest.mark.slow(s=40)
+def test_ol_grade_in_uid_mode_grades_the_next_submission_on_a_daemons_uid_as_if_alone(tmp_path):
+    """`ol grade --jobs 1` in mode uid (one worker uid, so both judges' workers run as it, one after the other):
+    the first submission's worker leaves a setsid daemon that, once that worker is gone, kills every process of
+    its uid; the second, the reference's spec.py, scores its honest 16 of 16, and no process the daemon was is
+    left after the run. (The judge's reap and the pool's clearing of the uid between judges both stand here.)"""
+    prefix = uid_kit.namespace_with_answers_hidden([REPO / "chapters" / "L10_8", REPO / "reference", REPO / "examples"])
+    mark = Path(tempfile.mkdtemp(prefix="ol-test-daemon-", dir="/tmp"))
+    mark.chmod(0o777)  # the daemon, of the worker's uid, writes its pid here
+    spec = (REPO / "reference" / "tinyllm" / "infer" / "spec.py").read_text()
+    klass = tmp_path / "class"
+    for name, text in (("a-daemon", LEFT_BEHIND.replace("@MARK@", str(mark)) + spec), ("b-honest", spec)):
+        (klass / name).mkdir(parents=True)
+        (klass / name / "spec.py").write_text(text)
+    try:
+        r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), "--ref-deps",
+                            "--jobs", "1", "--seed", "5", "--out", str(tmp_path / "out" / "grades.csv")],
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid"})
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        with open(tmp_path / "out" / "grades.csv", newline="", encoding="utf-8") as f:
+            rows = {row["submission"]: row for row in csv.DictReader(f)}
+        assert rows["b-honest"]["status"] == "graded" and rows["b-honest"]["passed"] == "16", rows["b-honest"]
+        assert rows["b-honest"]["sandbox"] == "uid" and rows["a-daemon"]["sandbox"] == "uid", rows
+        assert (mark / "daemon").is_file(), rows["a-daemon"]
+        daemon = int((mark / "daemon").read_text())  # the payload ran: its daemon was started
+        assert not Path(f"/proc/{daemon}").exists() or "\nState:\tZ" in Path(f"/proc/{daemon}/status").read_text()
+    finally:
+        if (mark / "daemon").is_file():
+            try:
+                os.kill(int((mark / "daemon").read_text()), 9)
+            except (ProcessLookupError, ValueError):
+                pass
+        shutil.rmtree(mark, ignore_errors=True)
