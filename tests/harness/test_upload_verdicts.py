@@ -204,14 +204,14 @@ def hostile_class(tmp_path_factory):
         make(klass / name)
     try:
         r, rows, out = _grade(tmp_path, klass)
-        yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace")
+        yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace"), klass
     finally:
         _remove(klass)
 
 
 @pytest.mark.slow(s=40)
 def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(hostile_class):
-    r, rows, out, said = hostile_class
+    r, rows, out, said, _klass = hostile_class
     assert r.returncode == 0, said[-3000:]
     assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {"honest"}, (rows.keys(), said[-2000:])
     honest = rows["honest"]
@@ -227,11 +227,35 @@ def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(h
 @pytest.mark.parametrize("kind", list(REJECTED))
 def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, kind):
     name, _make, words = REJECTED[kind]
-    _r, rows, _out, said = hostile_class
+    _r, rows, _out, said, _klass = hostile_class
     bad = rows[name]
     assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
     assert "\n" not in bad["reason"], bad["reason"]
     assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
+
+
+@pytest.mark.slow(s=60)
+def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs_row_for_each(hostile_class, tmp_path):
+    """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
+    threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
+    timing column aside), the honest entry graded as if alone, exit 0."""
+    from harness.loopback import Loopback
+
+    _r, local, _out, _said, klass = hostile_class
+    out = tmp_path / "cluster"
+    with Loopback(workers=1, nthreads=2) as cluster:
+        r = ol("grade", "L10.8", klass, "--ref-deps", "--seed", "5", "--scheduler", cluster.address,
+               "--out", out / "grades.csv", "--results-dir", out / "results")
+        logs = cluster.log("w0.log")
+    said = (r.stdout + r.stderr).decode(errors="replace")
+    assert r.returncode == 0, said[-3000:] + logs[-3000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        remote = {row["submission"]: row for row in csv.DictReader(f)}
+    assert set(remote) == set(local), (set(remote) ^ set(local), said[-2000:])
+    for name, row in local.items():
+        assert {k: v for k, v in remote[name].items() if k != "wall_s"} == {k: v for k, v in row.items() if k != "wall_s"}, name
+    assert remote["honest"]["status"] == "graded" and remote["honest"]["passed"] == "16", remote["honest"]
+    assert "Dask worker tcp://127.0.0.1:" in said, "the entries that reached a worker say where they were graded"
 
 
 GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
