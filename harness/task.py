@@ -284,7 +284,8 @@ def run_on_dask_worker(task: Task) -> dict:
     worker = get_worker()
     key = worker.get_current_task()
 
-    def started(name: str) -> None:
-        worker.log_event("ol-grade-started", {"key": key, "name": name, "worker": worker.address, "pid": os.getpid()})
+    def started(_name: str) -> None:  # the client knows the task by its key: no name (one not UTF-8 could not travel
+        # in an event, msgpack'd: the worker's link to the scheduler would break, and every task with it)
+        worker.log_event("ol-grade-started", {"key": key, "worker": worker.address, "pid": os.getpid()})
 
     return run(task, slots=worker.state.nthreads, started=started, scratch_root=worker.local_directory)

@@ -2,8 +2,10 @@
 an entry that is no submission (a link, an unreadable archive, past a cap, empty, misnamed) is *rejected*
 (0, the reason) and never stops its class; a name that is not UTF-8 or is long is graded.
 
-Each kind is graded through the real `ol grade` in a class of two, [the bad one, an honest one]: the bad
-one's row says rejected with a reason naming the problem, the honest one is graded as if alone, exit 0."""
+Every kind is graded through the real `ol grade` in one class beside an honest submission, here and again on a
+loopback Dask cluster: each bad one's row says rejected with a reason naming the problem, each unusual name is
+graded, the honest one is graded as if alone, exit 0 (the same rows on both engines). The work before the
+judge has a deadline, and a judge that refuses a submission the layout check passed rejects it too."""
 
 import csv
 import os
@@ -169,6 +171,12 @@ REJECTED = {  # kind: (entry name, maker, words the reason must hold)
 }
 
 
+GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
+    "a folder name that is not UTF-8": (os.fsdecode(b"Jos\xe9"), "Jos\\udce9"),
+    "a name of 240 bytes": ("n" * 240, "n" * 240),
+}
+
+
 def _class(tmp_path: Path, name: str, make) -> Path:
     klass = tmp_path / "class"
     klass.mkdir()
@@ -193,7 +201,7 @@ def _remove(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def hostile_class(tmp_path_factory):
-    """One class of every bad entry above beside one honest submission, graded once by `ol grade` (as a
+    """One class of every bad entry and unusual name above beside one honest submission, graded once by `ol grade` (as a
     class would send them: all at once, so each bad entry must also leave every other one alone)."""
     tmp_path = tmp_path_factory.mktemp("hostile-class")
     klass = tmp_path / "class"
@@ -202,6 +210,10 @@ def hostile_class(tmp_path_factory):
     (klass / "honest" / "spec.py").write_bytes(REF_SPEC.read_bytes())
     for name, make, _words in REJECTED.values():
         make(klass / name)
+    for name, _shown in GRADED.values():  # graded beside them: a name that is not UTF-8, one of 240 bytes
+        (klass / name).mkdir()
+        (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
+        (klass / name / os.fsdecode(b"notes-\xe9.txt")).write_bytes(b"a file of the upload whose name is Latin-1\n")
     try:
         r, rows, out = _grade(tmp_path, klass)
         yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace"), klass
@@ -213,10 +225,11 @@ def hostile_class(tmp_path_factory):
 def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(hostile_class):
     r, rows, out, said, _klass = hostile_class
     assert r.returncode == 0, said[-3000:]
-    assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {"honest"}, (rows.keys(), said[-2000:])
+    assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {s for _n, s in GRADED.values()} | {"honest"}, \
+        (rows.keys(), said[-2000:])
     honest = rows["honest"]
     assert honest["status"] == "graded" and honest["failed"] == "0" and honest["passed"] == "16", honest
-    assert f"{len(REJECTED)} of {len(REJECTED) + 1} entries are no submission" in said and "Traceback" not in said, said[-2000:]
+    assert f"{len(REJECTED)} of {len(REJECTED) + len(GRADED) + 1} entries are no submission" in said and "Traceback" not in said, said[-2000:]
     for secret in _secret_lines():  # no step read the file a link names
         for f in out.rglob("*"):
             assert not f.is_file() or secret not in f.read_bytes(), f
@@ -258,27 +271,16 @@ def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs
     assert "Dask worker tcp://127.0.0.1:" in said, "the entries that reached a worker say where they were graded"
 
 
-GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
-    "a folder name that is not UTF-8": (os.fsdecode(b"Jos\xe9"), "Jos\\udce9"),
-    "a name of 240 bytes": ("n" * 240, "n" * 240),
-}
-
-
-@pytest.mark.slow
+@pytest.mark.slow(s=0.1)  # the class's run is test_a_class_of_bad_entries...'s (slow): this reads its rows
 @pytest.mark.parametrize("kind", list(GRADED))
-def test_an_unusual_name_is_graded_and_shown_escaped(tmp_path, kind):
-    name, shown = GRADED[kind]
-    klass = _class(tmp_path, name, lambda at: at.mkdir())
-    (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
-    (klass / name / os.fsdecode(b"notes-\xe9.txt")).write_bytes(b"a file of the upload whose name is Latin-1\n")
-    r, rows, out = _grade(tmp_path, klass)
-    said = (r.stdout + r.stderr).decode(errors="replace")
-    assert r.returncode == 0, said[-3000:]
-    assert set(rows) == {shown, "honest"}, (rows.keys(), said[-2000:])
-    for row in rows.values():
-        assert row["status"] == "graded" and row["passed"] == "16", row
+def test_an_unusual_name_is_graded_and_shown_escaped(hostile_class, kind):
+    _name, shown = GRADED[kind]
+    _r, rows, out, said, _klass = hostile_class
+    row = rows[shown]
+    assert row["status"] == "graded" and row["passed"] == "16", row
     assert shown in said, said[-2000:]
-    assert len(os.listdir(out / "results")) == 3 and all(len(os.fsencode(n)) < 255 for n in os.listdir(out / "results"))
+    ledger = os.listdir(out / "results")  # every entry's file and the summary, each name within a file system's 255 bytes
+    assert len(ledger) == len(rows) + 1 and all(len(os.fsencode(n)) < 255 for n in ledger), ledger
 
 
 @pytest.mark.slow
