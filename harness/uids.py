@@ -139,12 +139,6 @@ class UidPool:
                     self._leases[uid] = fd
                     return uid
 
-    @property
-    def held(self) -> list[int]:
-        """The uids this pool holds the leases of."""
-        with self._lock:
-            return sorted(self._leases)
-
     def close(self) -> None:
         """Give every lease back (the process's end does so too)."""
         with self._lock:
