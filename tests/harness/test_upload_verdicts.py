@@ -247,7 +247,7 @@ def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, k
     assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
 
 
-@pytest.mark.slow(s=60)
+@pytest.mark.slow(s=25)
 def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs_row_for_each(hostile_class, tmp_path):
     """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
     threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
@@ -354,7 +354,7 @@ def test_a_workspace_with_a_virtual_environment_is_graded_as_it_is(tmp_path):
     assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
 
 
-@pytest.mark.slow(s=60)  # the run's Rust template is built once per harness version
+@pytest.mark.slow(s=20)  # with the run's Rust template, built once per harness version
 def test_a_submission_the_judge_refuses_after_the_layout_check_is_rejected_with_its_reason(tmp_path):
     """A crate the layout check accepts (tl-engine/src/spec.rs) but the judge refuses as malformed (no
     src/lib.rs, and no --ref-deps to supply it: exit 2, a BadSubmission): the upload's fault, so a rejected row
@@ -385,7 +385,7 @@ PACE = {  # (entry, step) -> seconds the test's clock moves at each look under t
 }
 
 
-@pytest.mark.slow(s=20)
+@pytest.mark.slow(s=30)
 def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_own_row(tmp_path, monkeypatch):
     """Reading and packing an entry (here), unpacking and laying it out (where it is graded) each pass their
     deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
