@@ -29,7 +29,7 @@ from rich.markup import escape
 from rich.progress import Progress
 from rich.text import Text
 
-from .errors import OlError, UsageError
+from .errors import BadSubmission, OlError, UsageError
 from .paths import REPO
 from .registry import DEFAULT_SET, load_chapter
 from .render import console as show
@@ -173,13 +173,18 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
             if given or not sys.stdout.isatty():  # the demo is for a person at a terminal who typed `ol check CHAPTER`
                 raise UsageError(_no_submission(ch, lang, given))
             return _demo(ch)
-    validate(ch, submission, lang)
-    ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing, lang)
-    mode = _sandbox_mode(console, ch, submission, transport, lang)
-    if seed is not None:
-        golden = _fresh_cases(ch, seed)
-        console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
-    rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang)
+    try:
+        validate(ch, submission, lang)
+        ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing, lang)
+        mode = _sandbox_mode(console, ch, submission, transport, lang)
+        if seed is not None:
+            golden = _fresh_cases(ch, seed)
+            console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
+        rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang)
+    except BadSubmission as e:
+        if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
+            _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
+        raise
     show.report(console, rep)
     show.hints(console, rep)
     _write_outputs(rep, json_path, junit, gradescope)
@@ -236,6 +241,12 @@ def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None
     elif exposed := answers_exposed(ch, mode):
         console.print(f"[bold yellow]ol: sandbox mode uid[/] ({mode.why}): {exposure_advice(exposed)}", markup=True)
     return mode
+
+
+def _refusal_out(reason: str) -> None:
+    """`--json -`: the one line on stdout of a judge that refused its submission as malformed (exit 2)."""
+    sys.stdout.write(json.dumps({"refused": reason}) + "\n")
+    sys.stdout.flush()
 
 
 def _write_outputs(rep, json_path, junit, gradescope) -> None:

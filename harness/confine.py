@@ -178,6 +178,18 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
     return inner, {"cwd": str(home), "env": env}
 
 
+def own_folder(folder: Path, mode: Mode) -> Path:
+    """Make `folder` (one the judge just made, empty) the confined command's own before anything is copied into
+    it: mode uid (as root), root's with the worker's gid, 0710, so no other worker uid lists or reads what lands in
+    it, even for a moment; else 0755 (bwrap shows it read-only to its uid 65534)."""
+    if mode.name == "uid" and os.geteuid() == 0:
+        os.chown(folder, 0, worker_uid())
+        os.chmod(folder, 0o710)
+    else:
+        os.chmod(folder, 0o755)
+    return folder
+
+
 def _chown_tree(root: Path, uid: int) -> None:
     """Give a folder the judge made (and everything in it) to `uid`; symlinks are changed, not followed."""
     os.chown(root, uid, uid, follow_symlinks=False)

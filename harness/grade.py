@@ -14,7 +14,8 @@ directory is the ledger (harness.ledger): a rerun skips what it holds graded wit
 Nothing fails quietly. Every output path is checked before anyone is graded. An entry that is no
 submission (the layout function, harness.layout, refuses it: empty, misnamed, an unreadable archive,
 a link, past a cap) is *rejected*: a score of 0 and the reason, a verdict as the Gradescope bundle
-gives it. A submission whose judge gave no trustworthy report (it exited with a usage or harness
+gives it; so is one its judge refuses as malformed once the layout check passed (exit 2 with the
+refusal's one JSON line on stdout: a crate without src/lib.rs), with the judge's one-line reason. A submission whose judge gave no trustworthy report (it exited with a usage or harness
 error, was killed, ran out of time, or wrote an unreadable report) is *ungraded*, with the reason:
 never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3. Each report is
 written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
@@ -28,6 +29,7 @@ import subprocess
 import tempfile
 import time
 
+from . import upload
 from .errors import BadSubmission, OlError, UsageError
 from .outcomes import Outcome
 from .paths import REPO
@@ -51,6 +53,12 @@ def _rejected(chapter: Chapter, name: str, ref_deps: bool, reason: str) -> Repor
     """The report of an entry that is no submission (the layout function's `reason`): every test failed, 0 points."""
     tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, f"not run: {reason}", 0.0, t.points) for t in chapter.tests]
     return Report(chapter.chapter, name, ref_deps, tests, rejected=reason)
+
+
+def too_slow(chapter: Chapter, name: str, ref_deps: bool, e) -> Report:
+    """The row of an entry whose work before the judge passed its deadline (harness.upload.TooSlow): rejected
+    when the upload is more than source, ungraded when the machine was slow on a source-sized one."""
+    return (_rejected if e.upload_fault else _ungraded)(chapter, name, ref_deps, str(e))
 
 
 def layout_of(chapter: Chapter, sub: Path) -> tuple[str | None, str | None]:
@@ -80,6 +88,26 @@ def _judge_failure(code: int, stderr: str) -> str:
     if code == 2:
         return f"the judge refused it as input: {last}"
     return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
+
+
+def _refusal(code: int, stdout: str) -> str | None:
+    """The reason a judge that exited 2 gives for refusing its submission as malformed (the one JSON line
+    harness.cli writes for `--json -` on a BadSubmission); None for any other exit, or another refusal
+    (a usage error, a machine without cargo: the grader's failure, ungraded)."""
+    if code != 2:
+        return None
+    try:
+        said = json.loads(stdout)
+    except ValueError:
+        return None
+    reason = said.get("refused") if isinstance(said, dict) else None
+    return reason if isinstance(reason, str) and reason.strip() else None
+
+
+def _one_line(text: str, cap: int = 300) -> str:
+    """A reason as one line of at most `cap` characters (a row's reason cell)."""
+    line = " ".join(text.split())
+    return line if len(line) <= cap else line[:cap - 3] + "..."
 
 
 def _judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
@@ -122,12 +150,18 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     if template is not None:  # a Rust submission's build starts from the run's build of the given crates
         env["OL_RUST_TEMPLATE"] = str(template)
     start = time.perf_counter()
+    refused = None
     try:
         r = forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
         problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
+        refused = _refusal(r.returncode, r.stdout)
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
+    if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
+        report = _rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
+        report.sandbox, report.language = sandbox, _language_of(chapter, sub)
+        return report, elapsed
     report = None
     if problem is None:
         try:
@@ -208,11 +242,15 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
     todo, by_name = [], {s.name: s for s in subs}
     for sub in subs:
         try:
-            if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
-                continue
-            parcel = pack(sub)
+            with upload.deadline(sub.name, "reading and packing"):  # a slow entry is its own row, not the class's stop
+                if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
+                    continue
+                parcel = pack(sub)
         except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
             ledger.record(_rejected(chapter, sub.name, ref_deps, str(e)), 0.0, "", "client")
+            continue
+        except upload.TooSlow as e:  # past the deadline: the upload's fault (too big) or the machine's
+            ledger.record(too_slow(chapter, sub.name, ref_deps, e), 0.0, "", "client")
             continue
         except Exception as e:  # noqa: BLE001 -- ol's own failure on this one entry: its row says so, the class goes on
             report = _ungraded(chapter, sub.name, ref_deps, f"ol could not pack its files ({type(e).__name__}: {e})")

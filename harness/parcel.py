@@ -69,6 +69,7 @@ def _read(entry: Path):
             except OSError as e:
                 raise ParcelError(f"{entry.name}: {rel} cannot be read ({e.strerror or e})") from None
             total += len(data)
+            upload.tick(nbytes=len(data))
             if total > SHIP_CAP:
                 raise ParcelError(f"{entry.name} holds more than {SHIP_CAP >> 20} MiB of files (build outputs and "
                                   "__pycache__ left out): source code is kilobytes; remove what is not source")
@@ -118,6 +119,7 @@ def unpack(parcel: Parcel, into: Path) -> Path:
     total = 0
     with zipfile.ZipFile(io.BytesIO(parcel.data)) as z:
         for info in z.infolist():
+            upload.tick(entries=1, nbytes=info.file_size)
             rel = PurePosixPath(os.fsdecode(unquote_to_bytes(info.filename)))
             if rel.is_absolute() or ".." in rel.parts or not rel.parts or rel.parts[0] != parcel.name:
                 raise ParcelError(f"the parcel of {parcel.name} names {info.filename!r}, outside the submission")

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .confine import Mode, choose
+from .confine import Mode, choose, own_folder
 from .errors import RegistryError, SubmissionFailure, UsageError
 from .impl import Impl
 from .languages import language
@@ -93,8 +93,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
     impl = _client(chapter)(None, label, scratch=scratch)
     source_root = Path(package_dir)
     if spec.build is not None:
-        build_dir = _scratch()
-        build_dir.chmod(0o755)  # mode uid: the build's uid reaches its workspace, target and cwd in it (as a worker's folder)
+        build_dir = own_folder(_scratch(), mode)  # mode uid: 0710 root:the worker's gid before the crate lands in it
         impl.adopt(build_dir)
         try:
             package_dir = spec.prepare(chapter, package_dir, build_dir, mode)

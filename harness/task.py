@@ -11,7 +11,9 @@ harness version (harness.version). Where it runs:
 2. the sandbox is chosen as for `ol check` (harness.confine); a machine that cannot confine refuses
    (WorkerRefused), unless the client passed --no-sandbox;
 3. the parcel is unpacked into a fresh folder and laid out by the one layout function (harness.layout):
-   an entry it refuses (empty, misnamed, an unreadable archive, a link, past a cap) is a rejected report
+   under a deadline (harness.upload.deadline: past it, a report rejected when the upload is more than source,
+   ungraded when the machine was slow): an entry it refuses (empty, misnamed, an unreadable archive, a link,
+   past a cap) is a rejected report
    (0 points, its reason, as the Gradescope bundle rejects that upload); else it is graded by the judge
    (`ol check --json -` in a process of its own, harness.grade._judge), on fresh cases made from the seed
    on this machine;
@@ -49,6 +51,7 @@ import threading
 import time
 from pathlib import Path
 
+from . import upload
 from .errors import OlError
 from .parcel import Parcel, ParcelError, unpack
 from .registry import load_chapter
@@ -118,6 +121,8 @@ class _Run:
     def close(self) -> None:
         if self.zygote is not None:
             self.zygote.close()
+        if self.uids is not None:
+            self.uids.close()  # its uids' leases: free for another run on this machine
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def rust_template(self) -> Path | None:
@@ -224,7 +229,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
     process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
     `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
     after the worker was killed; default: the system's temporary folder)."""
-    from .grade import _judge, _rejected, _ungraded, layout_of
+    from .grade import _judge, _rejected, _ungraded, layout_of, too_slow
 
     check_version(task, load_chapter(task.chapter))
     run_ = _open(task, slots, scratch_root)
@@ -239,17 +244,17 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                 return {"report": _shown_as(report.to_json(), str(sub), task.shown), "wall_s": 0.0, "where": _where()}
 
             sub = box / "in" / task.parcel.name
-            try:
-                (box / "in").mkdir(mode=0o700)  # the judge's alone before a byte lands: its path is on the judge's command line
-                sub = unpack(task.parcel, box / "in")
-            except Exception as e:  # noqa: BLE001 -- a corrupt or hostile parcel: its own row, not the run's
-                return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps,
-                                         f"its files could not be unpacked ({type(e).__name__}: {e})"))
-            try:
-                language, rejection = layout_of(run_.chapter, sub)
-            except Exception as e:  # noqa: BLE001 -- the layout check's own failure on this entry: its row says so
-                return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps,
-                                         f"the layout check failed on it ({type(e).__name__}: {e})"))
+            with upload.deadline(task.parcel.name, "unpacking") as prep:  # the work before the judge: PREP_S at most
+                try:
+                    (box / "in").mkdir(mode=0o700)  # the judge's alone before a byte lands: its path is on the judge's command line
+                    sub = unpack(task.parcel, box / "in")
+                    prep.step = "laying out"
+                    language, rejection = layout_of(run_.chapter, sub)
+                except upload.TooSlow as e:  # too big to unpack in time (rejected), or a slow machine (ungraded)
+                    return verdict(too_slow(run_.chapter, task.parcel.name, task.ref_deps, e))
+                except Exception as e:  # noqa: BLE001 -- a corrupt parcel, the layout check's own failure: its own row
+                    doing = "its files could not be unpacked" if prep.step == "unpacking" else "the layout check failed on it"
+                    return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
             if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
                 return verdict(_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
             template = run_.rust_template() if language == "rust" else None
@@ -279,7 +284,8 @@ def run_on_dask_worker(task: Task) -> dict:
     worker = get_worker()
     key = worker.get_current_task()
 
-    def started(name: str) -> None:
-        worker.log_event("ol-grade-started", {"key": key, "name": name, "worker": worker.address, "pid": os.getpid()})
+    def started(_name: str) -> None:  # the client knows the task by its key: no name (one not UTF-8 could not travel
+        # in an event, msgpack'd: the worker's link to the scheduler would break, and every task with it)
+        worker.log_event("ol-grade-started", {"key": key, "worker": worker.address, "pid": os.getpid()})
 
     return run(task, slots=worker.state.nthreads, started=started, scratch_root=worker.local_directory)

@@ -7,6 +7,13 @@ may signal every other process of that uid: handed to the next judge, the uid wo
 worker gets it and after its judge ends (`UidPool`); one that cannot be cleared is never handed out again
 in this run, and a fresh one takes its place.
 
+Two `ol grade` runs on one machine never hold one uid at once: a pool leases each uid it hands out for the
+run's whole life (`lease`): an exclusive flock(2) on a file of that uid in a root-only folder (LEASES_DIR,
+0700; OL_UID_LEASES moves it), skipped by any other pool while held. The kernel drops the lock when its
+holder closes it or dies, however it dies (SIGKILL included): a dead run's lease is free again at once, its
+file (which names its last holder's pid, for a person looking) left in place, never removed (a removal could
+race another pool's lock on the same file).
+
 Clearing is root's SIGKILL to each process of the uid /proc lists (through a pidfd, so a recycled pid is
 never hit), repeated until /proc shows none alive: a killed process forks no more, so the rounds converge
 even on a fork bomb (at most RLIMIT_NPROC processes). Not `kill(-1)` run as that uid: a daemon looping on
@@ -15,13 +22,45 @@ even on a fork bomb (at most RLIMIT_NPROC processes). Not `kill(-1)` run as that
 
 from __future__ import annotations
 
+import fcntl
 import os
 import queue
 import signal
+import stat
 import threading
 import time
+from pathlib import Path
 
 CLEAR_ROUNDS = 50  # kill passes before a uid counts as impossible to clear (a process stuck in the kernel)
+LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone (OL_UID_LEASES: elsewhere)
+
+
+def leases_dir() -> Path:
+    """The folder of the uid leases, made 0700 if absent; refused (SandboxError) unless it is a folder of this
+    user's that no one else may write or read (a lease another user could take or delete would be no lease)."""
+    from .confine import SandboxError
+
+    d = Path(os.environ.get("OL_UID_LEASES") or LEASES_DIR)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SandboxError(f"the uid leases' folder {d} must be a folder of this user's, mode 0700 (it is "
+                           f"{oct(stat.S_IMODE(st.st_mode))}, owner {st.st_uid}): remove it, or set OL_UID_LEASES elsewhere")
+    return d
+
+
+def lease(uid: int, folder: Path) -> int | None:
+    """Take the lease of `uid`: the open descriptor holding its lock (close it to give the lease back), or None
+    when another holder (this process's or another's) has it."""
+    fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
 
 
 def live_processes(uid: int) -> list[int]:
@@ -74,25 +113,38 @@ def _kill_if_owned(pid: int, uid: int) -> None:
 
 class UidPool:
     """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again);
-    a uid that will not clear is dropped for the run and replaced by a fresh one (harness.confine.slot_uids)."""
+    a uid that will not clear is dropped for the run and replaced by a fresh one (harness.confine.slot_uids).
+    Every uid it holds is leased (`lease`) until `close` or the process's end: no other pool, in this process or
+    another, has it meanwhile."""
 
     def __init__(self, n: int) -> None:
-        from .confine import slot_uids
-
         self._free: queue.Queue = queue.Queue()
-        self._seen: set[int] = set()  # every uid this pool handed out or dropped: a fresh one is none of these
+        self._seen: set[int] = set()  # every uid this pool handed out, dropped or found leased: a fresh one is none of these
+        self._leases: dict[int, int] = {}  # uid -> the descriptor holding its lease
         self._lock = threading.Lock()
-        for uid in slot_uids(max(1, n)):
-            self._seen.add(uid)
-            self._free.put(uid)
+        self._folder = leases_dir()
+        for _ in range(max(1, n)):
+            self._free.put(self._fresh())
 
     def _fresh(self) -> int:
+        """A uid no account, group or process has, not this pool's yet, leased to it now."""
         from .confine import slot_uids
 
         with self._lock:
-            uid = slot_uids(1, exclude=self._seen)[0]
-            self._seen.add(uid)
-            return uid
+            while True:
+                uid = slot_uids(1, exclude=self._seen)[0]  # SandboxError when the range is exhausted
+                self._seen.add(uid)
+                fd = lease(uid, self._folder)
+                if fd is not None:
+                    self._leases[uid] = fd
+                    return uid
+
+    def close(self) -> None:
+        """Give every lease back (the process's end does so too)."""
+        with self._lock:
+            leases, self._leases = self._leases, {}
+        for fd in leases.values():
+            os.close(fd)
 
     def take(self) -> int:
         uid = self._free.get()

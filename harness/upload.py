@@ -17,10 +17,22 @@ upload): a workspace a student works in is graded as it is. A name need not be U
 (os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
 can exhaust Python's recursion. The root itself may be a link the user named (their own path, resolved
 once by the caller); nothing below it may be.
+
+The work before the judge has a deadline (`deadline`, PREP_S): `ol grade` reads and packs each entry, and
+unpacks and lays it out where it is graded, each under one; every step that walks, reads or extracts an
+upload calls `tick` per entry (and per chunk read), which raises TooSlow once the deadline has passed. Whose
+fault it is follows from what was done by then: more than a source upload holds (SOURCE_ENTRIES entries or
+SOURCE_BYTES bytes) is the upload's (rejected, the reason naming the time and the size); less is the
+machine's (ungraded: a source-sized upload is read in well under a second). Outside a deadline (`ol check`)
+`tick` does nothing.
 """
 
 import os
 import stat
+import time
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import BadSubmission
@@ -30,6 +42,67 @@ ENTRY_CAP = 4000  # files and folders an upload may hold (harness.confine.COPY_C
 DEPTH_CAP = 32  # folders below the upload's root: a package is a handful deep
 SKIPPED_DIRS = {"__pycache__", ".git", "node_modules"}
 SKIPPED_MARKERS = ("CACHEDIR.TAG", "pyvenv.cfg")  # a folder holding one is a cache or a virtual environment
+PREP_S = 60.0  # one entry's reading and packing (and, where it is graded, its unpacking and layout): well under 1 s for source
+SOURCE_ENTRIES, SOURCE_BYTES = 500, 4 << 20  # past either by the deadline, an upload is more than source: its own fault
+clock = time.monotonic  # what deadlines are measured by (the tests' seam: a clock they control)
+
+
+@dataclass
+class Deadline:
+    name: str  # the entry's name in the class folder
+    step: str  # what is being done: "reading and packing", "unpacking", "laying out"
+    seconds: float
+    ends: float
+    entries: int = 0  # entries walked or extracted under it so far
+    nbytes: int = 0  # bytes read or extracted under it so far
+
+
+class TooSlow(Exception):
+    """The work on one upload passed its deadline: `upload_fault` says whose fault (rejected, or ungraded)."""
+
+    def __init__(self, d: Deadline) -> None:
+        self.upload_fault = d.entries > SOURCE_ENTRIES or d.nbytes > SOURCE_BYTES
+        done = f"{d.entries} entries and {d.nbytes / 2**20:.1f} MiB by then"
+        if self.upload_fault:
+            reason = (f"{_shown(d.name)} took longer than {d.seconds:.0f} s to read ({d.step}; {done}): an upload of "
+                      "source code takes well under a second; upload only your source files")
+        else:
+            reason = (f"{d.step.capitalize()} {_shown(d.name)} took longer than {d.seconds:.0f} s though it is "
+                      f"source-sized ({done}): this machine is too slow or stuck; grade it again")
+        super().__init__(reason)
+
+
+_current: ContextVar[Deadline | None] = ContextVar("ol_upload_deadline", default=None)
+
+
+@contextmanager
+def deadline(name: str, step: str, seconds: float | None = None):
+    """The work in this block, on the upload `name`, must end within `seconds` (default PREP_S): `tick` raises
+    TooSlow past it. One per thread (a context variable): concurrent entries each have their own."""
+    s = PREP_S if seconds is None else seconds
+    d = Deadline(name, step, s, 0.0)
+    token = _current.set(d)
+    d.ends = clock() + s  # read under the deadline itself: a clock may be per entry
+    try:
+        yield d
+    finally:
+        _current.reset(token)
+
+
+def current() -> Deadline | None:
+    """The deadline this thread works under, if any."""
+    return _current.get()
+
+
+def tick(entries: int = 0, nbytes: int = 0) -> None:
+    """Count work done on the upload; raise TooSlow when the deadline has passed (nothing without one)."""
+    d = _current.get()
+    if d is None:
+        return
+    d.entries += entries
+    d.nbytes += nbytes
+    if clock() > d.ends:
+        raise TooSlow(d)
 
 
 def _shown(text: str) -> str:
@@ -76,6 +149,7 @@ def walk(root: Path, top_name: str | None = None):
             path = folder / name
             child = f"{rel}/{name}" if rel else name
             count += 1
+            tick(entries=1)
             if count > ENTRY_CAP:
                 raise BadSubmission(f"{_shown(base or root.name)} holds more than {ENTRY_CAP} files and folders: source code "
                                     "is a few dozen files; upload only your source")

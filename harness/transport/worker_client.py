@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..confine import Mode, confine, descendants, kill_all, process_parents, reap
+from ..confine import Mode, confine, descendants, kill_all, own_folder, process_parents, reap
 from ..errors import Crashed, Raised, Timeout
 from ..impl import CallInfo, describe_call
 from ..sandbox import Limits
@@ -91,7 +91,7 @@ class WorkerTransport:
             raise
 
     def _launch(self) -> None:
-        os.chmod(self.workdir, 0o755)  # the confined uid reads the copies in it (none of them an answer)
+        own_folder(self.workdir, self.mode)  # the confined uid's alone (mode uid: 0710) before its copies land in it
         home = self.workdir / "home"   # the worker's cwd outside bwrap (bwrap gives it a private tmpfs)
         home.mkdir(mode=0o700)
         launch = self.launch(self.workdir)

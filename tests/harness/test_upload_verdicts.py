@@ -2,8 +2,10 @@
 an entry that is no submission (a link, an unreadable archive, past a cap, empty, misnamed) is *rejected*
 (0, the reason) and never stops its class; a name that is not UTF-8 or is long is graded.
 
-Each kind is graded through the real `ol grade` in a class of two, [the bad one, an honest one]: the bad
-one's row says rejected with a reason naming the problem, the honest one is graded as if alone, exit 0."""
+Every kind is graded through the real `ol grade` in one class beside an honest submission, here and again on a
+loopback Dask cluster: each bad one's row says rejected with a reason naming the problem, each unusual name is
+graded, the honest one is graded as if alone, exit 0 (the same rows on both engines). The work before the
+judge has a deadline, and a judge that refuses a submission the layout check passed rejects it too."""
 
 import csv
 import os
@@ -169,6 +171,12 @@ REJECTED = {  # kind: (entry name, maker, words the reason must hold)
 }
 
 
+GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
+    "a folder name that is not UTF-8": (os.fsdecode(b"Jos\xe9"), "Jos\\udce9"),
+    "a name of 240 bytes": ("n" * 240, "n" * 240),
+}
+
+
 def _class(tmp_path: Path, name: str, make) -> Path:
     klass = tmp_path / "class"
     klass.mkdir()
@@ -193,7 +201,7 @@ def _remove(path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def hostile_class(tmp_path_factory):
-    """One class of every bad entry above beside one honest submission, graded once by `ol grade` (as a
+    """One class of every bad entry and unusual name above beside one honest submission, graded once by `ol grade` (as a
     class would send them: all at once, so each bad entry must also leave every other one alone)."""
     tmp_path = tmp_path_factory.mktemp("hostile-class")
     klass = tmp_path / "class"
@@ -202,21 +210,26 @@ def hostile_class(tmp_path_factory):
     (klass / "honest" / "spec.py").write_bytes(REF_SPEC.read_bytes())
     for name, make, _words in REJECTED.values():
         make(klass / name)
+    for name, _shown in GRADED.values():  # graded beside them: a name that is not UTF-8, one of 240 bytes
+        (klass / name).mkdir()
+        (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
+        (klass / name / os.fsdecode(b"notes-\xe9.txt")).write_bytes(b"a file of the upload whose name is Latin-1\n")
     try:
         r, rows, out = _grade(tmp_path, klass)
-        yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace")
+        yield r, rows, out, (r.stdout + r.stderr).decode(errors="replace"), klass
     finally:
         _remove(klass)
 
 
 @pytest.mark.slow(s=40)
 def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(hostile_class):
-    r, rows, out, said = hostile_class
+    r, rows, out, said, _klass = hostile_class
     assert r.returncode == 0, said[-3000:]
-    assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {"honest"}, (rows.keys(), said[-2000:])
+    assert set(rows) == {name for name, _m, _w in REJECTED.values()} | {s for _n, s in GRADED.values()} | {"honest"}, \
+        (rows.keys(), said[-2000:])
     honest = rows["honest"]
     assert honest["status"] == "graded" and honest["failed"] == "0" and honest["passed"] == "16", honest
-    assert f"{len(REJECTED)} of {len(REJECTED) + 1} entries are no submission" in said and "Traceback" not in said, said[-2000:]
+    assert f"{len(REJECTED)} of {len(REJECTED) + len(GRADED) + 1} entries are no submission" in said and "Traceback" not in said, said[-2000:]
     for secret in _secret_lines():  # no step read the file a link names
         for f in out.rglob("*"):
             assert not f.is_file() or secret not in f.read_bytes(), f
@@ -227,34 +240,47 @@ def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(h
 @pytest.mark.parametrize("kind", list(REJECTED))
 def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, kind):
     name, _make, words = REJECTED[kind]
-    _r, rows, _out, said = hostile_class
+    _r, rows, _out, said, _klass = hostile_class
     bad = rows[name]
     assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
     assert "\n" not in bad["reason"], bad["reason"]
     assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
 
 
-GRADED = {  # names ol grade must grade, not refuse, and show escaped or whole
-    "a folder name that is not UTF-8": (os.fsdecode(b"Jos\xe9"), "Jos\\udce9"),
-    "a name of 240 bytes": ("n" * 240, "n" * 240),
-}
+@pytest.mark.slow(s=25)
+def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs_row_for_each(hostile_class, tmp_path):
+    """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
+    threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
+    timing column aside), the honest entry graded as if alone, exit 0."""
+    from harness.loopback import Loopback
 
-
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", list(GRADED))
-def test_an_unusual_name_is_graded_and_shown_escaped(tmp_path, kind):
-    name, shown = GRADED[kind]
-    klass = _class(tmp_path, name, lambda at: at.mkdir())
-    (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
-    (klass / name / os.fsdecode(b"notes-\xe9.txt")).write_bytes(b"a file of the upload whose name is Latin-1\n")
-    r, rows, out = _grade(tmp_path, klass)
+    _r, local, _out, _said, klass = hostile_class
+    out = tmp_path / "cluster"
+    with Loopback(workers=1, nthreads=2) as cluster:
+        r = ol("grade", "L10.8", klass, "--ref-deps", "--seed", "5", "--scheduler", cluster.address,
+               "--out", out / "grades.csv", "--results-dir", out / "results")
+        logs = cluster.log("w0.log")
     said = (r.stdout + r.stderr).decode(errors="replace")
-    assert r.returncode == 0, said[-3000:]
-    assert set(rows) == {shown, "honest"}, (rows.keys(), said[-2000:])
-    for row in rows.values():
-        assert row["status"] == "graded" and row["passed"] == "16", row
+    assert r.returncode == 0, said[-3000:] + logs[-3000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        remote = {row["submission"]: row for row in csv.DictReader(f)}
+    assert set(remote) == set(local), (set(remote) ^ set(local), said[-2000:])
+    for name, row in local.items():
+        assert {k: v for k, v in remote[name].items() if k != "wall_s"} == {k: v for k, v in row.items() if k != "wall_s"}, name
+    assert remote["honest"]["status"] == "graded" and remote["honest"]["passed"] == "16", remote["honest"]
+    assert "Dask worker tcp://127.0.0.1:" in said, "the entries that reached a worker say where they were graded"
+
+
+@pytest.mark.slow(s=0.1)  # the class's run is test_a_class_of_bad_entries...'s (slow): this reads its rows
+@pytest.mark.parametrize("kind", list(GRADED))
+def test_an_unusual_name_is_graded_and_shown_escaped(hostile_class, kind):
+    _name, shown = GRADED[kind]
+    _r, rows, out, said, _klass = hostile_class
+    row = rows[shown]
+    assert row["status"] == "graded" and row["passed"] == "16", row
     assert shown in said, said[-2000:]
-    assert len(os.listdir(out / "results")) == 3 and all(len(os.fsencode(n)) < 255 for n in os.listdir(out / "results"))
+    ledger = os.listdir(out / "results")  # every entry's file and the summary, each name within a file system's 255 bytes
+    assert len(ledger) == len(rows) + 1 and all(len(os.fsencode(n)) < 255 for n in ledger), ledger
 
 
 @pytest.mark.slow
@@ -326,3 +352,83 @@ def test_a_workspace_with_a_virtual_environment_is_graded_as_it_is(tmp_path):
     (sub / "node_modules" / "answers").symlink_to(REPO / "reference")
     r = ol("check", "L10.8", "--submission", sub, "--json", tmp_path / "report.json", cwd=tmp_path)
     assert r.returncode == 0, (r.stdout[-2000:] + r.stderr[-2000:]).decode(errors="replace")
+
+
+@pytest.mark.slow(s=20)  # with the run's Rust template, built once per harness version
+def test_a_submission_the_judge_refuses_after_the_layout_check_is_rejected_with_its_reason(tmp_path):
+    """A crate the layout check accepts (tl-engine/src/spec.rs) but the judge refuses as malformed (no
+    src/lib.rs, and no --ref-deps to supply it: exit 2, a BadSubmission): the upload's fault, so a rejected row
+    with the judge's one-line reason, not an ungraded one; the class exits 0, the honest entry graded."""
+    klass = tmp_path / "class"
+    shutil.copytree(REPO / "reference" / "tinyllm", klass / "honest" / "tinyllm",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    (klass / "nolib" / "tl-engine" / "src").mkdir(parents=True)
+    shutil.copyfile(REF_CRATE / "src" / "spec.rs", klass / "nolib" / "tl-engine" / "src" / "spec.rs")
+    out = tmp_path / "out"
+    r = ol("grade", "L10.8", klass, "--seed", "5", "--jobs", "2", "--out", out / "grades.csv", "--results-dir", out / "results")
+    said = (r.stdout + r.stderr).decode(errors="replace")
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert r.returncode == 0, said[-3000:]
+    bad = rows["nolib"]
+    assert bad["status"] == "rejected" and bad["score"] == "0.0", (bad, said[-2000:])
+    assert "has no src/lib.rs" in bad["reason"] and "\n" not in bad["reason"], bad["reason"]
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]
+
+
+PACE = {  # (entry, step) -> seconds the test's clock moves at each look under that entry's deadline (60 s); each
+    # entry's clock is its own, still under its other steps
+    ("heavy", "reading and packing"): 0.02,  # 2,000 files and more: past the deadline at about the 3,000th look
+    ("light", "reading and packing"): 100.0,  # a source-sized upload: past it at the first look, the machine's fault
+    ("heavy.zip", "laying out"): 0.02,  # the archive's extraction where it is graded
+    ("light-unpack", "unpacking"): 100.0,
+}
+
+
+@pytest.mark.slow(s=30)
+def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_own_row(tmp_path, monkeypatch):
+    """Reading and packing an entry (here), unpacking and laying it out (where it is graded) each pass their
+    deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
+    upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
+    as if alone, and the class is never stopped."""
+    from harness import upload
+    from harness.grade import grade
+    from harness.registry import load_chapter
+
+    looks, real = {name: 0.0 for name, _step in PACE}, upload.clock
+
+    def clock() -> float:
+        d = upload.current()
+        if d is None or d.name not in looks:
+            return real()
+        looks[d.name] += PACE.get((d.name, d.step), 0.0)
+        return looks[d.name]
+
+    monkeypatch.setattr(upload, "clock", clock)
+    klass = tmp_path / "class"
+    for name in ("honest", "light", "light-unpack", "heavy"):
+        (klass / name).mkdir(parents=True)
+        (klass / name / "spec.py").write_bytes(REF_SPEC.read_bytes())
+    (klass / "heavy" / "notes").mkdir()
+    for i in range(2000):
+        (klass / "heavy" / "notes" / str(i)).touch()
+    with zipfile.ZipFile(klass / "heavy.zip", "w") as z:
+        z.writestr("spec.py", REF_SPEC.read_bytes())
+        for i in range(2000):
+            z.writestr(f"notes/{i}", b"")
+    out = tmp_path / "out"
+    result = grade(load_chapter("L10.8"), klass, 5, True, out / "grades.csv", out / "results", jobs=2)
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]
+    for name in ("heavy", "heavy.zip"):
+        assert rows[name]["status"] == "rejected" and rows[name]["score"] == "0.0", rows[name]
+        assert f"{name} took longer than 60 s to read" in rows[name]["reason"], rows[name]["reason"]
+        assert "upload only your source files" in rows[name]["reason"], rows[name]["reason"]
+    assert rows["light"]["status"] == "ungraded" and rows["light"]["score"] == "", rows["light"]
+    assert rows["light"]["reason"].startswith("Reading and packing light took longer than 60 s"), rows["light"]
+    assert rows["light-unpack"]["status"] == "ungraded", rows["light-unpack"]
+    assert rows["light-unpack"]["reason"].startswith("Unpacking light-unpack took longer than 60 s"), rows["light-unpack"]
+    assert "this machine is too slow or stuck" in rows["light-unpack"]["reason"]
+    assert all(v > 60 for v in looks.values()), looks  # each entry's own deadline passed, none other's
+    assert result["summary"]["rejected"] == 2 and result["summary"]["ungraded"] == 2, result["summary"]

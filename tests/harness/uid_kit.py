@@ -47,3 +47,24 @@ def namespace() -> list[str]:
     if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "mount")):
         pytest.skip("the uid fallback needs root, unshare, setpriv and mount (util-linux)")
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", prelude() + 'exec "$@"', "ol-uid-test"]
+
+
+def hidden(trees: list[Path]) -> str:
+    """Shell (after `prelude`, in the same namespace) that makes each folder of `trees` private as a grader's
+    answer trees are (chmod -R go-rwx), without changing the host: a 0700 tmpfs over it holding binds of its
+    children, so root reads the same files at the same paths and no other uid can enter."""
+    lines = []
+    for i, tree in enumerate(trees):
+        q = shlex.quote(str(tree))
+        lines += [f"mkdir /mnt/h{i}", f"mount --bind {q} /mnt/h{i}", f"mount -t tmpfs -o mode=0700,size=1m ol-hide-{i} {q}"]
+        for child in sorted(os.listdir(tree)):
+            c = shlex.quote(child)
+            lines += [f"{'mkdir' if (tree / child).is_dir() else 'touch'} {q}/{c}", f"mount --bind /mnt/h{i}/{c} {q}/{c}"]
+    return "\n".join(lines) + "\n"
+
+
+def namespace_with_answers_hidden(trees: list[Path]) -> list[str]:
+    """`namespace()`, with `trees` private (hidden) in it: what `ol grade` in mode uid asks of a grading machine."""
+    namespace()  # skips where the uid fallback cannot run
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", prelude() + hidden(trees) + 'exec "$@"',
+            "ol-uid-test"]
