@@ -184,6 +184,8 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     except BadSubmission as e:
         if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
             _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
+        if gradescope:  # the bundle's judge: the same refusal, read by harness.gradescope (a rejected upload)
+            _write_json(gradescope, {"refused": str(e)})
         raise
     show.report(console, rep)
     show.hints(console, rep)

@@ -21,8 +21,10 @@ unless results.json says so, what run_autograder printed. So:
   seed) to its stdout, which stays hidden; results.json never holds the seed.
 * `python -m harness.gradescope` (run_autograder's last step) writes results.json from the check's
   exit code: the report for 0 or 1; for 2 with an upload the layout function rejects (no submission
-  in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.upload), a score
-  of 0 and one sentence saying what to upload, as `ol grade` rejects it; for a killed check (the submission may have killed it), that; otherwise a
+  in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.upload) or that the
+  judge refused as malformed once the layout check passed (a crate without src/lib.rs: the reason it
+  wrote in place of the results), a score of 0 and one sentence saying what to upload, as `ol grade`
+  rejects it; for a killed check (the submission may have killed it), that; otherwise a
   report that the grader failed, not the student. None is a grade of 0 that looks like a verdict.
 """
 
@@ -307,6 +309,19 @@ def _rejection(chapter: str, submission: Path) -> str | None:
     return None
 
 
+def _refused(report: Path, submission: Path) -> str | None:
+    """The judge's reason for refusing an upload the layout function accepted (a crate without src/lib.rs):
+    the one object `ol check --gradescope` writes on a BadSubmission, in the judge's private folder."""
+    try:
+        said = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return None
+    reason = said.get("refused") if isinstance(said, dict) else None
+    if not isinstance(reason, str) or not reason.strip():
+        return None
+    return " ".join(reason.replace(str(submission.resolve()), "your upload").replace(str(submission), "your upload").split())
+
+
 def _report(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())
@@ -330,6 +345,7 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
         except Exception as e:  # noqa: BLE001 -- the harness does not import: the grader is broken, not the upload
             reason, why = None, f"ol check refused its input (exit 2) and the layout check failed: {type(e).__name__}: {e}"
         else:
+            reason = reason if reason is not None else _refused(report, submission)
             why = "ol check refused its own arguments (exit 2) though the upload is laid out right"
         if reason is not None:
             return upload_rejected(meta["tests"], meta["upload"], _listing(submission), reason), "rejected upload"

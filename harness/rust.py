@@ -142,7 +142,7 @@ def assemble(lang, package_dir: Path, ws: Path) -> Path:
     its Cargo.toml. Unchanged files are left alone (cargo rebuilds only what changed when `ws` is cached)."""
     src = Path(package_dir) / lang.package / "src"
     if not (src / "lib.rs").is_file():
-        raise BadSubmission(f"{Path(package_dir) / lang.package} has no src/lib.rs: the crate needs one "
+        raise BadSubmission(f"the crate {Path(lang.package).name} has no src/lib.rs: it needs one "  # its name, not the copy's path
                             "declaring `pub mod spec;` and the earlier chapters' modules (ol start writes it)")
     ws.mkdir(parents=True, exist_ok=True)
     _write_if_changed(ws / "Cargo.toml", WORKSPACE_MANIFEST)

@@ -25,7 +25,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from harness import rust
+from harness import gradescope, rust
 
 from harness.confine import slot_uids
 from harness.registry import load_chapter
@@ -321,6 +321,33 @@ def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
     assert "ol check exited 3" in log
     assert data["output"].startswith("The grader failed") and "not a verdict on your code" in data["output"]
     assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]) and data["extra_data"] == {"ol": "grader failed"}
+
+
+def test_an_upload_the_judge_refuses_after_the_layout_check_is_rejected_as_ol_grade_rejects_it(tmp_path):
+    """A crate the layout function accepts (tl-engine/src/spec.rs) that the judge refuses as malformed (no
+    src/lib.rs and no --ref-deps: exit 2, a BadSubmission). The bundle's --ref-deps-if-missing supplies lib.rs,
+    so no real upload reaches this today; when one does, the check writes its reason where results.json would
+    be, and the bundle's last step makes it a rejected upload, as `ol grade` does, not a grader failure."""
+    sub = tmp_path / "submission"
+    (sub / "tl-engine" / "src").mkdir(parents=True)
+    shutil.copyfile(REPO / "reference" / "rust" / "crates" / "tl-engine" / "src" / "spec.rs", sub / "tl-engine" / "src" / "spec.rs")
+    said = tmp_path / "private" / "results.json"
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", str(sub), "--gradescope", str(said)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 2 and "has no src/lib.rs" in r.stderr, r.stdout[-2000:] + r.stderr[-2000:]
+    source = tmp_path / "source"
+    source.mkdir()
+    chapter = load_chapter("L10.8")
+    (source / gradescope.META_FILE).write_text(json.dumps(
+        {"chapter": "L10.8", "upload": "spec.rs", "tests": [{"name": t.name, "max_score": t.points} for t in chapter.tests]}))
+    data, what = gradescope.results_for(source, 2, said, sub)
+    jsonschema.validate(data, SCHEMA)
+    assert what == "rejected upload" and data["extra_data"] == {"ol": "rejected upload"}, (what, data)
+    assert data["score"] == 0 and all(t["score"] == 0 for t in data["tests"]), data
+    why = data["tests"][0]["output"]
+    assert "the crate tl-engine has no src/lib.rs" in why and "/tmp" not in why and str(tmp_path) not in why, why
+    said.write_text("{}")  # no refusal written (a check refusing its own arguments): the grader failed, not the upload
+    assert gradescope.results_for(source, 2, said, sub)[1].startswith("grader failure"), "a refusal must be the judge's own"
 
 
 @pytest.mark.slow
