@@ -221,6 +221,7 @@ def hostile_class(tmp_path_factory):
         _remove(klass)
 
 
+@pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
 @pytest.mark.slow(s=40)
 def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(hostile_class):
     r, rows, out, said, _klass = hostile_class
@@ -236,6 +237,7 @@ def test_a_class_of_bad_entries_is_graded_whole_and_the_honest_one_as_if_alone(h
         assert secret not in r.stdout + r.stderr
 
 
+@pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
 @pytest.mark.slow(s=0.1)  # the class's run is the test above's (slow): these read its rows
 @pytest.mark.parametrize("kind", list(REJECTED))
 def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, kind):
@@ -247,6 +249,7 @@ def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, k
     assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
 
 
+@pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
 @pytest.mark.slow(s=25)
 def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs_row_for_each(hostile_class, tmp_path):
     """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
@@ -271,6 +274,7 @@ def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs
     assert "Dask worker tcp://127.0.0.1:" in said, "the entries that reached a worker say where they were graded"
 
 
+@pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
 @pytest.mark.slow(s=0.1)  # the class's run is test_a_class_of_bad_entries...'s (slow): this reads its rows
 @pytest.mark.parametrize("kind", list(GRADED))
 def test_an_unusual_name_is_graded_and_shown_escaped(hostile_class, kind):

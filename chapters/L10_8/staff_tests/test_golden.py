@@ -214,6 +214,7 @@ def rebuilt(rebuilt_doc) -> bytes:
     return oracle.dumps(rebuilt_doc)
 
 
+@pytest.mark.xdist_group("golden_rebuild")  # the file rebuilt once, not once per xdist worker
 def test_regenerating_gives_identical_bytes(rebuilt):
     assert DOC["master_seed"] == oracle.MASTER_SEED
     assert rebuilt == RAW
@@ -250,6 +251,7 @@ def test_logprobs_are_the_exact_ones_to_the_bit():
     assert not wrong, f"logprobs that are not the exact ones: {wrong[:5]}"
 
 
+@pytest.mark.xdist_group("golden_rebuild")  # the file rebuilt once, not once per xdist worker
 def test_check_accepts_the_fixture(monkeypatch, rebuilt_doc):
     # check() rebuilds (document.build, which oracle.build is): the module's one build, which
     # test_regenerating_gives_identical_bytes holds to the file (`ol fixtures --check` runs it whole: test_cli.py)
@@ -274,6 +276,7 @@ def _other_digit(b: int) -> int:
     return ord("7") if b != ord("7") else ord("3")
 
 
+@pytest.mark.xdist_group("golden_rebuild")  # the file rebuilt once, not once per xdist worker
 def test_check_names_the_case_and_field_of_a_one_byte_edit(tmp_path, monkeypatch, rebuilt_doc):
     # check() rebuilds (document.build, which oracle.build is): reuse one build
     monkeypatch.setattr(document, "build", lambda ref, seed: rebuilt_doc)
