@@ -4,6 +4,7 @@ another."""
 
 from chapters.L10_8.client import Client
 from harness.errors import Raised
+from harness.feedback import call_text
 from harness.registry import load_chapter
 from harness.stub import make_stub
 
@@ -45,3 +46,63 @@ def test_the_python_stub_names_each_method_with_its_class():
     text = make_stub(load_chapter("L10.8"))
     assert 'raise NotImplementedError("SpecConfig.parse: not implemented yet")' in text
     assert 'raise NotImplementedError("prompt_lookup: not implemented yet")' in text
+
+
+# ---- an error names the call and its input, as a failure does ----
+
+def _raised(op: str, args: dict, data: dict, language: str = "python") -> str:
+    """What Impl.call makes of an exception the implementation raised inside `op(args)`."""
+    e = Raised(op, data, language)
+    called = Client.called(op, args, language)
+    e.name_call(called, call_text(called, Client.shown_args(None, op, args)))
+    return str(e)
+
+
+def test_an_exception_names_the_call_and_its_input():
+    got = _raised("prompt_lookup", dict(ctx=[5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1),
+                  {"type": "IndexError", "message": "list index out of range",
+                   "frames": [{"file": "tinyllm/infer/spec.py", "line": 106, "function": "prompt_lookup",
+                               "source": "return [ctx[t + 1]]"}]})
+    assert got == ("prompt_lookup([5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1) raised IndexError: list index out of range\n"
+                   "  tinyllm/infer/spec.py, line 106, in prompt_lookup\n    return [ctx[t + 1]]")
+
+
+def test_a_rust_panic_names_the_call_and_its_input():
+    got = _raised("blocks_for", dict(tokens=5, block_tokens=0),
+                  {"type": "panic", "message": "your code panicked at crates/tl-engine/src/spec.rs:3:9: attempt to divide by zero",
+                   "frames": [{"file": "crates/tl-engine/src/spec.rs", "line": 3, "source": "tokens / block_tokens"}]}, "rust")
+    assert got == ("blocks_for(5, block_tokens=0) panicked at crates/tl-engine/src/spec.rs:3:9: attempt to divide by zero\n"
+                   "  --> crates/tl-engine/src/spec.rs:3\n   | tokens / block_tokens")
+
+
+def test_the_call_shows_the_contracts_arguments_not_the_protocols():
+    boom = {"type": "KeyError", "message": "'x'"}
+    assert _raised("generate", dict(target="judge", cfg={"draft": "none", "k": 4}, prompt=[1, 2], params={"temperature": 0.0},
+                                    seed=7, max_new=3, eos=[], stream=True), boom).startswith(
+        "generate_stream(target, cfg={'draft': 'none', 'k': 4}, prompt=[1, 2], params={'temperature': 0.0}, seed=7, "
+        "max_new=3, eos=[], on_token=listener) raised KeyError: 'x'")
+    assert _raised("verify_draft", dict(rows=[[0.0, 1.0]], draft=[], draft_probs=None, params={}, prompt=[0], output=[], seed=9),
+                   boom).startswith("verify_draft([[0.0, 1.0]], draft=[], draft_probs=None, params={}, prompt=[0], output=[], "
+                                    "rng=Pcg32.from_seed(9)) raised")
+    assert _raised("pool_call", dict(pool=3, method="fill", args=[2]), boom).startswith("KvPool.fill(2) raised")
+    assert _raised("runner_target_call", dict(target=1, method="extend", ids=[4, 5]), boom, "rust").startswith(
+        "RunnerTarget::extend([4, 5]) raised")
+    assert _raised("rollback", dict(pool=3, table=[0, 1], keep=4), boom).startswith("rollback(pool, table=[0, 1], keep=4) raised")
+
+
+def test_a_long_input_is_cut_naming_what_was_left_out_and_shown_literally():
+    ctx = list(range(100, 150))
+    got = _raised("prompt_lookup", dict(ctx=ctx, k=5, max_ngram=4, min_ngram=3), {"type": "IndexError", "message": "m"})
+    assert got.startswith("prompt_lookup([100, 101, 102, 103, 104, 105, ... 38 more ..., 144, 145, 146, 147, 148, 149], k=5,"), got
+    rows = [[0.5] * 20 for _ in range(30)]
+    got = _raised("verify_draft", dict(rows=rows, draft=[1], draft_probs=None, params={}, prompt=[0], output=[], seed=1),
+                  {"type": "KeyError", "message": "'x'"})
+    first = got.split(", draft=", 1)[0]
+    assert len(first) < 200 and "... 28 more ..." in first and "... 18 more ..." in first, first
+    got = _raised("spec_config_parse", dict(draft="ngr\x1bam\u202e", k=4), {"type": "TypeError", "message": "m"})
+    assert got.startswith("SpecConfig.parse('ngr\\x1bam\\u202e', k=4) raised TypeError: m"), got
+
+
+def test_an_error_the_judge_did_not_name_keeps_the_op():
+    """Raised made outside Impl.call (no call to name) still says what ran."""
+    assert str(Raised("load", {"type": "OSError", "message": "m"})) == "load: your code raised OSError: m"
