@@ -6,7 +6,7 @@ abbreviated, and a comparison that never reads "expected X, got X".
   `[5, 6, 7, 8, ... 92 more ..., 4, 5, 6, 7]`; nested sequences are cut the same way at each level.
 - `call_text(name, args)`: `prompt_lookup([5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)`: the first
   argument positional, the rest by keyword, each value `shown` in about WIDTH characters (`brief`).
-- `where_differ(want, got)`: where two values differ in words ("yours has 38 items, not 40", "item 3 is
+- `where_differ(want, got)`: where two values differ in words ("yours has 38 items, 2 fewer than 40", "item 3 is
   4.0 (float), not 4 (int)"), "" when they are the same value of the same type.
 - `expected_got(want, got)`: "expected W, got G", and, when W and G print alike, where they differ; other
   views of the answer (what a listener heard) that differ from W are named after it.
@@ -107,7 +107,7 @@ def where_differ(want, got, items: int = ITEMS, whose: str = "yours") -> str:
             fewer = f"{len(want) - len(got)} fewer" if len(got) < len(want) else f"{len(got) - len(want)} more"
             tail = f"; first difference at {at}" if at else (
                 f"; the first {min(len(want), len(got))} are the same" if min(len(want), len(got)) else "")
-            return f"{whose} has {len(got)} items, not {len(want)} ({fewer}){tail}"
+            return f"{whose} has {len(got)} items, {fewer} than {len(want)}{tail}"
         return at
     if isinstance(want, Mapping) and isinstance(got, Mapping):
         if set(want) != set(got):
@@ -119,15 +119,16 @@ def where_differ(want, got, items: int = ITEMS, whose: str = "yours") -> str:
     return f"{whose} is {got!r}, not {want!r}"
 
 
-def expected_got(want, got, show: Callable = shown, sep: str = ", got ", also: Mapping | None = None) -> str:
+def expected_got(want, got, show: Callable = shown, sep: str = ", got ", also: Mapping | None = None,
+                 also_sep: str = "; ") -> str:
     """`expected W, got G` (sep: what joins them, e.g. "\\n  got      "), with where they differ when W and G
     print alike; each of `also` (a label such as "the listener heard" -> a value) that differs from `want` is
-    named after it with where it differs."""
+    named after it (also_sep before it) with where it differs."""
     w, g = show(want), show(got)
     text = f"expected {w}{sep}{g}"
     if w == g and not _same(want, got):
         text += f" (they print alike; {where_differ(want, got)})"
     for label, value in (also or {}).items():
         if not _same(want, value):
-            text += f"; {label} {show(value)} ({where_differ(want, value, whose='that')})"
+            text += f"{also_sep}{label} {show(value)} ({where_differ(want, value, whose='that')})"
     return text

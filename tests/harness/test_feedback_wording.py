@@ -2,9 +2,13 @@
 the contract's function the test called (not the protocol's op), and the one whose stub ran when that is
 another."""
 
+import numpy as np
+
 from chapters.L10_8.client import Client
+from chapters.L10_8.judge.judging import short, tokens_differ
+from chapters.L10_8.judge.replay import Expected, parting
 from harness.errors import Raised
-from harness.feedback import call_text
+from harness.feedback import call_text, expected_got, where_differ
 from harness.registry import load_chapter
 from harness.stub import make_stub
 
@@ -106,3 +110,52 @@ def test_a_long_input_is_cut_naming_what_was_left_out_and_shown_literally():
 def test_an_error_the_judge_did_not_name_keeps_the_op():
     """Raised made outside Impl.call (no call to name) still says what ran."""
     assert str(Raised("load", {"type": "OSError", "message": "m"})) == "load: your code raised OSError: m"
+
+
+# ---- a message never reads "expected X, got X" ----
+
+def test_values_that_print_alike_say_where_they_differ():
+    """Each pair prints alike through str (or short); the message names the type, the length or the item."""
+    assert expected_got([1, 2], (1, 2), str) == "expected [1, 2], got (1, 2)"  # prints differently: nothing added
+    assert expected_got(4, 4.0, lambda v: f"{v:g}") == "expected 4, got 4 (they print alike; yours is 4.0 (float), not 4 (int))"
+    assert expected_got(True, 1, int) == "expected 1, got 1 (they print alike; yours is 1 (int), not True (bool))"
+    assert expected_got([1, 2], (1, 2), short) == "expected [1 2], got [1 2] (they print alike; yours is a tuple, not a list)"
+    assert expected_got(0.1, 0.1 + 2 ** -56, lambda v: f"{v:.6f}") == (
+        "expected 0.100000, got 0.100000 (they print alike; yours is 0.10000000000000002, not 0.1)")
+    assert expected_got([0.5], [np.float64(0.5)], short) == (
+        f"expected [0.5], got [0.5] (they print alike; item 0: yours is {np.float64(0.5)!r} (numpy.float64), not 0.5 (float))")
+    assert expected_got(list(range(50)), list(range(49)) + [7], lambda xs: short(xs, 40)) == (
+        f"expected {short(range(50), 40)}, got {short(range(50), 40)} (they print alike; item 49: yours is 7, not 49)")
+
+
+def test_a_listener_that_heard_other_tokens_is_named():
+    """The sampled stream's check compared three lists and printed two: 'expected X, got X' when only the
+    listener was wrong."""
+    want = list(range(40))
+    got = tokens_differ(want, list(want), want[:39])
+    assert got == (f"\n  expected {short(want, 40)}\n  got      {short(want, 40)}\n"
+                   f"  heard    {short(want[:39], 40)} (that has 39 items, 1 fewer than 40; the first 39 are the same)")
+    assert "heard" not in tokens_differ(want, want[:3], want), "a listener that heard the expected tokens is not named"
+    assert expected_got([13, 5, 1], [13, 5, 1], repr, also={"the listener heard": [13, 5]}) == (
+        "expected [13, 5, 1], got [13, 5, 1]; the listener heard [13, 5] (that has 2 items, 1 fewer than 3; the first 2 "
+        "are the same)")
+
+
+def test_where_differ_names_the_first_difference():
+    assert where_differ([1, 2, 3], [1, 2, 3]) == ""
+    assert where_differ([1, 2, 3], [1, 5]) == "yours has 2 items, 1 fewer than 3; first difference at item 1: yours is 5, not 2"
+    assert where_differ([1], [1, 2]) == "yours has 2 items, 1 more than 1; the first 1 are the same"
+    assert where_differ({"tokens": [1], "cached": 4}, {"tokens": [1], "cached": 4.0}) == (
+        "at 'cached': yours is 4.0 (float), not 4 (int)")
+    assert where_differ({"a": 1}, {"b": 1}) == "yours lacks ['a']; yours has ['b'] too"
+    assert where_differ(float("nan"), float("nan")) == "", "NaN prints as nan on both sides: no difference to name"
+
+
+def test_equal_infinite_logprobs_are_no_difference():
+    """replay.parting compared logprobs by abs(a - b) <= tol, which is False for -inf and -inf (their
+    difference is NaN): 'expected -inf, got -inf'."""
+    want = Expected(tokens=[3], logprobs=[float("-inf")], finish_reason="length", rounds=[], oracle="the test's")
+    got = {"tokens": [3], "logprobs": [float("-inf")], "finish_reason": "length", "stats": {}}
+    assert parting("here", want, got) is None
+    got["logprobs"] = [-1e300]
+    assert "expected -inf, got -1e+300" in parting("here", want, got)
