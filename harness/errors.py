@@ -52,11 +52,13 @@ class Raised(SubmissionFailure):
         frames = data.get("frames")
         self.frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
         self.called = None  # the contract's function the test called (Impl.call names it), else the op
+        self.call = None  # that call with its input, shown literally and abbreviated (Impl.call writes it)
         super().__init__(self.describe())
 
-    def name_call(self, called: str) -> None:
-        """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name)."""
-        self.called = called
+    def name_call(self, called: str, call: str | None = None) -> None:
+        """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name), and the
+        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.feedback)."""
+        self.called, self.call = called, call
         self.args = (self.describe(),)
 
     def _hit(self) -> str:
@@ -93,10 +95,14 @@ class Raised(SubmissionFailure):
         if self.not_implemented:
             return self._not_implemented()
         if self.type == "panic":
+            if self.call:  # "your code panicked at spec.rs:3:9: ..." -> "prompt_lookup(...) panicked at spec.rs:3:9: ..."
+                return f"{self.call} {self.message.removeprefix('your code ')}{self.where()}"
             return f"{self.op}: {self.message}{self.where()}"
         if self.import_failed:
             return (f"{self.op}: your submission could not be imported: {self.type}: {self.message}{self.where()}\n"
                     "Fix the import; if an earlier chapter's module is what is missing, try --ref-deps.")
+        if self.call:
+            return f"{self.call} raised {self.type}: {self.message}{self.where()}"
         return f"{self.op}: your code raised {self.type}: {self.message}{self.where()}"
 
 

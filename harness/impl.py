@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .errors import Crashed, Raised, SubmissionFailure, Timeout
+from .feedback import call_text
 from .shapes import ShapeError, conform
 from .wire import floats
 
@@ -75,13 +76,19 @@ class Impl:
         self.calls.append(info)
         if info.error is not None:
             if isinstance(info.error, Raised):
-                info.error.name_call(self.called(op, args, info.error.language))
+                called = self.called(op, args, info.error.language)
+                info.error.name_call(called, call_text(called, self.shown_args(op, args)))
             raise info.error
         return self.conform(op, args, info.value)
 
     def called(self, op: str, args: dict, language: str) -> str:
         """The contract's name, in `language`, of the function `op` calls; a chapter's client maps its ops."""
         return op
+
+    def shown_args(self, op: str, args: dict) -> dict:
+        """The arguments of the contract's call `op` makes, as an error shows them (harness.feedback.call_text);
+        a chapter's client leaves out what only the protocol carries (handles, flags)."""
+        return args
 
     def conform(self, op: str, args: dict, value):
         """The answer checked against the op's declared shape (non-finite floats decoded); a mismatch is

@@ -5,6 +5,7 @@ implementation (a KvPool, a RunnerTarget) are proxies holding a handle; the judg
 to a call (the fake target, a token listener) answer the worker's callbacks through `JudgeObjects`.
 """
 
+from harness.feedback import Bare, brief
 from harness.impl import Impl
 from harness.wire import to_wire
 
@@ -56,6 +57,26 @@ class Client(Impl):
         if op == "pool_call":
             return f"KvPool{'::' if rust else '.'}{args.get('method')}"
         return cls.CALLS.get(op, (op, op))[rust]
+
+    def shown_args(self, op: str, args: dict) -> dict:
+        """The contract's arguments of the call, as an error shows them: handles and the judge's objects by
+        name, the protocol's flags left out."""
+        a = dict(args)
+        if op == "generate":
+            a["target"] = Bare("target") if a["target"] == "judge" else Bare("RunnerTarget")
+            if a.pop("stream", False):
+                a["on_token"] = Bare("listener")
+        elif op in ("runner_target_call", "pool_call", "pool_write"):
+            a.pop("target", None), a.pop("pool", None), a.pop("method", None)
+            if op == "pool_call":
+                a = dict(enumerate(a.get("args") or []))
+        elif op == "rollback":
+            a["pool"] = Bare("pool")
+        elif op == "verify_draft":
+            a["rng"] = Bare(f"Pcg32.from_seed({a.pop('seed')!r})")
+        elif op == "verify_first_tokens":  # one verify_draft per seed
+            a["rng"] = Bare(f"Pcg32.from_seed(seed) for each seed of {brief(a.pop('seeds'))}")
+        return a
 
     def prompt_lookup(self, ctx, k, max_ngram, min_ngram):
         return self.call("prompt_lookup", dict(ctx=ctx, k=k, max_ngram=max_ngram, min_ngram=min_ngram))

@@ -3,6 +3,7 @@ case's `expect`, verify without logprobs; or "refused"): what the chapter's test
 hints (harness.hints) and what the staff tests compare each mutant's answers with."""
 
 from harness.errors import Raised, SubmissionFailure
+from harness.feedback import expected_got
 
 from .fake_target import FakeTarget
 from .targets import filled_table
@@ -81,4 +82,4 @@ def golden_mismatch(golden: dict, section: str, wrong: list) -> str:
     c, got = wrong[0]
     inputs = case_inputs(c)
     return (f"{len(wrong)} of {len(golden[section])} golden {section} cases differ from the Python reference. First: "
-            f"case {c['id']} (tags {', '.join(c['tags'])}), {inputs}:\n  expected {c['expect']}\n  got      {got}")
+            f"case {c['id']} (tags {', '.join(c['tags'])}), {inputs}:\n  {expected_got(c['expect'], got, str, sep=chr(10) + '  got      ')}")

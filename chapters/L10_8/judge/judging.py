@@ -3,12 +3,20 @@
 from contextlib import contextmanager
 
 from harness.errors import Raised
+from harness.feedback import expected_got
 
 
 def short(xs, n: int = 12) -> str:
     xs = list(xs)
     body = " ".join(str(x) for x in xs[:n])
     return f"[{body}{' ...' if len(xs) > n else ''}] ({len(xs)} items)" if len(xs) > n else f"[{body}]"
+
+
+def tokens_differ(want, got, heard=None) -> str:
+    """Two token streams on two lines (`short`, 40 shown), saying where they differ when they print alike, and
+    what the listener heard (`heard`) when that is not `want`: never "expected X, got X"."""
+    also = {"heard   ": heard} if heard is not None else None
+    return "\n  " + expected_got(want, got, lambda xs: short(xs, 40), sep="\n  got      ", also=also, also_sep="\n  ")
 
 
 def uniforms_drawn(ref, seed: int, next_u32: int, limit: int = 256) -> str:

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from harness.feedback import where_differ
+
 from .fake_target import FakeTarget
 from .judging import case, short
 from .requests import VOCAB
@@ -193,12 +195,13 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     lps = list(got["logprobs"])
     if len(lps) != len(toks):
         return f"{head}\n  {len(toks)} tokens but {len(lps)} logprobs: one logprob per emitted token, cut where the tokens are cut"
-    bad = next((i for i, (a, b) in enumerate(zip(want.logprobs, lps)) if not abs(a - b) <= logprob_tol), None)
+    bad = next((i for i, (a, b) in enumerate(zip(want.logprobs, lps)) if not (a == b or abs(a - b) <= logprob_tol)), None)
     if bad is not None:
         r, _ = _round_of(want, bad)
         return f"{head}\n  Token {bad} (round {r}) is right, its logprob is not: expected {want.logprobs[bad]!r}, got {lps[bad]!r}"
     if heard is not None and heard != toks:
-        return f"{head}\n  The listener heard {short(heard, 40)}, generate returned {short(toks, 40)}"
+        return (f"{head}\n  The listener heard {short(heard, 40)}, generate returned {short(toks, 40)} "
+                f"({where_differ(toks, heard, whose='what it heard')})")
     if fed is None:
         return None
     want_stats = want.stats()

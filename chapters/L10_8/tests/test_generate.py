@@ -8,8 +8,10 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 
 import numpy as np
 
+from harness.feedback import expected_got
+
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
-from chapters.L10_8.judge.judging import case, must_refuse, short
+from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
 from chapters.L10_8.judge import stats
 from chapters.L10_8.judge.answers import golden_mismatch, golden_section
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
@@ -171,7 +173,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
         g = impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, sampled, 11, MAX_NEW, [], on_token=listener)
     assert g["tokens"] == want == [t for t, _ in heard], (
         f"sampled at temperature 0.8 with seed 11, the stream must be the reference's (the request's generator is "
-        f"Pcg32.from_seed(seed), drawn as verify_draft draws):\n  expected {short(want, 40)}\n  got      {short(g['tokens'], 40)}")
+        f"Pcg32.from_seed(seed), drawn as verify_draft draws):{tokens_differ(want, g['tokens'], [t for t, _ in heard])}")
     n = 24  # enough rounds for rejections and full acceptances in each request below
     check_generation(impl, ref, f"a sampled penalised request, no draft, seed 11, max_new {n}", "reference", cfg("none"), prompt,
                      SAMPLED_PENALISED, 11, n, stream=True)
@@ -203,8 +205,8 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     with case(f"EOS {plain[j]}, on which the listener says stop"):
         g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [plain[j]], on_token=stop_at_eos)
     assert g["tokens"] == plain[:j + 1] == [t for t, _ in heard], (
-        f"EOS {plain[j]} at index {j} is handed over, then ends generation: expected {plain[:j + 1]}, got {g['tokens']} "
-        f"(the listener heard {[t for t, _ in heard]})")
+        f"EOS {plain[j]} at index {j} is handed over, then ends generation: "
+        f"{expected_got(plain[:j + 1], g['tokens'], repr, also={'the listener heard': [t for t, _ in heard]})}")
     assert g["finish_reason"] == "stopped", (
         f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
         f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")
