@@ -144,7 +144,7 @@ _runs_lock = threading.Lock()
 
 def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
     from .confine import choose, grading_refusal
-    from .sandbox import _reachable_by_other
+    from .sandbox import reachable_by_other
 
     key = (task.chapter, task.seed, task.version["digest"])
     with _runs_lock:
@@ -159,7 +159,7 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
                 from .uids import UidPool
 
                 uids = UidPool(slots)
-            if scratch_root is not None and mode.name == "uid" and not _reachable_by_other(scratch_root):
+            if scratch_root is not None and mode.name == "uid" and not reachable_by_other(scratch_root):
                 scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
             scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
             scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable; the fresh cases are 0600
