@@ -491,7 +491,7 @@ def selftest(ctx) -> None:
     os.environ.setdefault("OL_SPIN_S", "0")
     from . import wire
 
-    wire.SPIN_S = wire._spin_s()
+    wire.reread_spin()
     # Two workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
     # so the long tests balance): the suite mostly waits (deadlines it proves, sandboxes starting, hostile samples
     # sleeping; measured: 480 CPU-seconds in 2058 test-seconds), so a core runs one test while another waits.

@@ -33,9 +33,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import SandboxError, UsageError
+from .errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
+from .paths import REPO
 from .sandbox import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
-from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (SandboxError, slot_uids: re-exported, as before)
+from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (slot_uids: re-exported, as before)
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -245,8 +246,6 @@ def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_fil
     """Copy the tree `src` to `dst` for a confined command to read: directories 0755, files 0644, regular
     files and folders only (a symlink is not followed: it could name the answers; nor copied: the judge,
     maybe root, would be the one resolving it). Too large a tree is refused with the reason."""
-    from .errors import BadSubmission
-
     total = files = 0
     dst.mkdir(mode=0o755)
     os.chmod(dst, 0o755)
@@ -317,8 +316,6 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
     worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
     if mode.name != "uid":
         return []
-    from .paths import REPO
-
     trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples
     return [t for t in dict.fromkeys(trees) if exposed(t)]
 
