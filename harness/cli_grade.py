@@ -4,13 +4,18 @@
 runs as `python -m harness.cli` (its module is then __main__), so this module takes them as arguments.
 """
 
+import os
 from pathlib import Path
 
 import click
 
-from .errors import UsageError
+from .confine import choose, grading_refusal
+from .errors import SandboxError, UsageError
+from .grade import check_outputs, grade as run_grade, submissions_in
+from .ledger import default_results_dir, recorded_seed
 from .registry import load_chapter
 from .render import console as show
+from .render.progress import GradeProgress
 
 
 def add_to(main: click.Group, out, err, Exit, _seed) -> None:
@@ -39,18 +44,11 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
               ref_deps, no_sandbox) -> None:
         """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel, here or on a
         Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
-        import os
-
-        from .confine import SandboxError, choose, grading_refusal
-        from .grade import check_outputs, grade as run_grade, submissions_in
-        from .ledger import default_results_dir, recorded_seed
-        from .render.progress import GradeProgress
-
         ch = load_chapter(chapter)
         given_seed = None if seed is None else _seed(seed, "--seed")  # one that is no integer: refused before anything
         cluster, mode_name = None, None
         if scheduler is not None or scheduler_file is not None:
-            from .cluster import Cluster
+            from .cluster import Cluster  # here: it imports Dask, 1.2 s measured, which only --scheduler needs
 
             if jobs is not None:
                 raise UsageError("--jobs sizes this machine's pool; with --scheduler each Dask worker's --nthreads decides")

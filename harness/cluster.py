@@ -30,7 +30,12 @@ import time
 import uuid
 from pathlib import Path
 
+from distributed import Client, wait  # Dask at the top: only --scheduler imports this module (harness.cli_grade)
+from distributed.client import FIRST_COMPLETED, FuturesCancelledError
+from distributed.scheduler import KilledWorker
+
 from .errors import OlError, UsageError
+from .task import WorkerRefused, check_version_here, run_on_dask_worker
 
 CONNECT_S = 30  # reaching the scheduler
 WORKERS_S = 120  # the first worker to join; and how long the run waits once every worker is gone
@@ -62,8 +67,6 @@ class Cluster:
         return self.address or f"the scheduler of {self.scheduler_file}"
 
     def _connect(self):
-        from distributed import Client
-
         try:
             if self.address is not None:
                 return Client(self.address, timeout=CONNECT_S)
@@ -82,10 +85,6 @@ class Cluster:
     def _preflight(self, client, task) -> None:
         """Every worker there now checks its harness version against the client's before any submission is sent:
         one small task pinned to each, answered within PREFLIGHT_S."""
-        from distributed import wait
-
-        from .task import WorkerRefused, check_version_here
-
         workers = sorted(client.nthreads())
         checks = {client.submit(check_version_here, task.chapter, task.version, key=f"ol-version-{uuid.uuid4().hex[:8]}-{i}",
                                 workers=[w], allow_other_workers=False, pure=False, retries=0): w
@@ -108,13 +107,6 @@ class Cluster:
     def run(self, tasks: list, started, done, lost) -> None:
         """Grade `tasks` on the cluster: started(name, worker) as each begins (from the client's event
         loop), done(task, result) and lost(task, reason) in the order they finish (from this thread)."""
-        from distributed import wait
-        from distributed.client import FIRST_COMPLETED
-        from distributed.client import FuturesCancelledError
-        from distributed.scheduler import KilledWorker
-
-        from .task import WorkerRefused, run_on_dask_worker
-
         client = self._connect()
         token = uuid.uuid4().hex[:8]
         by_key: dict[str, object] = {}

@@ -33,50 +33,17 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import UsageError
-from .sandbox import _LIMITER, SANDBOX_UID, Limits, _reachable_by_other, available, sandboxed
+from .errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
+from .paths import REPO
+from .sandbox import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
+from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (slot_uids: re-exported, as before)
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
-# Mode uid: the uid a worker runs as. RLIMIT_NPROC counts every process of a uid on the machine (no user
-# namespace separates them), bwrap sandboxes started by root included (they run as host uid 65534); so
-# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uids), lest a
-# fork bomb starve its siblings. OL_SANDBOX_UID carries the choice to a judge.
-SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
 
 
 def worker_uid() -> int:
     return int(os.environ.get("OL_SANDBOX_UID") or SANDBOX_UID)
-
-
-def slot_uids(n: int, exclude: set[int] = frozenset()) -> list[int]:
-    """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
-    `exclude` (harness.uids.UidPool hands them out, each cleared of its processes before and after use)."""
-    import grp
-    import pwd
-
-    busy = {_uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
-    free = []
-    for uid in SLOT_UIDS:
-        try:
-            pwd.getpwuid(uid)
-            continue
-        except KeyError:
-            pass
-        try:
-            grp.getgrgid(uid)  # the worker's gid is its uid: a group of that number would share its folders' group bits
-            continue
-        except KeyError:
-            pass
-        if uid not in busy and uid not in exclude:
-            free.append(uid)
-        if len(free) == n:
-            return free
-    raise SandboxError(f"no {n} free uids in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
-
-
-class SandboxError(UsageError):
-    """The sandbox asked for cannot run here."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +104,7 @@ def uid_argv(argv: list[str], limits: Limits) -> list[str]:
     """Mode uid: drop to worker_uid() (no groups, no new privileges), set the hard limits, exec argv."""
     uid = worker_uid()
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--",
-            os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(), *map(str, argv)]
+            os.path.realpath(sys.executable), "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
 
 
 def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
@@ -174,7 +141,7 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
                                "where bubblewrap runs.")
         become_subreaper()
         return uid_argv(argv, limits), {"cwd": str(home), "env": env}
-    inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", _LIMITER, limits.spec(processes=False), *map(str, argv)]
+    inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", LIMITER, limits.spec(processes=False), *map(str, argv)]
     return inner, {"cwd": str(home), "env": env}
 
 
@@ -256,12 +223,10 @@ def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
         return 0
     killed = 0
     if not known and worker_uid() in SLOT_UIDS:
-        from .uids import clear
-
         clear(worker_uid())
     for _ in range(rounds):
         strays = [p for p, parent in process_parents().items()
-                  if parent == os.getpid() and p not in known and _uid_of(p) == worker_uid()]
+                  if parent == os.getpid() and p not in known and uid_of(p) == worker_uid()]
         if not strays:
             break
         killed += kill_all(strays)
@@ -273,17 +238,6 @@ def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
     return killed
 
 
-def _uid_of(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
 COPY_CAP_BYTES = 64 << 20  # a submission's package is kilobytes; more is an upload mistake or an attack
 COPY_CAP_FILES = 4000
 
@@ -292,8 +246,6 @@ def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_fil
     """Copy the tree `src` to `dst` for a confined command to read: directories 0755, files 0644, regular
     files and folders only (a symlink is not followed: it could name the answers; nor copied: the judge,
     maybe root, would be the one resolving it). Too large a tree is refused with the reason."""
-    from .errors import BadSubmission
-
     total = files = 0
     dst.mkdir(mode=0o755)
     os.chmod(dst, 0o755)
@@ -333,7 +285,7 @@ def _other_mode(path: Path) -> int | None:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    return mode & (stat.S_IROTH | stat.S_IXOTH) if _reachable_by_other(str(path)) else 0
+    return mode & (stat.S_IROTH | stat.S_IXOTH) if reachable_by_other(str(path)) else 0
 
 
 def _reachable_as(path: Path, uid: int) -> bool:
@@ -364,8 +316,6 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
     worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
     if mode.name != "uid":
         return []
-    from .paths import REPO
-
     trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples
     return [t for t in dict.fromkeys(trees) if exposed(t)]
 

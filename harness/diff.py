@@ -7,6 +7,7 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
+from .errors import UsageError
 from .reference import pristine
 from .registry import Chapter
 from .subjects import open_impl
@@ -27,8 +28,6 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
 
 def case_literal(chapter: Chapter, case_id: str, language: str) -> str:
     """One golden case as a test the student can paste, in `language` (the chapter's `literals` module)."""
-    from .errors import UsageError
-
     golden = json.loads(open(chapter.golden).read())
     literals = chapter.module("literals")
     found = literals.find(golden, case_id)

@@ -27,6 +27,10 @@ class BadSubmission(UsageError):
     """The submission path is missing or not laid out as a course workspace."""
 
 
+class SandboxError(UsageError):
+    """The sandbox asked for cannot run here."""
+
+
 class RegistryError(OlError):
     """A chapter registry or mutant manifest is inconsistent (staff error)."""
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import sys
 from typing import Callable
 
+from . import rust
 from .confine import readable_copy, readable_file
 from .errors import UsageError
 from .paths import REPO
@@ -63,17 +64,13 @@ def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
 
 
 def _rust_worker(chapter, built: Path, home: Path) -> WorkerLaunch:
-    from .rust import worker_files
-
-    binary = worker_files(built, home)
+    binary = rust.worker_files(built, home)
     return WorkerLaunch(lambda fd_in, fd_out: [str(binary), "--in", str(fd_in), "--out", str(fd_out)],
                         (binary.parent, *chapter.worker_data), {"RUST_BACKTRACE": "0"})
 
 
 def _rust_build(chapter, package_dir: Path, scratch: Path, mode) -> Path:
-    from .rust import build
-
-    return build(chapter, package_dir, scratch, mode)
+    return rust.build(chapter, package_dir, scratch, mode)
 
 
 LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step

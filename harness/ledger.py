@@ -21,9 +21,27 @@ import threading
 from pathlib import Path
 
 from .errors import OlError, UsageError
+from .render.csv import grades_csv
 from .report import Report
 
 SUMMARY = "summary.json"
+
+
+def summarize(chapter, reports: list[Report]) -> dict:
+    """The class's counts: `graded` (a verdict on the code), `rejected` (no submission: 0), `ungraded` (no verdict)."""
+    graded = [r for r in reports if r.ungraded is None and r.rejected is None]
+    passed_by_test = {t.name: 0 for t in chapter.tests}
+    pitfalls: dict[str, int] = {}
+    for r in graded:
+        for t in r.tests:
+            passed_by_test[t.name] += t.outcome.passed
+        for m in r.pitfall_matches[:1]:
+            pitfalls[f"{m['id']}: {m['pitfall']}"] = pitfalls.get(f"{m['id']}: {m['pitfall']}", 0) + 1
+    rejected = sum(r.rejected is not None and r.ungraded is None for r in reports)
+    return {"submissions": len(reports), "graded": len(graded), "rejected": rejected,
+            "ungraded": len(reports) - len(graded) - rejected,
+            "all_passed": sum(r.ok for r in graded), "passed_by_test": passed_by_test,
+            "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}
 
 
 def default_results_dir(out_csv: Path) -> Path:
@@ -129,8 +147,6 @@ class Ledger:
     @property
     def result(self) -> dict:
         """The class's grades as data (what the CSV, summary.json and the console show)."""
-        from .grade import summarize
-
         names = [n for n in sorted(self.names) if n in self.entries]
         reports = [self.entries[n][0] for n in names]
         modes = sorted({r.sandbox for r in reports if r.sandbox})
@@ -141,8 +157,6 @@ class Ledger:
 
     def write(self) -> None:
         """grades.csv and summary.json from the ledger's entries for the class."""
-        from .render.csv import grades_csv
-
         result = self.result
         _atomic_write(self.out_csv, grades_csv(result))
         self._write_summary(result)

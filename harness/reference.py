@@ -15,6 +15,7 @@ from functools import lru_cache
 import importlib
 import importlib.util
 import os
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +23,13 @@ from pathlib import Path
 from .paths import REFERENCE_DIR
 
 JUDGE_PACKAGE = "ol_judge_tinyllm"
+
+
+def copy_reference(chapter, into: Path, lang: str = "python") -> Path:
+    """The chapter's reference package in `lang` copied to `into/<package>`; returns `into`."""
+    spec = chapter.language(lang)
+    shutil.copytree(spec.reference / spec.package, into / spec.package, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
 
 
 _load_lock = threading.RLock()  # one load_package at a time in this process: see there

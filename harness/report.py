@@ -54,6 +54,19 @@ class Report:
     language: str | None = None  # python | rust (harness.languages); None: unknown (an ungraded submission)
     rejected: str | None = None  # why the upload is no submission (the layout function's reason): 0 points, every test failed
 
+    @classmethod
+    def for_ungraded(cls, chapter, name: str, ref_deps: bool, reason: str) -> "Report":
+        """The report of a submission its judge could not grade (harness.registry.Chapter `chapter`): every test an
+        error, the reason in each."""
+        tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, reason, 0.0, t.points) for t in chapter.tests]
+        return cls(chapter.chapter, name, ref_deps, tests, ungraded=reason)
+
+    @classmethod
+    def for_rejected(cls, chapter, name: str, ref_deps: bool, reason: str) -> "Report":
+        """The report of an entry that is no submission (the layout function's `reason`): every test failed, 0 points."""
+        tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, f"not run: {reason}", 0.0, t.points) for t in chapter.tests]
+        return cls(chapter.chapter, name, ref_deps, tests, rejected=reason)
+
     @property
     def passed(self) -> int:
         return sum(t.outcome.passed for t in self.tests)

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .confine import COPY_CAP_BYTES, COPY_CAP_FILES, Mode, confine, readable_file, reap
-from .errors import BadSubmission, SubmissionFailure, UsageError
+from .errors import BadSubmission, OlError, SubmissionFailure, UsageError
 from .outcomes import Outcome
 from .paths import REPO
+from .reference import copy_reference
 from .sandbox import Limits
 
 COURSE_CRATES = REPO / "rust" / "crates"  # tl-json and tl-worker: the course's, never the student's
@@ -316,8 +317,6 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
     A submission's build sees its copy, so the template holds nothing a student must not have: its spec.rs is
     the contract's stub (every body todo!()), not the reference's, beside the modules `ol start` hands out
     (L10.1's and the given ones); and its built worker is removed (only the libraries are reused)."""
-    from .subjects import copy_reference
-
     lang = chapter.language("rust")
     src = copy_reference(chapter, Path(tempfile.mkdtemp(prefix="ol-impl-")), "rust")
     for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
@@ -330,8 +329,6 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
         (dest / "target" / "debug" / "tl-worker").unlink(missing_ok=True)
         shutil.rmtree(dest / "bin", ignore_errors=True)
     except BuildFailed as e:
-        from .errors import OlError
-
         raise OlError(f"the Rust reference does not build here, so no Rust submission can be graded: {e}") from None
     finally:
         shutil.rmtree(src, ignore_errors=True)

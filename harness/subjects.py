@@ -20,7 +20,7 @@ from .errors import RegistryError, SubmissionFailure, UsageError
 from .impl import Impl
 from .languages import language
 from .layout import Submission, detect
-from .reference import load_package, use_reference
+from .reference import copy_reference, load_package, use_reference  # copy_reference: re-exported, as before
 from .registry import Chapter
 from .transport.inprocess import InProcess
 from .transport.worker_client import Unbuilt, WorkerTransport
@@ -28,13 +28,6 @@ from .transport.worker_client import Unbuilt, WorkerTransport
 
 def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="ol-impl-"))
-
-
-def copy_reference(chapter: Chapter, into: Path, lang: str = "python") -> Path:
-    """The reference package copied to `into/<package>`; returns `into`."""
-    spec = chapter.language(lang)
-    shutil.copytree(spec.reference / spec.package, into / spec.package, ignore=shutil.ignore_patterns("__pycache__"))
-    return into
 
 
 def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str = "python") -> Path:

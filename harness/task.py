@@ -15,7 +15,7 @@ harness version (harness.version). Where it runs:
    ungraded when the machine was slow): an entry it refuses (empty, misnamed, an unreadable archive, a link,
    past a cap) is a rejected report
    (0 points, its reason, as the Gradescope bundle rejects that upload); else it is graded by the judge
-   (`ol check --json -` in a process of its own, harness.grade._judge), on fresh cases made from the seed
+   (`ol check --json -` in a process of its own, harness.judge), on fresh cases made from the seed
    on this machine;
 4. the report comes back as a dict, the worker's folder replaced by the client's path in its text.
 
@@ -51,10 +51,15 @@ import threading
 import time
 from pathlib import Path
 
-from . import upload
+from . import judge, rust, upload
+from .confine import choose, grading_refusal
 from .errors import OlError
+from .golden import fresh_golden
 from .parcel import Parcel, ParcelError, unpack
 from .registry import load_chapter
+from .report import Report
+from .sandbox import reachable_by_other
+from .uids import UidPool
 from .version import differences, version_of
 
 KEEP_IDLE = 1  # runs a long-lived process (a Dask worker) keeps once no task uses them: the last one
@@ -103,8 +108,6 @@ class _Run:
     def fresh_golden(self) -> Path:
         with self.golden_lock:
             if self.golden is None:
-                from .golden import fresh_golden
-
                 self.golden = fresh_golden(self.chapter, self.seed, self.scratch) if self.seed is not None else self.chapter.golden
             return self.golden
 
@@ -112,10 +115,7 @@ class _Run:
         """The run's zygote (harness.zygote), started with the first judge: each judge a fork of it."""
         with self.zygote_lock:
             if self.zygote is None:
-                from .grade import judge_env
-                from .zygote import Zygote
-
-                self.zygote = Zygote(self.chapter.chapter, judge_env(self.mode.name), self.scratch / "zygote")
+                self.zygote = judge.start_zygote(self.chapter.chapter, self.mode.name, self.scratch / "zygote")
             return self.zygote
 
     def close(self) -> None:
@@ -131,9 +131,7 @@ class _Run:
         with self.template_lock:
             if not self.template_made:
                 if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
-                    from .rust import machine_template
-
-                    self.template = machine_template(self.chapter, self.mode, version_of(self.chapter)["digest"])
+                    self.template = rust.machine_template(self.chapter, self.mode, version_of(self.chapter)["digest"])
                 self.template_made = True
             return self.template
 
@@ -143,9 +141,6 @@ _runs_lock = threading.Lock()
 
 
 def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
-    from .confine import choose, grading_refusal
-    from .sandbox import _reachable_by_other
-
     key = (task.chapter, task.seed, task.version["digest"])
     with _runs_lock:
         run = _runs.get(key)
@@ -156,10 +151,8 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
                 raise WorkerRefused(refusal)
             uids = None
             if mode.name == "uid":  # each concurrent judge's worker a uid of its own
-                from .uids import UidPool
-
                 uids = UidPool(slots)
-            if scratch_root is not None and mode.name == "uid" and not _reachable_by_other(scratch_root):
+            if scratch_root is not None and mode.name == "uid" and not reachable_by_other(scratch_root):
                 scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
             scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
             scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable; the fresh cases are 0600
@@ -191,7 +184,7 @@ def _where() -> str:
     """The Dask worker's address when this runs on one, else "local"."""
     if "distributed" not in sys.modules:  # the local default never imports Dask
         return "local"
-    from distributed import get_worker
+    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
 
     try:
         return f"Dask worker {get_worker().address}"
@@ -229,8 +222,6 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
     process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
     `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
     after the worker was killed; default: the system's temporary folder)."""
-    from .grade import _judge, _rejected, _ungraded, layout_of, too_slow
-
     check_version(task, load_chapter(task.chapter))
     run_ = _open(task, slots, scratch_root)
     try:
@@ -249,16 +240,16 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                     (box / "in").mkdir(mode=0o700)  # the judge's alone before a byte lands: its path is on the judge's command line
                     sub = unpack(task.parcel, box / "in")
                     prep.step = "laying out"
-                    language, rejection = layout_of(run_.chapter, sub)
+                    language, rejection = judge.layout_of(run_.chapter, sub)
                 except upload.TooSlow as e:  # too big to unpack in time (rejected), or a slow machine (ungraded)
-                    return verdict(too_slow(run_.chapter, task.parcel.name, task.ref_deps, e))
+                    return verdict(judge.too_slow(run_.chapter, task.parcel.name, task.ref_deps, e))
                 except Exception as e:  # noqa: BLE001 -- a corrupt parcel, the layout check's own failure: its own row
                     doing = "its files could not be unpacked" if prep.step == "unpacking" else "the layout check failed on it"
-                    return verdict(_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
+                    return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
             if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
-                return verdict(_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
+                return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
             template = run_.rust_template() if language == "rust" else None
-            report, wall = _judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
+            report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
                                   run_.uids, template, task.shown, run_.forks())
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
@@ -279,7 +270,7 @@ def _shown_as(data: dict, here: str, shown: str) -> dict:
 
 def run_on_dask_worker(task: Task) -> dict:
     """`run` as a Dask task: it tells the client when it starts (the topic "ol-grade-started")."""
-    from distributed import get_worker
+    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
 
     worker = get_worker()
     key = worker.get_current_task()

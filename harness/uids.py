@@ -23,7 +23,9 @@ even on a fork bomb (at most RLIMIT_NPROC processes). Not `kill(-1)` run as that
 from __future__ import annotations
 
 import fcntl
+import grp
 import os
+import pwd
 import queue
 import signal
 import stat
@@ -31,15 +33,55 @@ import threading
 import time
 from pathlib import Path
 
+from .errors import SandboxError
+
 CLEAR_ROUNDS = 50  # kill passes before a uid counts as impossible to clear (a process stuck in the kernel)
 LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone (OL_UID_LEASES: elsewhere)
+# Mode uid: the uid a worker runs as. RLIMIT_NPROC counts every process of a uid on the machine (no user
+# namespace separates them), bwrap sandboxes started by root included (they run as host uid 65534); so
+# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uids), lest a
+# fork bomb starve its siblings. OL_SANDBOX_UID carries the choice to a judge.
+SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
+
+
+def slot_uids(n: int, exclude: set[int] = frozenset()) -> list[int]:
+    """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
+    `exclude` (harness.uids.UidPool hands them out, each cleared of its processes before and after use)."""
+    busy = {uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    free = []
+    for uid in SLOT_UIDS:
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)  # the worker's gid is its uid: a group of that number would share its folders' group bits
+            continue
+        except KeyError:
+            pass
+        if uid not in busy and uid not in exclude:
+            free.append(uid)
+        if len(free) == n:
+            return free
+    raise SandboxError(f"no {n} free uids in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
+
+
+def uid_of(pid: int) -> int | None:
+    """The real uid /proc gives for `pid`; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
 
 
 def leases_dir() -> Path:
     """The folder of the uid leases, made 0700 if absent; refused (SandboxError) unless it is a folder of this
     user's that no one else may write or read (a lease another user could take or delete would be no lease)."""
-    from .confine import SandboxError
-
     d = Path(os.environ.get("OL_UID_LEASES") or LEASES_DIR)
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(d)
@@ -113,7 +155,7 @@ def _kill_if_owned(pid: int, uid: int) -> None:
 
 class UidPool:
     """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again);
-    a uid that will not clear is dropped for the run and replaced by a fresh one (harness.confine.slot_uids).
+    a uid that will not clear is dropped for the run and replaced by a fresh one (slot_uids).
     Every uid it holds is leased (`lease`) until `close` or the process's end: no other pool, in this process or
     another, has it meanwhile."""
 
@@ -128,8 +170,6 @@ class UidPool:
 
     def _fresh(self) -> int:
         """A uid no account, group or process has, not this pool's yet, leased to it now."""
-        from .confine import slot_uids
-
         with self._lock:
             while True:
                 uid = slot_uids(1, exclude=self._seen)[0]  # SandboxError when the range is exhausted

@@ -86,7 +86,8 @@ def loads(line: bytes):
     return json.loads(line)
 
 
-def _spin_s() -> float:
+def spin_from_env() -> float:
+    """OL_SPIN_S in seconds (default 0.0002); a value that is no number: the default."""
     try:
         return max(0.0, float(os.environ.get("OL_SPIN_S", "0.0002")))
     except ValueError:
@@ -97,7 +98,13 @@ def _spin_s() -> float:
 # (one alone: 3.3-3.6 s polling, 3.8-3.9 s not); where judges share the cores, a polling side steals the
 # core its peer needs (two at once: 8.0 s each polling, 4.1-5.0 s not), so `ol grade`'s judges and their
 # workers run with OL_SPIN_S=0.
-SPIN_S = _spin_s()
+SPIN_S = spin_from_env()
+
+
+def reread_spin() -> None:
+    """SPIN_S read again from OL_SPIN_S (a caller that set it after this module was imported: ol selftest)."""
+    global SPIN_S
+    SPIN_S = spin_from_env()
 
 
 def read_some(fd: int, timeout: float | None = None) -> bytes | None:

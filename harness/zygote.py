@@ -7,7 +7,11 @@ chapter's judge modules before it judges anything: an eighth of a Python check, 
 environment, folder and output pipes the grading run gives it, so it runs exactly as the new
 interpreter would (nothing it changes reaches the zygote or the next judge).
 
-    python -m harness.zygote SOCKET CHAPTER    (started by Zygote; not a command for people)
+    python -m harness.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
+
+The zygote knows no command line: its caller (harness.judge) tells it what to import before forking
+(`preload`, the MODULEs) and what each fork runs (`main`, "module:function", called as a click command is,
+with the request's argv).
 
 The zygote answers on a Unix socket in a folder only its user can enter (a submission's worker, under
 another uid or in a sandbox, cannot reach it). Each request is one JSON object {argv, env, cwd} and three
@@ -44,6 +48,7 @@ import time
 from pathlib import Path
 
 from harness.errors import OlError
+from harness.registry import load_chapter, make_importable, parsed_tests
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
 REQUEST_CAP = 1 << 20  # bytes of one request (an argv and an environment)
@@ -68,15 +73,12 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def preload(chapter: str) -> None:
-    """Import what every judge imports: the CLI and the check, and what the chapter's test files import at
-    their top (the pack's judge modules and their libraries). The test files themselves are left to pytest,
-    which rewrites their asserts as it imports them."""
-    import harness.check  # noqa: F401
-    import harness.cli  # noqa: F401
-    import harness.pytest_plugin  # noqa: F401
-    from harness.registry import load_chapter, make_importable, parsed_tests
-
+def preload(chapter: str, modules: list[str] = ()) -> None:
+    """Import what every judge imports: `modules` (the caller's: harness.judge.JUDGE_PRELOAD), and what the
+    chapter's test files import at their top (the pack's judge modules and their libraries). The test files
+    themselves are left to pytest, which rewrites their asserts as it imports them."""
+    for name in modules:
+        importlib.import_module(name)
     make_importable()
     for f in load_chapter(chapter).tests_files:
         for name in parsed_tests(f).imports:  # the parse load_chapter made (registry.PARSE_LOCK), not another
@@ -100,7 +102,7 @@ def _judge(request: dict, fds: list[int]) -> None:
     sys.argv = ["ol", *request["argv"]]
     code = 3
     try:
-        module, _, function = request.get("main", "harness.cli:main").partition(":")
+        module, _, function = request["main"].partition(":")
         getattr(importlib.import_module(module), function)(args=request["argv"], prog_name="ol")
         code = 0
     except SystemExit as e:
@@ -132,9 +134,9 @@ def _monitor(request: dict, fds: list[int]) -> None:
     os._exit(0)
 
 
-def serve(path: str, chapter: str) -> None:
+def serve(path: str, chapter: str, modules: list[str] = ()) -> None:
     """The zygote's loop: preload, listen, fork a monitor per request; end with its stdin."""
-    preload(chapter)
+    preload(chapter, modules)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
@@ -171,16 +173,19 @@ def serve(path: str, chapter: str) -> None:
 
 class Zygote:
     """A zygote for one grading run's judges. `env`: the environment it imports under (the judges' own,
-    but for what differs per judge, which each request gives); `home`: a folder of the run's scratch."""
+    but for what differs per judge, which each request gives); `home`: a folder of the run's scratch;
+    `preload`: the modules it imports before forking; `main`: what a fork runs ("module:function", called
+    with the request's argv), unless the request names its own."""
 
-    def __init__(self, chapter: str, env: dict, home: Path) -> None:
+    def __init__(self, chapter: str, env: dict, home: Path, preload: tuple[str, ...] = (), main: str | None = None) -> None:
+        self.main = main
         home = Path(home)
         home.mkdir(mode=0o700, exist_ok=True)
         home.chmod(0o700)  # only this user reaches the socket: no submission's worker can ask for a judge
         self.path = str(home / "zygote.sock")
         log = home / "zygote.log"  # its own errors (a judge's go to that judge's stderr)
         with log.open("wb") as errors:
-            self.proc = subprocess.Popen([sys.executable, "-m", "harness.zygote", self.path, chapter],
+            self.proc = subprocess.Popen([sys.executable, "-m", "harness.zygote", self.path, chapter, *preload],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
@@ -193,7 +198,10 @@ class Zygote:
         """A judge forked with `argv` (to `ol`), `env` (its whole environment) and `cwd`, like subprocess.run with
         capture_output and text: its exit code (-N for signal N), stdout and stderr. Past `timeout` seconds its
         session is killed and subprocess.TimeoutExpired raised."""
-        request = {"argv": argv, "env": env, "cwd": str(cwd)} | ({"main": main} if main else {})
+        main = main or self.main
+        if main is None:
+            raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "main": main}
         pipes = [os.pipe() for _ in range(3)]
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -289,4 +297,4 @@ def _pid(status: bytearray) -> int | None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1], sys.argv[2])
+    serve(sys.argv[1], sys.argv[2], sys.argv[3:])

@@ -240,7 +240,7 @@ def test_a_judge_does_not_inherit_a_dask_nanny_s_malloc_setting(monkeypatch):
     """A Dask nanny sets MALLOC_TRIM_THRESHOLD_ for its worker; the judges started there (their zygote's
     environment, and each judge's) must not run under it (it makes a check 25 % slower), and still get the
     grading run's own settings and the rest of the caller's environment."""
-    from harness.grade import judge_env
+    from harness.judge import judge_env
 
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     monkeypatch.setenv("OL_SOMETHING_ELSE", "kept")

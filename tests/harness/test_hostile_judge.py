@@ -254,7 +254,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         kill_marked(mark)
     # Had a submission killed its judge anyway (mode none), `ol grade` would trust no report from it: only
     # a judge that exited 0 or 1 is read, whatever it printed before dying.
-    import harness.grade
+    import harness.judge
     forged = json.dumps({"forged": True, **report, "summary": {**report["summary"], "passed": 16, "score": 16.0}})
     killed = subprocess.CompletedProcess(r.args, -signal.SIGKILL, stdout=forged, stderr="")
 
@@ -262,7 +262,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         def run(self, argv, env, cwd, timeout):
             return killed
 
-    graded, _ = harness.grade._judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
+    graded, _ = harness.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
     assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
     assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
     assert "killed" in graded.tests[0].message, graded.tests[0].message

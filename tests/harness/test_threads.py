@@ -23,7 +23,7 @@ import pytest
 
 from harness import registry, rust, task
 from harness.confine import Mode
-from harness.grade import judge_env
+from harness.judge import JUDGE_PRELOAD, judge_env
 from harness.reference import load_package
 from harness.registry import load_chapter
 
@@ -162,7 +162,7 @@ def test_a_run_s_fresh_cases_and_zygote_do_not_wait_behind_its_rust_template(tmp
         return tmp_path / "template"
 
     class FakeZygote:
-        def __init__(self, *args) -> None:
+        def __init__(self, *args, **kwargs) -> None:
             pass
 
     monkeypatch.setattr(rust, "machine_template", slow_template)
@@ -186,7 +186,7 @@ def test_a_run_s_parts_are_made_once_by_threads_asking_at_once(tmp_path, monkeyp
     made = []
 
     class FakeZygote:
-        def __init__(self, *args) -> None:
+        def __init__(self, *args, **kwargs) -> None:
             time.sleep(0.2)
             made.append(self)
 
@@ -225,7 +225,7 @@ def test_one_zygote_serves_judges_from_many_threads_at_once(tmp_path):
     from harness.zygote import Zygote
 
     env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
-    z = Zygote("L10.8", env, tmp_path / "home")
+    z = Zygote("L10.8", env, tmp_path / "home", preload=JUDGE_PRELOAD)
     try:
         def judge(i: int) -> dict:
             home = tmp_path / f"judge-{i}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.grade import judge_env
+from harness.judge import JUDGE_PRELOAD, judge_env
 from harness.zygote import Zygote, ZygoteError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def gone_within(pids, seconds: float) -> bool:
 @pytest.fixture(scope="module")
 def zygote(tmp_path_factory):
     env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
-    z = Zygote("L10.8", env, tmp_path_factory.mktemp("z") / "home")
+    z = Zygote("L10.8", env, tmp_path_factory.mktemp("z") / "home", preload=JUDGE_PRELOAD)
     yield z
     z.close()
 
@@ -88,7 +88,7 @@ def test_the_zygote_and_its_judges_end_with_the_grading_run(tmp_path):
 import os, sys
 sys.path[:0] = [{str(REPO)!r}, {str(KIT)!r}]
 from pathlib import Path
-from harness.grade import judge_env
+from harness.judge import judge_env
 from harness.zygote import Zygote
 z = Zygote("L10.8", judge_env("bwrap") | {{"PYTHONPATH": {f"{REPO}{os.pathsep}{KIT}"!r}}}, Path({str(tmp_path / "home")!r}))
 print(z.proc.pid, flush=True)

@@ -1,0 +1,204 @@
+"""harness/'s import graph, read from the code (ast): no cycle, and no private name used across modules.
+
+Every import of a harness module counts, at a module's top or inside a function (a function-level import
+hides a cycle from Python, not from the design). A private name (a leading underscore, not a dunder) of one
+module is neither imported by another (`from .grade import _judge`) nor reached through a module it imported
+(`wire._spin_s()`): what crosses a module boundary is public.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.paths import REPO
+
+HARNESS = REPO / "harness"
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # the importing module
+    target: str  # the imported harness module
+    line: int
+    names: tuple[str, ...]  # the names taken from it (empty for `import harness.x`)
+
+
+def module_name(path: Path, root: Path = HARNESS) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(root: Path = HARNESS) -> dict[str, Path]:
+    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+
+
+def _absolute(source: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The module an ImportFrom names, its dots resolved against `source`."""
+    if node.level == 0:
+        return node.module or ""
+    package = source.split(".") if is_package else source.split(".")[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def edges_of(source: str, path: Path, known: set[str]) -> list[Edge]:
+    """The imports of harness modules in `path`, wherever in the file they are."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [Edge(source, a.name, node.lineno, ()) for a in node.names if a.name in known]
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(source, path.name == "__init__.py", node)
+            if target not in known:
+                continue
+            taken = []
+            for a in node.names:
+                if f"{target}.{a.name}" in known:  # `from . import upload`: the submodule itself
+                    found.append(Edge(source, f"{target}.{a.name}", node.lineno, ()))
+                else:
+                    taken.append(a.name)
+            if taken or target != "harness":
+                found.append(Edge(source, target, node.lineno, tuple(taken)))
+    return [e for e in found if e.target != source]
+
+
+def graph(root: Path = HARNESS) -> list[Edge]:
+    mods = modules(root)
+    return [e for name, path in mods.items() for e in edges_of(name, path, set(mods))]
+
+
+def cycles(edges: list[Edge]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), each as a sorted list."""
+    succ: dict[str, set[str]] = {}
+    for e in edges:
+        succ.setdefault(e.source, set()).add(e.target)
+        succ.setdefault(e.target, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(succ[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(succ):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def private_uses(root: Path = HARNESS) -> list[str]:
+    """Each private name one harness module takes from another: imported by name, or an attribute of a module
+    it imported (`import harness.wire as wire` or `from . import wire`, then `wire._spin_s`)."""
+    mods = modules(root)
+    found = []
+    for name, path in mods.items():
+        tree = ast.parse(path.read_text(), str(path))
+        aliases: dict[str, str] = {}  # a local name bound to a harness module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                target = _absolute(name, path.name == "__init__.py", node)
+                for a in node.names:
+                    if f"{target}.{a.name}" in mods:
+                        aliases[a.asname or a.name] = f"{target}.{a.name}"
+                    elif target in mods and target != name and _private(a.name):
+                        found.append(f"{name}:{node.lineno} imports {target}.{a.name}")
+            elif isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in mods and a.asname:
+                        aliases[a.asname] = a.name
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                target = _dotted(node.value, aliases, mods)
+                if target is not None and target != name:
+                    found.append(f"{name}:{node.lineno} uses {target}.{node.attr}")
+    return sorted(set(found))
+
+
+def _dotted(node: ast.expr, aliases: dict[str, str], mods: dict[str, Path]) -> str | None:
+    """The harness module an expression names (`wire`, `harness.wire`), or None."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id)
+    if isinstance(node, ast.Attribute):
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            dotted = ".".join([node.id, *reversed(parts)])
+            return dotted if dotted in mods else None
+    return None
+
+
+def function_level_imports(root: Path = HARNESS) -> list[str]:
+    """Each import statement inside a function or method of a harness module (what the count reports)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for fn in ast.walk(tree):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found += [f"{module_name(path, root)}:{n.lineno}" for n in ast.walk(fn) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return sorted(set(found))
+
+
+# ---- the checks ---------------------------------------------------------------------------------------------
+
+def test_the_graph_is_read_from_the_code():
+    """The reader sees the imports it must: top-level, function-level, relative and absolute, and submodules."""
+    edges = graph()
+    pairs = {(e.source, e.target) for e in edges}
+    assert ("harness.grade", "harness.upload") in pairs  # `from . import upload`
+    assert ("harness.grade", "harness.report") in pairs  # `from .report import Report`
+    assert ("harness.cli_grade", "harness.grade") in pairs  # inside a function
+    assert len(modules()) > 30 and len(edges) > 100
+
+
+def test_the_checks_see_a_cycle_and_a_private_name(tmp_path):
+    """The two checks below fail on what they forbid: a toy package with both, named."""
+    pkg = tmp_path / "harness"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from .b import _hidden\n")
+    (pkg / "b.py").write_text("def f():\n    from .sub import c\n    return c._x\n")
+    (pkg / "sub" / "c.py").write_text("from ..a import thing\n")
+    assert cycles(graph(pkg)) == [["harness.a", "harness.b", "harness.sub.c"]]
+    assert private_uses(pkg) == ["harness.a:1 imports harness.b._hidden", "harness.b:3 uses harness.sub.c._x"]
+    assert function_level_imports(pkg) == ["harness.b:2"]
+
+
+def test_no_import_cycle_in_harness():
+    found = cycles(graph())
+    assert not found, "harness/ has import cycles (each a set of modules that import each other, directly or not):\n" + \
+        "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_no_private_name_crosses_a_module():
+    found = private_uses()
+    assert not found, "private names used across harness/ modules (make them public where they belong):\n" + "\n".join(found)
