@@ -55,7 +55,7 @@ from . import judge, rust, upload
 from .confine import choose, grading_refusal
 from .errors import OlError
 from .golden import fresh_golden
-from .parcel import Parcel, ParcelError, unpack
+from .parcel import Parcel, unpack
 from .registry import load_chapter
 from .report import Report
 from .sandbox import reachable_by_other
