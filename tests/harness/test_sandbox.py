@@ -340,7 +340,9 @@ def test_cpu_limit_kills_a_busy_loop():
     assert "finished" not in r.stdout
     assert r.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL, -signal.SIGXCPU, 128 + signal.SIGXCPU), r
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)  # CPU time of the run, not wall time
-    assert 0.8 <= cpu < 2.5, f"the loop used {cpu:.2f} CPU seconds against a limit of 1"
+    # about the limit: the kernel checks it at its tick, and rusage splits and rounds what it reports (0.797 s was seen
+    # under load); far below it would be a kill by something else, far above a limit not enforced
+    assert 0.5 <= cpu < 2.5, f"the loop used {cpu:.2f} CPU seconds against a limit of 1"
 
 
 # ---- 7. environment -----------------------------------------------------------------------------
