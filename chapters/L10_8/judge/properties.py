@@ -82,9 +82,14 @@ def _cfg(draw):
 PROPOSE_ARGS = st.tuples(_cfg(), st.one_of(D.CTX, D.CTX, D.BAD_CTX), D.count(0, 8, huge=False))
 
 
+def _propose_free(c, ctx, k) -> bool:
+    """Draft none with a bad k, ctx or bounds: refused or [], free (spec.pyi propose)."""
+    return c["draft"] == "none" and (k < 0 or any(x < 0 for x in ctx) or bool(c.get("raw")))
+
+
 def propose(impl, golden: dict) -> str | None:
     return check(impl, _seed(golden), "propose", PROPOSE_ARGS, lambda i, *a: i.propose(*a),
-                 lambda c, ctx, k: f"propose({c}, {ctx}, k={k})",
+                 lambda c, ctx, k: f"propose({c}, {ctx}, k={k})", free=_propose_free,
                  explicit=[({"draft": "prompt_lookup", "k": 4, "max_ngram": 1, "min_ngram": 2, "raw": True}, [5, 6, 5], 0),
                            ({"draft": "ngram", "k": 4, "max_ngram": 3, "min_ngram": 0, "raw": True}, [5, 6, 5], 0)])
 

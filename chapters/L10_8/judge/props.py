@@ -28,7 +28,7 @@ from harness.transport.inprocess import InProcess
 from .. import ops
 from ..client import Client
 
-EXAMPLES = 150  # inputs per property and run, before shrinking (the report says why that is enough)
+EXAMPLES = 100  # inputs per property and run, before shrinking (the report says why that is enough)
 
 
 @lru_cache(maxsize=1)

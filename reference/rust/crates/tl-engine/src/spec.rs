@@ -34,6 +34,8 @@ pub const MAX_K: usize = 16;
 pub const DEFAULT_MAX_NGRAM: usize = 3;
 /// The shortest suffix it falls back to.
 pub const DEFAULT_MIN_NGRAM: usize = 1;
+/// The largest max_ngram the runtime accepts (config/runtime.schema.json); parse refuses more.
+pub const MAX_NGRAM: usize = 8;
 
 /// A bad argument to this module. The message names the argument and the allowed values.
 #[derive(Debug, Clone, PartialEq)]
@@ -100,6 +102,11 @@ impl SpecConfig {
             return Err(ngram_bounds_error(max_ngram, min_ngram));
         };
         check_ngrams(max, min)?;
+        if max > MAX_NGRAM {
+            return Err(SpecError(format!(
+                "max_ngram = {max} is out of range: allowed 1 <= min_ngram <= max_ngram <= {MAX_NGRAM}"
+            )));
+        }
         Ok(SpecConfig { draft: kind, k: k as usize, max_ngram: max, min_ngram: min })
     }
 }
@@ -237,6 +244,9 @@ pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecErro
 /// k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
 /// passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every kind.
 pub fn propose(cfg: &SpecConfig, ctx: &[u32], k: usize) -> Result<Vec<u32>, SpecError> {
+    if cfg.draft != Draft::None {
+        check_ngrams(cfg.max_ngram, cfg.min_ngram)?; // a configuration built without parse: refused whatever k
+    }
     match cfg.draft {
         Draft::None => Ok(Vec::new()),
         Draft::Ngram => ngram_draft(ctx, k, cfg.max_ngram),
