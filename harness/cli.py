@@ -489,7 +489,11 @@ def selftest(ctx) -> None:
     own = any(chooses_workers(i, a) for i, a in enumerate(args))
     if not own and importlib.util.find_spec("xdist") is not None:
         args = ["-n", "auto", "--dist", "worksteal", *args]
-    code = int(pytest.main([str(REPO / "tests"), str(REPO / "chapters"), *args]))
+    # What to run: the caller's own test paths or node ids when it names any (`ol selftest tests/x.py::test_y`
+    # runs that alone, as pytest would), else the whole suite from wherever ol is called.
+    named = any(not a.startswith("-") and Path(a.split("::")[0]).exists() for a in args)
+    where = [] if named else [str(REPO / "tests"), str(REPO / "chapters")]
+    code = int(pytest.main([*where, *args]))
     if code == 5:
         err.print("ol selftest: pytest collected no tests: that is a failure, not a pass")
     if code == 4:  # pytest's usage error: ol's bad-input code
