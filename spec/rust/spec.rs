@@ -120,8 +120,9 @@ pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecErro
 /// PromptLookup -> prompt_lookup(ctx, k, cfg.max_ngram, cfg.min_ngram).
 /// k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
 /// passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every kind.
-/// Ngram and PromptLookup refuse a cfg built without parse whose bounds break
-/// 1 <= min_ngram <= max_ngram, whatever k (0 included); with None that is free.
+/// A cfg built without parse is refused, whatever k (0 included), where its function refuses its
+/// bounds: PromptLookup's min_ngram < 1 or max_ngram < min_ngram, Ngram's max_ngram = 0 (free:
+/// Ngram's min_ngram, never read, and every bad cfg with None).
 pub fn propose(cfg: &SpecConfig, ctx: &[u32], k: usize) -> Result<Vec<u32>, SpecError> {
     todo!("propose")
 }

@@ -20,12 +20,22 @@ NEGATIVE = st.sampled_from([-1, -2, -(2**63)])
 
 
 def count(lo: int = 0, hi: int = 20, huge: bool = True, negative: bool = True):
-    parts = [st.integers(lo, hi)] * 4  # small values most of the time
+    parts = [st.integers(lo, hi)] * 8  # small values most of the time
     if huge:
         parts.append(HUGE)
     if negative:
         parts.append(NEGATIVE)
     return st.one_of(*parts)
+
+
+@st.composite
+def bounds(draw, hi: int = 12):
+    """(max_ngram, min_ngram): mostly 1 <= min <= max (max up to `hi`, now and then 2^64 - 1), else any pair
+    of counts (bad ones refused)."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(count(0, hi)), draw(count(0, hi))
+    mx = draw(st.one_of(*[st.integers(1, hi)] * 6, st.just(U64_MAX)))
+    return mx, draw(st.one_of(*[st.integers(1, min(mx, hi))] * 6, st.just(mx)))
 
 
 # ---- token sequences ----------------------------------------------------------------------------------
@@ -55,6 +65,26 @@ def tied_followers(draw):
     order = draw(st.permutations(followers))
     ctx = [x for f in order for x in (0, f)] + [0]
     return ctx
+
+
+@st.composite
+def lookup_args(draw):
+    """(ctx, k, max_ngram, min_ngram) for prompt_lookup: one draw in ten breaks one argument (refused); the
+    rest are valid, a third of them with max_ngram at or past the context's length (the back-off edge)."""
+    ctx = draw(CTX)
+    k = draw(st.one_of(*[st.integers(0, 20)] * 6, HUGE))
+    mx = draw(st.integers(1, 12))
+    if draw(st.integers(0, 2)) == 0:
+        mx = draw(st.one_of(st.integers(len(ctx), len(ctx) + 3).filter(lambda n: n >= 1), st.just(U64_MAX)))
+    mn = draw(st.integers(1, min(mx, 3)))  # min_ngram = max_ngram comes with a small max_ngram
+    broken = draw(st.integers(0, 9))
+    if broken == 0:
+        ctx = draw(BAD_CTX)
+    elif broken == 1:
+        k = draw(NEGATIVE)
+    elif broken == 2:
+        mx, mn = draw(st.sampled_from([(1, 2), (3, 0), (0, 0), (2, U64_MAX)]))
+    return ctx, k, mx, mn
 
 
 # ---- floats -------------------------------------------------------------------------------------------

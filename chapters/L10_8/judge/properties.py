@@ -23,7 +23,7 @@ def _args(**kw) -> str:
 
 # ---- the drafts and the configuration ---------------------------------------------------------------------
 
-PL_ARGS = st.tuples(st.one_of(D.CTX, D.CTX, D.CTX, D.BAD_CTX), D.count(), D.count(0, 12), D.count(0, 12))
+PL_ARGS = D.lookup_args()
 
 
 def prompt_lookup(impl, golden: dict) -> str | None:
@@ -48,12 +48,26 @@ def ngram_draft(impl, golden: dict) -> str | None:
 
 NAMES = st.sampled_from(["none", "ngram", "prompt_lookup", "NGRAM", "Prompt_Lookup", "None", "prompt-lookup",
                          " ngram", "ngram ", "", "ngrams", "prompt_lookup\n"])
-PARSE_ARGS = st.tuples(
-    NAMES,
-    st.one_of(D.count(-2, 18), st.sampled_from([2**63 - 1, -(2**63), 4.0, 1.5, True, False])),
-    st.one_of(st.none(), D.count(-2, 10), st.sampled_from([2**63 - 1, -(2**63)])),
-    st.one_of(st.none(), D.count(-2, 10), st.sampled_from([2**63 - 1, -(2**63)])),
-)
+@st.composite
+def _parse_args(draw):
+    """(draft, k, max_ngram, min_ngram): any of the names; k and the bounds valid unless one draw in three
+    breaks one of them (an edge of i64 or u64, a float or bool k, a bound out of 1..8)."""
+    name = draw(NAMES)
+    k = draw(st.integers(1, 16))
+    mx = draw(st.one_of(st.none(), st.integers(1, 8)))
+    mn = None if mx is None or draw(st.booleans()) else draw(st.integers(1, mx))
+    broken = draw(st.integers(0, 5))
+    edges = [-1, 0, 9, 17, 2**63 - 1, -(2**63), D.U64_MAX]
+    if broken == 1:
+        k = draw(st.sampled_from(edges + [4.0, 1.5, True, False]))
+    elif broken == 2:
+        mx = draw(st.sampled_from(edges))
+    elif broken == 3:
+        mn = draw(st.sampled_from(edges))
+    return name, k, mx, mn
+
+
+PARSE_ARGS = _parse_args()
 
 
 def _parse(i, draft, k, mx, mn):
@@ -83,15 +97,17 @@ PROPOSE_ARGS = st.tuples(_cfg(), st.one_of(D.CTX, D.CTX, D.BAD_CTX), D.count(0, 
 
 
 def _propose_free(c, ctx, k) -> bool:
-    """Draft none with a bad k, ctx or bounds: refused or [], free (spec.pyi propose)."""
-    return c["draft"] == "none" and (k < 0 or any(x < 0 for x in ctx) or bool(c.get("raw")))
+    """Draft none with a bad k, ctx or bounds, ngram with a bad min_ngram alone: free (spec.pyi propose)."""
+    if c["draft"] == "none":
+        return k < 0 or any(x < 0 for x in ctx) or bool(c.get("raw"))
+    return c["draft"] == "ngram" and bool(c.get("raw")) and c["max_ngram"] >= 1 and not 1 <= c["min_ngram"] <= c["max_ngram"]
 
 
 def propose(impl, golden: dict) -> str | None:
     return check(impl, _seed(golden), "propose", PROPOSE_ARGS, lambda i, *a: i.propose(*a),
                  lambda c, ctx, k: f"propose({c}, {ctx}, k={k})", free=_propose_free,
                  explicit=[({"draft": "prompt_lookup", "k": 4, "max_ngram": 1, "min_ngram": 2, "raw": True}, [5, 6, 5], 0),
-                           ({"draft": "ngram", "k": 4, "max_ngram": 3, "min_ngram": 0, "raw": True}, [5, 6, 5], 0)])
+                           ({"draft": "ngram", "k": 4, "max_ngram": 0, "min_ngram": 0, "raw": True}, [5, 6, 5], 0)])
 
 
 # ---- accept or resample, and the sampler's p -------------------------------------------------------------

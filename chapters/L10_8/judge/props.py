@@ -117,14 +117,15 @@ def check(impl, grading_seed: int, name: str, strategy, call, show, same=exact, 
             got = answer(lambda: call(impl, *args))
         except SubmissionFailure as e:
             fatal.append((e, args))
-            raise _Fatal() from None
+            return
         if not same(want, got):
             raise _Differs(f"{smallest}input where yours differs: {show(*args)}: expected {want!r}, got {got!r}")
 
     def one(args) -> None:
+        if not fatal:
+            compare(args, "smallest ")
         if fatal:
-            raise _Fatal()  # every later input fails at once: the shrinker ends quickly, calling nobody
-        compare(args, "smallest ")
+            raise _Fatal()  # from here every input fails at once, from this one line: the shrinker ends quickly
 
     run = seeded(property_seed(grading_seed, name))(settings(
         max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
@@ -132,7 +133,8 @@ def check(impl, grading_seed: int, name: str, strategy, call, show, same=exact, 
     try:
         run()
         for args in explicit:  # the edges every run tries, after the drawn inputs (which shrink)
-            compare(args, "")
+            if not fatal:
+                compare(args, "")
     except _Differs as e:
         return str(e)
     except _Fatal:

@@ -141,8 +141,6 @@ def ngram_draft(ctx: Sequence[int], k: int, n: int) -> list[int]:
 
 
 def propose(cfg: SpecConfig, ctx: Sequence[int], k: int) -> list[int]:
-    if cfg.draft is not Draft.NONE:
-        _check_ngrams(cfg.max_ngram, cfg.min_ngram)  # a configuration built without parse: refused whatever k
     if cfg.draft is Draft.NGRAM:
         return ngram_draft(ctx, k, cfg.max_ngram)
     if cfg.draft is Draft.PROMPT_LOOKUP:

@@ -111,9 +111,10 @@ def propose(cfg: SpecConfig, ctx: Sequence[int], k: int) -> list[int]:
     k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
     passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every draft
     kind. NGRAM and PROMPT_LOOKUP refuse a negative k or a bad ctx with SpecError, as those
-    functions do, and a cfg built without parse whose bounds break 1 <= min_ngram <= max_ngram
-    (SpecConfig(Draft.NGRAM, 4, 3, 0), say), whatever k, k = 0 included: NGRAM checks min_ngram
-    too, though ngram_draft reads only max_ngram. A hand-built max_ngram above MAX_NGRAM is not
+    functions do, and a cfg built without parse (SpecConfig(Draft.PROMPT_LOOKUP, 4, 1, 2), say)
+    whose bounds they refuse, whatever k, k = 0 included: PROMPT_LOOKUP refuses min_ngram < 1 or
+    max_ngram < min_ngram, NGRAM refuses max_ngram < 1 (ngram_draft's n); NGRAM with a bad
+    min_ngram alone (it never reads it): free. A hand-built max_ngram above MAX_NGRAM is not
     refused here (the functions take any). With NONE, whether a bad ctx, k or cfg is refused is
     free: any answer passes (the draft is [] either way).
     """
