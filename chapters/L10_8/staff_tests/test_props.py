@@ -20,6 +20,7 @@ class Fake:
         return getattr(judge_reference(), name)
 
 
+@pytest.mark.slow(s=4)
 def test_the_reference_agrees_with_itself_on_every_property():
     ref = judge_reference()
     for name in ("prompt_lookup", "ngram_draft", "parse_config", "propose", "residual", "sample_dense",
@@ -35,6 +36,7 @@ def test_a_float_ceiling_is_shown_its_smallest_differing_input():
     assert "expected" in problem and "got" in problem
 
 
+@pytest.mark.slow(s=2)
 def test_prompt_lookup_that_gives_up_at_the_context_length_shrinks_to_a_short_context():
     def gives_up(ctx, k, max_ngram, min_ngram):  # the example: no back-off once n reaches len(ctx)
         if 1 <= min_ngram <= max_ngram and k >= 0 and all(x >= 0 for x in ctx) and max_ngram >= len(ctx):
@@ -69,6 +71,7 @@ def _drawn(seed: int) -> list:
     return seen
 
 
+@pytest.mark.slow(s=2)
 def test_the_grading_seed_decides_the_inputs():
     assert _drawn(1) == _drawn(1), "the same grading seed must draw the same inputs (a run is reproducible)"
     assert _drawn(1) != _drawn(2), "another grading seed (--fresh) must draw other inputs"
