@@ -9,6 +9,10 @@ The table is data, `<pack>/tests/rules.toml` ([[rule]] rows); `<pack>/tests/RULE
 `problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; every row of
 exactly one kind (tested: `test` and `input`; free: `free`; elsewhere: `elsewhere`); a test that exists;
 golden cases that exist and that the row's test reads; every test of the chapter named by some row.
+
+The table also holds the domain of every contract function ([[domain]] rows, `domain_problems`): what it
+admits (integers up to their type's limit, empty and one-element sequences, every float class), what it
+refuses and how, what is free, and the test whose property check draws from that domain.
 """
 
 import ast
@@ -42,6 +46,16 @@ class Rule:
         return present[0] if len(present) == 1 else "malformed"
 
 
+@dataclass(frozen=True)
+class Domain:
+    function: str  # the contract function, as spec.pyi names it
+    admits: str  # every input it answers, edges included
+    refuses: str  # what it refuses, and with what (SpecError unless said)
+    test: str  # the chapter test whose property check draws from this domain
+    drawn: str  # how the property check draws it (the edges it always tries)
+    free: str = ""  # inputs whose answer the contract leaves free (never compared)
+
+
 def rules_path(ch: Chapter) -> Path:
     return ch.pack_dir / "tests" / "rules.toml"
 
@@ -59,6 +73,35 @@ def load_rules(ch: Chapter) -> list[Rule]:
         if extra:
             raise ValueError(f"{rules_path(ch)}: row {i + 1} ({row.get('id')}) has unknown keys {sorted(extra)}")
         out.append(Rule(**{**row, "golden": tuple(row.get("golden", ()))}))
+    return out
+
+
+def load_domains(ch: Chapter) -> list[Domain]:
+    rows = tomllib.loads(rules_path(ch).read_text()).get("domain", [])
+    fields = set(Domain.__dataclass_fields__)
+    for i, row in enumerate(rows):
+        extra, missing = set(row) - fields, {f for f in ("function", "admits", "refuses", "test", "drawn")} - set(row)
+        if extra or missing:
+            raise ValueError(f"{rules_path(ch)}: domain row {i + 1} ({row.get('function')}) has unknown keys "
+                             f"{sorted(extra)} or lacks {sorted(missing)}")
+    return [Domain(**row) for row in rows]
+
+
+def domain_problems(ch: Chapter, domains: list[Domain], functions: tuple[str, ...] = ()) -> list[str]:
+    """Each function once, each row's texts present, its test a test of the chapter; every one of `functions`
+    has a row."""
+    out, seen = [], set()
+    tests = {t.name for t in ch.tests}
+    for d in domains:
+        if d.function in seen:
+            out.append(f"domain {d.function}: the function has two rows")
+        seen.add(d.function)
+        if d.test not in tests:
+            out.append(f"domain {d.function}: names the test {d.test!r}, which is not a test of {ch.chapter}")
+        for f in ("admits", "refuses", "drawn"):
+            if len(getattr(d, f).strip()) < 4:
+                out.append(f"domain {d.function}: says nothing under {f!r}")
+    out += [f"the contract function {f} has no domain row" for f in functions if f not in seen]
     return out
 
 
@@ -144,6 +187,13 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
             how = f"**{r.kind}**: " + _cell(getattr(r, r.kind))
             test = "—"
         lines.append(f"| {r.id} | {_cell(r.rule)} | {_cell(r.source)} | {test} | {how} |")
+    domains = load_domains(ch)
+    if domains:
+        lines += ["", "## Domains", "", "What each contract function admits (and answers as the reference does, compared by "
+                  "the property check inside the named test on inputs drawn from all of it), what it refuses, and what is free.",
+                  "", "| function | admits | refuses | free | test | drawn |", "|---|---|---|---|---|---|"]
+        lines += [f"| `{d.function}` | {_cell(d.admits)} | {_cell(d.refuses)} | {_cell(d.free) or '—'} | `{d.test}` | {_cell(d.drawn)} |"
+                  for d in domains]
     by_test: dict[str, list[str]] = {}
     for r in rules:
         if r.kind == "test":
@@ -157,7 +207,7 @@ def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     ch = load_chapter(args[0] if args else "L10.8")
     rules = load_rules(ch)
-    bad = problems(ch, rules)
+    bad = problems(ch, rules) + domain_problems(ch, load_domains(ch))
     for p in bad:
         print(f"rules: {p}", file=sys.stderr)
     text = render_markdown(ch, rules)

@@ -26,8 +26,11 @@ def _params(s, d: dict):
 
 
 def _cfg(s, d: dict):
+    spec = s.module("infer.spec")
+    if d.get("raw"):  # built without parse, as an engine may build one: its bounds unchecked (propose's to refuse)
+        return spec.SpecConfig(spec.Draft(d["draft"]), d["k"], d["max_ngram"], d["min_ngram"])
     extra = {k: d[k] for k in ("max_ngram", "min_ngram") if k in d}  # only when the test names them
-    return s.module("infer.spec").SpecConfig.parse(d["draft"], d["k"], **extra)
+    return spec.SpecConfig.parse(d["draft"], d["k"], **extra)
 
 
 def _cfg_data(cfg) -> dict:
@@ -83,11 +86,12 @@ def op_residual(s, a):
 
 
 def op_sample_dense(s, a):
-    return int(s.module("infer.spec").sample_dense(floats(a["p"]), a["u"]))
+    return int(s.module("infer.spec").sample_dense(floats(a["p"]), floats(a["u"])))
 
 
 def op_speculative_step(s, a):
-    x, accepted = s.module("infer.spec").speculative_step(floats(a["p"]), floats(a["q"]), a["x"], a["u_accept"], a["u_resample"])
+    x, accepted = s.module("infer.spec").speculative_step(floats(a["p"]), floats(a["q"]), a["x"], floats(a["u_accept"]),
+                                                                floats(a["u_resample"]))
     return [int(x), bool(accepted)]
 
 

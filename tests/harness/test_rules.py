@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from harness.registry import load_chapter
-from harness.rules import load_rules, markdown_path, problems, render_markdown, rules_path
+from harness.rules import domain_problems, load_domains, load_rules, markdown_path, problems, render_markdown, rules_path
 
 CH = load_chapter("L10.8")
 
@@ -52,3 +52,30 @@ def test_a_free_row_needs_no_input_but_its_reason():
     free = next(r for r in rules if r.kind == "free")
     assert problems(CH, [replace(free, free="")] + [r for r in rules if r is not free]) != []
     assert problems(CH, [replace(free, input="an input")] + [r for r in rules if r is not free]) != []
+
+
+CONTRACT_FUNCTIONS = ("SpecConfig.parse", "prompt_lookup", "ngram_draft", "propose", "residual", "sample_dense",
+                      "speculative_step", "dense_distribution", "verify_draft", "blocks_for", "rollback", "generate_stream")
+
+
+def test_every_contract_function_has_a_domain():
+    domains = load_domains(CH)
+    assert domain_problems(CH, domains, CONTRACT_FUNCTIONS) == []
+
+
+@pytest.mark.parametrize("break_it, complaint", [
+    (lambda d: replace(d, test="no_such_test"), "which is not a test of L10.8"),
+    (lambda d: replace(d, refuses=""), "says nothing under 'refuses'"),
+    (lambda d: replace(d, function="prompt_lookup"), "the function has two rows"),
+], ids=["unknown test", "empty refuses", "repeated function"])
+def test_a_broken_domain_row_is_named(break_it, complaint):
+    domains = load_domains(CH)
+    i = next(i for i, d in enumerate(domains) if d.function == "ngram_draft")
+    domains[i] = break_it(domains[i])
+    found = domain_problems(CH, domains, CONTRACT_FUNCTIONS)
+    assert any(complaint in p for p in found), found
+
+
+def test_a_contract_function_without_a_domain_is_named():
+    domains = [d for d in load_domains(CH) if d.function != "blocks_for"]
+    assert "the contract function blocks_for has no domain row" in domain_problems(CH, domains, CONTRACT_FUNCTIONS)

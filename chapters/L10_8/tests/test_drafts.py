@@ -8,6 +8,7 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 
 import pytest
 
+from chapters.L10_8.judge import properties
 from chapters.L10_8.judge.judging import case, must_refuse, short
 from chapters.L10_8.judge.requests import cfg
 
@@ -51,6 +52,8 @@ def test_prompt_lookup_matches_python_l8_6(impl, golden):
         pytest.fail(f"{len(wrong)} of {len(golden['prompt_lookup'])} contexts differ from the Python reference. First: "
                     f"case {c['id']} (tags {', '.join(c['tags'])}): ctx {short(c['ctx'][-24:], 24)} (last 24 of {len(c['ctx'])}), "
                     f"k {c['k']}, n {c['max_ngram']}..{c['min_ngram']}: expected {c['expect']}, got {got}")
+    problem = properties.prompt_lookup(impl, golden)  # the whole domain: empty, long and periodic contexts, huge k and n
+    assert problem is None, problem
 
 
 def test_ngram_draft_hand_example(impl, golden):
@@ -92,9 +95,11 @@ def test_ngram_draft_hand_example(impl, golden):
         pytest.fail(f"{len(wrong)} of {len(golden['ngram'])} golden n-gram contexts differ from the Python reference. First: "
                     f"case {c['id']} (tags {', '.join(c['tags'])}): ctx {short(c['ctx'][-24:], 24)} (last 24 of {len(c['ctx'])}), "
                     f"k {c['k']}, n {c['n']}: expected {c['expect']}, got {got}")
+    problem = properties.ngram_draft(impl, golden)  # the whole domain, with contexts of 20-40 tied followers
+    assert problem is None, problem
 
 
-def test_config_parses_runtime_values(impl):
+def test_config_parses_runtime_values(impl, golden):
     for draft, k in (("none", 1), ("ngram", 4), ("prompt_lookup", 16)):
         with case(f"SpecConfig.parse({draft!r}, {k})"):
             got = impl.parse_config(draft, k)
@@ -132,3 +137,6 @@ def test_config_parses_runtime_values(impl):
                  for c in (cfg("ngram"), cfg("prompt_lookup"))]
     problems = [p for p in problems if p]
     assert not problems, "a negative k or a bad ctx is refused, as ngram_draft and prompt_lookup refuse them:\n" + "\n".join(problems)
+    for prop in (properties.parse_config, properties.propose):  # names in any case, every integer, bounds built without parse
+        problem = prop(impl, golden)
+        assert problem is None, problem

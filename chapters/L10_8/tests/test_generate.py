@@ -113,6 +113,20 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
          "a configuration with k 0 (SpecConfig.parse refuses it, so the request never starts)"))]
     problems = [p for p in problems if p]
     assert not problems, "a request that cannot start is refused with SpecError:\n" + "\n".join(problems)
+    held = FakeTarget(ref, VOCAB)
+    held.extend([1, 2])
+    problems = [must_refuse(fn, what) for fn, what in (  # max_new 0 makes no target call, but a bad request is still refused
+        (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 0, []), "max_new 0 with a target already holding 2 positions"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("ngram"), [], GREEDY, 7, 0, []), "max_new 0 with an empty prompt"),
+        (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [1, -2, 3], GREEDY, 7, 0, []), "max_new 0 with a prompt holding token id -2"))]
+    problems = [p for p in problems if p]
+    assert not problems, "spec.pyi generate_stream: a request that cannot start is refused even with max_new 0:\n" + "\n".join(problems)
+    want = greedy_reference(ref, prompt, 5, VOCAB)
+    with case(f"eos [{VOCAB}, {2**32 - 1}] in a vocabulary of {VOCAB}"):
+        g = impl.generate(budget_target(ref, prompt, 5), cfg("prompt_lookup"), prompt, GREEDY, 7, 5, [VOCAB, 2**32 - 1])
+    assert (g["tokens"], g["finish_reason"]) == (want, "length"), (
+        f"EOS ids at or past the vocabulary size {VOCAB} are allowed and never emitted, so they end nothing: expected "
+        f"{want} with finish 'length', got {g['tokens']} with {g['finish_reason']!r}")
     prompt = PROMPTS[2]  # its greedy text copies a token it has not emitted yet from the prompt: EOS can sit inside a run
     j, eos = eos_inside_accepted_run(ref, prompt, VOCAB, MAX_NEW)
     want = greedy_reference(ref, prompt, MAX_NEW, VOCAB)[:j + 1]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from chapters.L10_8.judge.judging import case, must_refuse, uniforms_drawn
-from chapters.L10_8.judge import stats
+from chapters.L10_8.judge import properties, stats
 from chapters.L10_8.judge.answers import VERIFY_KEYS
 from chapters.L10_8.judge.bad_inputs import bad_inputs
 from chapters.L10_8.judge.requests import GREEDY, HAND_ROWS, HAND_SEED, LOGPROB_TOL
@@ -50,7 +50,7 @@ def test_hand_example_greedy_verify(impl, ref):
         f"{uniforms_drawn(ref, HAND_SEED, v['next_u32'])} drawn")
 
 
-def test_hand_example_sampled_step(impl):
+def test_hand_example_sampled_step(impl, golden):
     p, q = [0.2, 0.5, 0.3], [0.6, 0.2, 0.2]
     got = impl.speculative_step(p, q, 0, 0.3, 0.8)
     assert got == (0, True), f"p(0)/q(0) = 1/3 and u_accept 0.3 < 1/3: accept 0; got {got}"
@@ -123,6 +123,10 @@ def test_hand_example_sampled_step(impl):
     got = impl.dense_distribution([0.0, -50.0], {"temperature": 1.0}, [], [])
     assert got[1] > 0 and abs(got[1] / math.exp(-50) - 1) < 1e-9, (
         f"top_p 1 means off: a token of probability e^-50 keeps it; got {got[1]} (is top_p applied at 1?)")
+    # the whole domain: p and q as given (not summing to 1), every float class, NaN and infinite uniforms, penalties
+    for prop in (properties.residual, properties.sample_dense, properties.speculative_step, properties.dense_distribution):
+        problem = prop(impl, golden)
+        assert problem is None, problem
 
 
 def test_verify_matches_python_l8_6(impl, golden, ref):
@@ -149,10 +153,12 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
         pytest.fail("\n".join(lines))
 
 
-def test_verify_rejects_bad_shapes(impl):
+def test_verify_rejects_bad_shapes(impl, golden):
     sampled = dict(temperature=1.0)
     bad = bad_inputs(impl, HAND_ROWS, GREEDY, sampled)
     problems = [p for p in (must_refuse(fn, what) for what, fn in bad) if p]
     got = impl.verify_draft([[0.3], [0.7]], [0], None, GREEDY, [], [], 1)
     assert got["tokens"] == [0, 0], f"a vocabulary of one token is a valid shape: draft [0] is accepted, bonus 0; got {got['tokens']}"
     assert not problems, "bad shapes must raise SpecError, never crash the step loop:\n" + "\n".join(problems)
+    problem = properties.verify_draft(impl, golden)  # every shape: no rows, an empty row, ragged rows, bad draft_probs
+    assert problem is None, problem

@@ -20,6 +20,7 @@ from .sampling import SamplingError, SamplingParams, apply_penalties, argmax, di
 MAX_K = 16  # the runtime schema's bound on drafted tokens per round (one forward of 17 rows)
 DEFAULT_MAX_NGRAM = 3  # longest suffix prompt lookup tries first
 DEFAULT_MIN_NGRAM = 1  # shortest suffix it falls back to
+MAX_NGRAM = 8  # the runtime schema's bound on max_ngram (config/runtime.schema.json); parse refuses more
 
 
 class SpecError(ValueError):
@@ -47,6 +48,8 @@ class SpecConfig:
         if not _is_int(k) or not 1 <= k <= MAX_K:
             raise SpecError(f"speculative k = {k!r} is out of range: allowed an integer 1 <= k <= {MAX_K}")
         _check_ngrams(max_ngram, min_ngram)
+        if max_ngram > MAX_NGRAM:
+            raise SpecError(f"max_ngram = {max_ngram!r} is out of range: allowed 1 <= min_ngram <= max_ngram <= {MAX_NGRAM}")
         return cls(Draft(draft), int(k), int(max_ngram), int(min_ngram))
 
 

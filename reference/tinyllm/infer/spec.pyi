@@ -15,6 +15,15 @@ that SpecError is raised). A value of the wrong Python type (a bool or a float w
 is expected, a string where a number is): free: any answer passes, except in SpecConfig.parse,
 which refuses a bool or a float k (the Rust port's types rule the rest out).
 
+Domain (every function, and the tests draw from all of it, edges first: rules.toml [[domain]]): token
+ids are integers 0 <= id < 2**32 (Rust's u32); counts (k, n, max_ngram, min_ngram, max_new, keep,
+tokens, block_tokens) are integers 0 <= c < 2**64 (Rust's usize on a 64-bit machine; a seed is a u64);
+each function answers for EVERY such value as its docstring says, 2**64 - 1 included: never an
+overflow, never a float in between (2**53 + 1 stays exact), a huge k only bounds the answer. An id or
+count past those limits (Python's int has none): free, any answer passes. Sequences may be empty or
+hold one element wherever the docstring does not refuse them. Floats: every class is in the domain
+(NaN, +inf, -inf, -0.0, subnormals, 1e300): -0.0 is 0.0, and each docstring says which it refuses.
+
 Depends on (L10.1): `tinyllm.rng.Pcg32` (spec/pcg32.md), `tinyllm.infer.sampling`
 (`SamplingParams`, `apply_penalties`, `distribution`, `argmax`, `sample`, `logprob`;
 spec/sampling.md) and `tinyllm.kv.KvPool`.
@@ -33,6 +42,7 @@ from .sampling import SamplingParams
 MAX_K: int = 16  # the largest k the runtime accepts
 DEFAULT_MAX_NGRAM: int = 3  # the longest suffix prompt lookup tries first
 DEFAULT_MIN_NGRAM: int = 1  # the shortest suffix it falls back to
+MAX_NGRAM: int = 8  # the largest max_ngram the runtime accepts (config/runtime.schema.json)
 
 
 class SpecError(ValueError):
@@ -57,9 +67,10 @@ class SpecConfig:
         """The runtime's `[engine].speculative = { draft = ..., k = ... }` as a SpecConfig.
 
         draft must be exactly "none", "ngram" or "prompt_lookup"; k an integer (not a bool, not
-        a float such as 4.0) with 1 <= k <= 16; integers 1 <= min_ngram <= max_ngram. Anything
-        else raises SpecError naming the bad value and the allowed ones (a typo such as
-        "prompt-lookup" is refused).
+        a float such as 4.0) with 1 <= k <= 16; integers 1 <= min_ngram <= max_ngram <= MAX_NGRAM
+        = 8 (the runtime schema's bounds). Anything else raises SpecError naming the bad value and
+        the allowed ones (a typo such as "prompt-lookup" is refused, and so is "NGRAM": names are
+        compared exactly, case included).
         """
 
 
@@ -72,6 +83,8 @@ def prompt_lookup(ctx: Sequence[int], k: int, max_ngram: int, min_ngram: int) ->
     the end. The first n with a match wins. No match for any n (or n >= t) gives [].
     k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
     Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram, k < 0.
+    Admitted: any k and max_ngram up to 2**64 - 1 (max_ngram is not capped here: n >= t simply
+    never matches; k = 2**64 - 1 copies up to the end of the context), an empty ctx ([]).
     """
 
 
@@ -83,7 +96,10 @@ def ngram_draft(ctx: Sequence[int], k: int, n: int) -> list[int]:
     e[i:i+m] == e[len(e)-m:], the follower e[i+m]. The first m with any count decides: the
     most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
     k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n < 1 and k < 0
-    are SpecErrors.
+    are SpecErrors. Any n up to 2**64 - 1 is admitted (m starts at min(n - 1, len(e) - 1)); ties
+    are broken by id however many followers tie (40 tied followers: the lowest id, whatever order
+    they occurred in). The draft grows to k tokens on a context that keeps matching, so k is the
+    answer's length: the tests keep it small.
     """
 
 
@@ -95,8 +111,12 @@ def propose(cfg: SpecConfig, ctx: Sequence[int], k: int) -> list[int]:
     k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
     passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every draft
     kind. NGRAM and PROMPT_LOOKUP refuse a negative k or a bad ctx with SpecError, as those
-    functions do; with NONE, whether a bad ctx or k is refused is free: any answer passes (the
-    draft is [] either way).
+    functions do, and a cfg built without parse (SpecConfig(Draft.PROMPT_LOOKUP, 4, 1, 2), say)
+    whose bounds they refuse, whatever k, k = 0 included: PROMPT_LOOKUP refuses min_ngram < 1 or
+    max_ngram < min_ngram, NGRAM refuses max_ngram < 1 (ngram_draft's n); NGRAM with a bad
+    min_ngram alone (it never reads it): free. A hand-built max_ngram above MAX_NGRAM is not
+    refused here (the functions take any). With NONE, whether a bad ctx, k or cfg is refused is
+    free: any answer passes (the draft is [] either way).
     """
 
 
@@ -106,7 +126,8 @@ def residual(p: Sequence[float], q: Sequence[float]) -> np.ndarray:
 
     If that mass is 0 (p <= q everywhere) returns p normalized the same way (p / its left-to-right
     sum). p and q must be 1-D, non-empty, of the same length, with finite non-negative entries,
-    else SpecError. A p with no mass at all (every entry 0, so nothing to normalize):
+    else SpecError (NaN, +inf, -inf and any negative entry are refused; -0.0, subnormals and huge
+    finite entries such as 1e300 are admitted and computed as IEEE doubles do, exactly). A p with no mass at all (every entry 0, so nothing to normalize):
     free: any answer passes (speculative_step refuses such a p).
     """
 
@@ -116,7 +137,8 @@ def sample_dense(p: Sequence[float], u: float) -> int:
     whose running sum exceeds u (the last nonzero id if rounding leaves u beyond the total).
     p is used as given: not renormalized, not checked to sum to 1. Example: p [0, 0.75, 0.25],
     u 0.8 -> 2. SpecError unless p is 1-D, non-empty, finite, non-negative with at least one
-    nonzero entry, and u is in [0, 1)."""
+    nonzero entry, and u is in [0, 1): NaN, +inf, -inf, 1.0 and every negative u are refused
+    (a NaN compares false both ways: `u < 0 or u >= 1` lets it through); -0.0 is 0.0, admitted."""
 
 
 def speculative_step(p: Sequence[float], q: Sequence[float], x: int, u_accept: float,
@@ -128,8 +150,8 @@ def speculative_step(p: Sequence[float], q: Sequence[float], x: int, u_accept: f
     renormalized). Example: p [0.2 0.5 0.3], q [0.6 0.2 0.2], x 0: u_accept 0.3 -> (0, True);
     u_accept 0.5, u_resample 0.8 -> (2, False).
     SpecError unless: p and q are as residual requires; x is in [0, len(p)); u_accept and
-    u_resample are each in [0, 1) -- both checked on every call, even when x is accepted and
-    u_resample goes unused; q[x] > 0 (a draft with q[x] == 0 could not have proposed x); p has
+    u_resample are each in [0, 1) as sample_dense's u (NaN refused) -- both checked on every call,
+    even when x is accepted and u_resample goes unused; q[x] > 0 (a draft with q[x] == 0 could not have proposed x); p has
     some mass (a p of all zeros rejects every x and leaves nothing to resample from).
     """
 
@@ -154,7 +176,8 @@ def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
                  prompt: Sequence[int], output: Sequence[int], rng: Pcg32) -> Verified:
     """Walk the draft against the target's rows (chapter section 2.2).
 
-    Shapes: len(rows) == len(draft) + 1, all rows one vocabulary size V; draft, prompt and
+    Shapes: len(rows) == len(draft) + 1 (no rows at all is refused, whatever the draft), all rows
+    one non-empty vocabulary size V (an empty row is refused; V = 1 is admitted); draft, prompt and
     output ids in [0, V); draft_probs None (a deterministic draft: q_i is one-hot at d_i) or one
     length-V distribution (finite, non-negative) per draft token with q_i[d_i] > 0. Anything
     else is a SpecError, found before the walk: a bad entry after the first rejection is refused
@@ -180,7 +203,9 @@ def verify_draft(rows: Sequence[Sequence[float]], draft: Sequence[int],
 def blocks_for(tokens: int, block_tokens: int) -> int:
     """ceil(tokens / block_tokens): the blocks that `tokens` cached positions need.
 
-    tokens < 0 or block_tokens < 1 is a SpecError."""
+    tokens < 0 or block_tokens < 1 is a SpecError. Exact for every count up to 2**64 - 1:
+    integer division, never a float (ceil(t / b) in floats is wrong past 2**53), and never
+    (t + b - 1) // b in a fixed-width integer (it overflows for t near 2**64)."""
 
 
 def rollback(pool: KvPool, table: list[int], keep: int) -> int:
@@ -253,6 +278,10 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], para
          is handed over (finish "eos"; later tokens of the round are dropped). An EOS token the
          listener answers False on ends with finish "stopped": its answer is looked at first.
     Ends with finish "length" after exactly max_new tokens (max_new = 0: no target call).
+    max_new = 0 still refuses a request that cannot start: an empty prompt, a negative id, a bad
+    seed, a target that is not empty (cached() is asked; extend never is). A prompt id not below V
+    is refused by the first round's verify_draft; with max_new = 0 no row tells V: free.
+    eos: any ids (empty included); one not below V is admitted and, never emitted, ends nothing.
     """
 
 

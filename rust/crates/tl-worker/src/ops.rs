@@ -11,7 +11,7 @@ use tl_engine::model::{load_llama, make_pool, Llama, ModelError, PagedRunner};
 use tl_engine::rng::Pcg32;
 use tl_engine::runner_target::{RunnerError, RunnerTarget};
 use tl_engine::sampling::{SamplingError, SamplingParams};
-use tl_engine::spec::{self, Generated, SpecConfig, Target};
+use tl_engine::spec::{self, Draft, Generated, SpecConfig, Target};
 use tl_json::{f64_json, Json};
 
 use crate::conv::*;
@@ -139,10 +139,14 @@ fn params(d: &Json) -> Res<SamplingParams> {
     Ok(p)
 }
 
-/// `SpecConfig.parse(d["draft"], d["k"], **{max_ngram, min_ngram when named})`.
+/// `SpecConfig.parse(d["draft"], d["k"], **{max_ngram, min_ngram when named})`, or with `raw` true the
+/// struct built as given, without parse (its bounds unchecked: propose's to refuse).
 fn cfg(d: &Json) -> Res<SpecConfig> {
     if d.as_object().is_none() {
         return Err(Failure::new("TypeError", format!("cfg must be an object, got {}", describe(d))));
+    }
+    if d.get("raw").and_then(Json::as_bool) == Some(true) {
+        return raw_cfg(d);
     }
     let draft = req(d, "draft")?;
     let k = req(d, "k")?;
@@ -155,6 +159,18 @@ fn cfg(d: &Json) -> Res<SpecConfig> {
     let max = max.map_or(Ok(spec::DEFAULT_MAX_NGRAM as i64), |v| to_i64(v, "max_ngram"));
     let min = min.map_or(Ok(spec::DEFAULT_MIN_NGRAM as i64), |v| to_i64(v, "min_ngram"));
     Ok(SpecConfig::parse_with(draft, k, spec_arg(max)?, spec_arg(min)?)?)
+}
+
+/// `SpecConfig(Draft(d["draft"]), d["k"], d["max_ngram"], d["min_ngram"])`: Python's dataclass, unchecked.
+fn raw_cfg(d: &Json) -> Res<SpecConfig> {
+    let name = spec_arg(to_str(req(d, "draft")?, "draft"))?;
+    let draft = [Draft::None, Draft::Ngram, Draft::PromptLookup]
+        .into_iter()
+        .find(|x| x.name() == name)
+        .ok_or_else(|| Failure::new("ValueError", format!("{} is not a valid Draft", py_repr(name))))?;
+    let (k, max, min) = (req(d, "k")?, req(d, "max_ngram")?, req(d, "min_ngram")?);
+    let (k, max, min) = (spec_arg(to_usize(k, "k"))?, spec_arg(to_usize(max, "max_ngram"))?, spec_arg(to_usize(min, "min_ngram"))?);
+    Ok(SpecConfig { draft, k, max_ngram: max, min_ngram: min })
 }
 
 /// A generator seed for `Pcg32.from_seed`, whose own refusal is a ValueError (section 10.3).

@@ -12,6 +12,11 @@
 //! lengths; the ranges each function names. The message should name the argument and what is
 //! allowed; its wording is free. Negative ids and counts, a float `k`, a matrix where a row is due:
 //! the types rule them out, and the judge's worker refuses them for you before your code runs.
+//!
+//! Domain: every value of every parameter's type, and the tests draw from all of it, edges first
+//! (spec/rust.md section 7): a usize up to usize::MAX (k, n, block_tokens, tokens, keep, max_new:
+//! never an overflow, never an f64 in between), a u32 id up to u32::MAX, empty and one-element
+//! slices, every f64 class (NaN, +inf, -inf, -0.0, subnormals; each function says which it refuses).
 
 // The Rust reference (reference/rust/crates/tl-engine/src/spec.rs): the contract above with its
 // bodies written, a port of the Python reference `reference/tinyllm/infer/spec.py`, function for
@@ -34,6 +39,8 @@ pub const MAX_K: usize = 16;
 pub const DEFAULT_MAX_NGRAM: usize = 3;
 /// The shortest suffix it falls back to.
 pub const DEFAULT_MIN_NGRAM: usize = 1;
+/// The largest max_ngram the runtime accepts (config/runtime.schema.json); parse refuses more.
+pub const MAX_NGRAM: usize = 8;
 
 /// A bad argument to this module. The message names the argument and the allowed values.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,9 +87,10 @@ impl SpecConfig {
         SpecConfig::parse_with(draft, k, DEFAULT_MAX_NGRAM as i64, DEFAULT_MIN_NGRAM as i64)
     }
 
-    /// draft must be exactly "none", "ngram" or "prompt_lookup"; 1 <= k <= MAX_K;
-    /// 1 <= min_ngram <= max_ngram. Anything else is a SpecError naming the bad value and the
-    /// allowed ones (a typo such as "prompt-lookup" is refused).
+    /// draft must be exactly "none", "ngram" or "prompt_lookup" (case included: "NGRAM" is refused);
+    /// 1 <= k <= MAX_K; 1 <= min_ngram <= max_ngram <= MAX_NGRAM (a negative bound is refused: it
+    /// is no usize). Anything else is a SpecError naming the bad value and the allowed ones (a typo
+    /// such as "prompt-lookup" is refused).
     pub fn parse_with(draft: &str, k: i64, max_ngram: i64, min_ngram: i64) -> Result<SpecConfig, SpecError> {
         let kinds = [Draft::None, Draft::Ngram, Draft::PromptLookup];
         let Some(kind) = kinds.into_iter().find(|d| d.name() == draft) else {
@@ -100,6 +108,11 @@ impl SpecConfig {
             return Err(ngram_bounds_error(max_ngram, min_ngram));
         };
         check_ngrams(max, min)?;
+        if max > MAX_NGRAM {
+            return Err(SpecError(format!(
+                "max_ngram = {max} is out of range: allowed 1 <= min_ngram <= max_ngram <= {MAX_NGRAM}"
+            )));
+        }
         Ok(SpecConfig { draft: kind, k: k as usize, max_ngram: max, min_ngram: min })
     }
 }
@@ -173,6 +186,7 @@ fn check_unit(u: f64, name: &str) -> Result<f64, SpecError> {
 /// the end. The first n with a match wins. No match for any n (or n >= t) gives [].
 /// k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
 /// Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram.
+/// Admitted: every k and max_ngram up to usize::MAX (k = usize::MAX copies up to the end).
 pub fn prompt_lookup(ctx: &[u32], k: usize, max_ngram: usize, min_ngram: usize) -> Result<Vec<u32>, SpecError> {
     check_ngrams(max_ngram, min_ngram)?;
     let t = ctx.len();
@@ -212,6 +226,7 @@ fn most_frequent_follower(ext: &[u32], m: usize) -> Option<u32> {
 /// e[i..i+m] == e[e.len()-m..], the follower e[i+m]. The first m with any count decides: the
 /// most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
 /// k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n = 0 is a SpecError.
+/// Every n up to usize::MAX is admitted; ties go to the lowest id however many followers tie.
 pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecError> {
     if n < 1 {
         return Err(SpecError(format!("n must be an integer >= 1, got {n}")));
@@ -236,6 +251,9 @@ pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecErro
 /// PromptLookup -> prompt_lookup(ctx, k, cfg.max_ngram, cfg.min_ngram).
 /// k is the round's budget and bounds the draft alone: cfg.k is not consulted here (the loop
 /// passes min(cfg.k, ...)), so k > cfg.k drafts up to k tokens. k = 0 gives [] for every kind.
+/// A cfg built without parse is refused, whatever k (0 included), where its function refuses its
+/// bounds: PromptLookup's min_ngram < 1 or max_ngram < min_ngram, Ngram's max_ngram = 0 (free:
+/// Ngram's min_ngram, never read, and every bad cfg with None).
 pub fn propose(cfg: &SpecConfig, ctx: &[u32], k: usize) -> Result<Vec<u32>, SpecError> {
     match cfg.draft {
         Draft::None => Ok(Vec::new()),
@@ -278,7 +296,7 @@ pub fn residual(p: &[f64], q: &[f64]) -> Result<Vec<f64>, SpecError> {
 /// whose running sum exceeds u (the last nonzero id if rounding leaves u beyond the total).
 /// p is used as given: not renormalized, not checked to sum to 1. Example: p [0, 0.75, 0.25],
 /// u 0.8 -> 2. SpecError unless p is non-empty, finite, non-negative with at least one nonzero
-/// entry, and u is in [0, 1).
+/// entry, and u is in [0, 1) (NaN and the infinities are refused; -0.0 is 0.0).
 pub fn sample_dense(p: &[f64], u: f64) -> Result<usize, SpecError> {
     check_dist(p, "p", None)?;
     if !p.iter().any(|&x| x > 0.0) {
@@ -473,7 +491,8 @@ pub fn verify_draft(rows: &[Vec<f32>], draft: &[u32], draft_probs: Option<&[Vec<
 // ---- KV rollback -------------------------------------------------------------------------------
 
 /// ceil(tokens / block_tokens): the blocks that `tokens` cached positions need.
-/// block_tokens = 0 is a SpecError.
+/// block_tokens = 0 is a SpecError. Exact for every usize: never through f64 (wrong past 2^53),
+/// never (tokens + block_tokens - 1) / block_tokens (it overflows near usize::MAX).
 pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError> {
     if block_tokens < 1 {
         return Err(SpecError(format!("block_tokens must be an integer >= 1, got {block_tokens}")));
@@ -631,6 +650,8 @@ fn one_round(target: &mut dyn Target, cfg: &SpecConfig, prompt: &[u32], out: &mu
 ///      listener answers false on ends with finish Stopped: its answer is looked at first.
 ///
 /// Ends with finish Length after exactly max_new tokens (max_new = 0: no target call).
+/// max_new = 0 still refuses an empty prompt and a target that is not empty. eos ids not below V
+/// are admitted: never emitted, they end nothing.
 #[allow(clippy::too_many_arguments)] // the chapter's signature
 pub fn generate_stream(target: &mut dyn Target, cfg: &SpecConfig, prompt: &[u32], params: &SamplingParams,
                        seed: u64, max_new: usize, eos: &[u32],

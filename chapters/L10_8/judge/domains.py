@@ -1,0 +1,181 @@
+"""The domain of every contract function, as Hypothesis strategies biased to its edges (rules.toml's
+[[domain]] rows say the same in words): the inputs the property checks of the chapter's tests draw.
+
+Each strategy draws a tuple of arguments in the order the client method takes them. Inputs the contract
+leaves free are never drawn (or are skipped by the property's `free` predicate): an id or count a Rust
+type cannot hold (u32 ids, usize and u64 counts; Python's int has no limit there), a p with no mass to
+`residual`, a row the walk never reaches holding NaN.
+"""
+
+from hypothesis import strategies as st
+
+U64_MAX = 2**64 - 1
+NAN, INF = float("nan"), float("inf")
+
+# ---- integers ---------------------------------------------------------------------------------------
+
+# counts (k, n, tokens, block_tokens): small values, the edges of usize/u64, and a refused negative
+HUGE = st.sampled_from([U64_MAX, U64_MAX - 1, 2**63, 2**53 + 1, 2**53, 2**32, 2**32 - 1])
+NEGATIVE = st.sampled_from([-1, -2, -(2**63)])
+
+
+def count(lo: int = 0, hi: int = 20, huge: bool = True, negative: bool = True):
+    parts = [st.integers(lo, hi)] * 8  # small values most of the time
+    if huge:
+        parts.append(HUGE)
+    if negative:
+        parts.append(NEGATIVE)
+    return st.one_of(*parts)
+
+
+@st.composite
+def bounds(draw, hi: int = 12):
+    """(max_ngram, min_ngram): mostly 1 <= min <= max (max up to `hi`, now and then 2^64 - 1), else any pair
+    of counts (bad ones refused)."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(count(0, hi)), draw(count(0, hi))
+    mx = draw(st.one_of(*[st.integers(1, hi)] * 6, st.just(U64_MAX)))
+    return mx, draw(st.one_of(*[st.integers(1, min(mx, hi))] * 6, st.just(mx)))
+
+
+# ---- token sequences ----------------------------------------------------------------------------------
+
+def _periodic(draw_period, reps, noise):
+    return st.builds(lambda period, n, tail: (period * n)[: max(0, len(period) * n - tail)], draw_period, reps, noise)
+
+
+TOKEN = st.integers(0, 5)  # a small alphabet, so suffixes recur
+CTX = st.one_of(
+    st.lists(TOKEN, max_size=12),  # empty and one-element contexts included
+    st.lists(TOKEN, min_size=12, max_size=40),
+    _periodic(st.lists(st.integers(0, 3), min_size=1, max_size=4), st.integers(1, 60), st.integers(0, 3)),  # long, periodic
+    st.lists(st.sampled_from([0, 1, 2**32 - 1, 2**31]), max_size=10),  # ids at the edge of u32
+)
+BAD_CTX = st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=6).filter(lambda c: -1 in c)  # refused
+
+
+@st.composite
+def tied_followers(draw):
+    """A context whose last token was followed by 20-40 distinct ids, each once or twice in a shuffled order:
+    many tied most-frequent followers, so only 'ties to the lowest id' decides (a sort that is not stable on
+    the count alone picks another)."""
+    n = draw(st.integers(20, 40))
+    counts = draw(st.lists(st.integers(1, 2), min_size=n, max_size=n))
+    followers = [f + 1 for f, c in enumerate(counts) for _ in range(c)]
+    order = draw(st.permutations(followers))
+    ctx = [x for f in order for x in (0, f)] + [0]
+    return ctx
+
+
+@st.composite
+def lookup_args(draw):
+    """(ctx, k, max_ngram, min_ngram) for prompt_lookup: one draw in ten breaks one argument (refused); the
+    rest are valid, a third of them with max_ngram at or past the context's length (the back-off edge)."""
+    ctx = draw(CTX)
+    k = draw(st.one_of(*[st.integers(0, 20)] * 6, HUGE))
+    mx = draw(st.integers(1, 12))
+    if draw(st.integers(0, 2)) == 0:
+        mx = draw(st.one_of(st.integers(len(ctx), len(ctx) + 3).filter(lambda n: n >= 1), st.just(U64_MAX)))
+    mn = draw(st.integers(1, min(mx, 3)))  # min_ngram = max_ngram comes with a small max_ngram
+    broken = draw(st.integers(0, 9))
+    if broken == 0:
+        ctx = draw(BAD_CTX)
+    elif broken == 1:
+        k = draw(NEGATIVE)
+    elif broken == 2:
+        mx, mn = draw(st.sampled_from([(1, 2), (3, 0), (0, 0), (2, U64_MAX)]))
+    return ctx, k, mx, mn
+
+
+# ---- floats -------------------------------------------------------------------------------------------
+
+PROB = st.one_of(
+    st.sampled_from([0.0, 0.0, 0.1, 0.2, 0.25, 0.5, 0.6, 1.0, 2.0, 5e-324, 1e-300, 1e300, -0.0]),
+    st.floats(0.0, 4.0),
+)
+BAD_PROB = st.sampled_from([NAN, INF, -INF, -0.1, -5e-324])  # each refused in a distribution
+
+
+@st.composite
+def dist_pair(draw):
+    """(p, q) of one length (sometimes another, or empty), entries finite and non-negative but seldom
+    summing to 1 (p and q are used as given); now and then one refused entry."""
+    v = draw(st.integers(1, 6))
+    p = draw(st.lists(PROB, min_size=v, max_size=v))
+    q = draw(st.lists(PROB, min_size=v, max_size=v))
+    shape = draw(st.sampled_from(["same"] * 12 + ["longer_q", "empty", "bad_p", "bad_q"]))
+    if shape == "longer_q":
+        q = q + [0.5]
+    elif shape == "empty":
+        p, q = [], []
+    elif shape in ("bad_p", "bad_q"):
+        which = p if shape == "bad_p" else q
+        which[draw(st.integers(0, v - 1))] = draw(BAD_PROB)
+    return p, q
+
+
+UNIFORM = st.one_of(
+    st.floats(0.0, 1.0, exclude_max=True),
+    st.sampled_from([0.0, -0.0, 0.5, 0.9999999999999999, 5e-324]),
+    st.just(NAN),  # refused, and the easiest to let through (a comparison with NaN is false)
+    st.sampled_from([1.0, -0.1, INF, -INF, 1.0000000000000002, -5e-324]),  # refused
+)
+
+# ---- sampling parameters and logits ---------------------------------------------------------------------
+
+PARAMS = st.fixed_dictionaries({
+    "temperature": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
+    "top_k": st.sampled_from([0, 0, 1, 2, 3]),
+    "min_p": st.sampled_from([0.0, 0.0, 1.0]),
+    "repetition_penalty": st.sampled_from([1.0, 1.5, 2.0]),
+    "presence_penalty": st.sampled_from([0.0, 0.5, 1.5]),
+    "frequency_penalty": st.sampled_from([0.0, 0.5, 1.0]),
+})  # top_p stays off: its boundary is a sum of exponentials, where an honest last-bit difference may flip it
+LOGIT = st.one_of(st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, -0.5, 3.0]), st.integers(-8, 8).map(lambda i: i / 4))
+LOGIT_EDGE = st.sampled_from([-INF, NAN, INF, 800.0, -800.0])
+
+
+@st.composite
+def logits_ids(draw):
+    """(logits, prompt, output): a row of 1-6 logits (sometimes with an edge value) and ids below V (sometimes
+    V itself, refused)."""
+    v = draw(st.integers(1, 6))
+    logits = draw(st.lists(st.one_of(*[LOGIT] * 6, LOGIT_EDGE), min_size=v, max_size=v))
+    ids = st.lists(st.one_of(*[st.integers(0, v - 1)] * 8, st.just(v)), max_size=5)
+    return logits, draw(ids), draw(ids)
+
+
+# ---- verify_draft's shapes ----------------------------------------------------------------------------------
+
+@st.composite
+def verify_inputs(draw):
+    """(rows, draft, draft_probs, params, prompt, output, seed) with every shape the contract names: 0 to 4
+    rows of V logits (sometimes an empty or a ragged one), a draft of 0 to 3 ids (sometimes V), draft
+    distributions (None, the right ones, a wrong count or length, a q[d] of 0), greedy or sampled. NaN and
+    +inf appear in row 0 only (every walk reaches it; a row the walk may skip is free beyond its shape)."""
+    v = draw(st.integers(1, 4))
+    m = draw(st.integers(0, 3))
+    n_rows = draw(st.sampled_from([m + 1] * 8 + [0, m, m + 2]))
+    rows = [draw(st.lists(LOGIT, min_size=v, max_size=v)) for _ in range(n_rows)]
+    if rows and draw(st.integers(0, 7)) == 0:
+        rows[0][draw(st.integers(0, v - 1))] = draw(st.sampled_from([NAN, INF]))
+    if rows and draw(st.integers(0, 9)) == 0:
+        rows[draw(st.integers(0, n_rows - 1))] = draw(st.sampled_from([[], [0.0] * (v + 1)]))  # empty or ragged
+    draft = draw(st.lists(st.one_of(*[st.integers(0, v - 1)] * 8, st.just(v)), min_size=m, max_size=m))
+    kind = draw(st.sampled_from(["none"] * 4 + ["right"] * 4 + ["count", "length", "zero"]))
+    probs = None
+    if kind != "none":
+        probs = [draw(st.lists(PROB, min_size=v, max_size=v)) for _ in draft]
+        for q, d in zip(probs, draft):
+            if d < v and q[d] <= 0.0:
+                q[d] = 0.5
+        if kind == "count":
+            probs = probs + [[1.0] * v]
+        elif kind == "length" and probs:
+            probs[-1] = probs[-1] + [0.5]
+        elif kind == "zero" and probs and draft[0] < v:
+            probs[0][draft[0]] = 0.0
+    params = draw(st.one_of(st.just({"temperature": 0.0}), PARAMS))
+    ids = st.lists(st.one_of(*[st.integers(0, v - 1)] * 8, st.just(v)), max_size=4)
+    seed = draw(st.one_of(st.integers(0, 2**16), st.sampled_from([0, U64_MAX, 2**63])))
+    return rows, draft, probs, params, draw(ids), draw(ids), seed

@@ -1,0 +1,86 @@
+"""The judge's differential property checks (judge/props.py, judge/properties.py): a submission that differs
+from the reference anywhere in a function's domain is shown its smallest differing input; the same grading
+seed draws the same inputs, another draws others; a timeout is no difference to shrink but its own outcome."""
+
+import math
+
+import pytest
+
+from harness.errors import Raised, Timeout
+from chapters.L10_8.judge import properties
+from chapters.L10_8.judge.props import judge_reference
+
+GOLDEN = {"master_seed": 20261204}
+
+
+class Fake:
+    """An implementation answering as the reference does, but for what a test overrides."""
+
+    def __getattr__(self, name):
+        return getattr(judge_reference(), name)
+
+
+@pytest.mark.slow(s=4)
+def test_the_reference_agrees_with_itself_on_every_property():
+    ref = judge_reference()
+    for name in ("prompt_lookup", "ngram_draft", "parse_config", "propose", "residual", "sample_dense",
+                 "speculative_step", "dense_distribution", "verify_draft", "blocks_for"):
+        assert getattr(properties, name)(ref, GOLDEN) is None, name
+
+
+def test_a_float_ceiling_is_shown_its_smallest_differing_input():
+    fake = Fake()
+    fake.blocks_for = lambda t, b: math.ceil(t / b) if t >= 0 and b >= 1 else judge_reference().blocks_for(t, b)
+    problem = properties.blocks_for(fake, GOLDEN)
+    assert problem is not None and "input where yours differs: blocks_for(tokens=" in problem, problem
+    assert "expected" in problem and "got" in problem
+
+
+@pytest.mark.slow(s=2)
+def test_prompt_lookup_that_gives_up_at_the_context_length_shrinks_to_a_short_context():
+    def gives_up(ctx, k, max_ngram, min_ngram):  # the issue's example: no back-off once n reaches len(ctx)
+        if 1 <= min_ngram <= max_ngram and k >= 0 and all(x >= 0 for x in ctx) and max_ngram >= len(ctx):
+            return []
+        return judge_reference().prompt_lookup(ctx, k, max_ngram, min_ngram)
+    fake = Fake()
+    fake.prompt_lookup = gives_up
+    problem = properties.prompt_lookup(fake, GOLDEN)
+    assert problem is not None and problem.startswith("smallest input where yours differs: prompt_lookup(["), problem
+    shown = problem.split("prompt_lookup(")[1]
+    ctx = eval(shown[:shown.index("]") + 1])  # noqa: S307 -- the judge's own message
+    assert len(ctx) <= 3, f"the shrinker should reach a context of 2 or 3 tokens: {problem}"
+    assert problem.endswith("got []"), problem
+
+
+def test_a_refusal_where_the_reference_answers_is_a_difference():
+    fake = Fake()
+    def refuses_nan_only(p, u):
+        raise Raised("sample_dense", {"type": "SpecError", "spec_error": True, "message": "no"})
+    fake.sample_dense = refuses_nan_only
+    problem = properties.sample_dense(fake, GOLDEN)
+    assert problem is not None and "got SpecError" in problem, problem
+
+
+def _drawn(seed: int) -> list:
+    seen, fake = [], Fake()
+    def record(t, b):
+        seen.append((t, b))
+        return judge_reference().blocks_for(t, b)
+    fake.blocks_for = record
+    assert properties.blocks_for(fake, {"master_seed": seed}) is None
+    return seen
+
+
+@pytest.mark.slow(s=2)
+def test_the_grading_seed_decides_the_inputs():
+    assert _drawn(1) == _drawn(1), "the same grading seed must draw the same inputs (a run is reproducible)"
+    assert _drawn(1) != _drawn(2), "another grading seed (--fresh) must draw other inputs"
+
+
+def test_a_timeout_is_its_own_outcome_naming_the_input():
+    fake = Fake()
+    def hangs(t, b):
+        raise Timeout("blocks_for: the deadline passed")
+    fake.blocks_for = hangs
+    with pytest.raises(Timeout, match=r"blocks_for\(tokens=.*the deadline passed"):
+        properties.blocks_for(fake, GOLDEN)
