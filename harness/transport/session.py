@@ -66,8 +66,10 @@ class Session:
     def error_data(self, e: BaseException) -> dict:
         """An exception as plain data: type, message, whether it is the contract error, a short traceback,
         and the innermost frames in the student's own files (file relative to the submission, line, source)."""
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
-        return {"type": type(e).__name__, "message": str(e), "spec_error": self.is_contract_error(e),
+        refused = self.is_contract_error(e)  # a refusal is an answer: no traceback to format (the property checks
+        # draw thousands of them); its frames still say where the student's code refused
+        tb = "" if refused else "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
+        return {"type": type(e).__name__, "message": str(e), "spec_error": refused,
                 "traceback": tb[-TRACEBACK_CAP:], "frames": self.own_frames(e)}
 
     def own_frames(self, e: BaseException) -> list[dict]:
