@@ -48,9 +48,10 @@ def set_verdict(report: Report | None, expected_by: tuple[str, ...]) -> MutantVe
 
 
 def ported(chapter: Chapter, language: str, mutant_set: str = DEFAULT_SET) -> list:
-    """The set's mutants that have a port in `language` (for Python: every one with a Python patch)."""
-    return [m for m in chapter.mutant_set(mutant_set)
-            if (m.patch is not None if language == "python" else language in m.patches)]
+    """The set's mutants that have a port in `language` (for Python: every one with a Python patch), but for a row
+    whose `<language>_none` leaves it out there (a slip the language cannot make, or one its contract made equivalent)."""
+    return [m for m in chapter.mutant_set(mutant_set) if language not in getattr(m, "not_applicable", {})  # (s01..: none)
+            and (m.patch is not None if language == "python" else language in m.patches)]
 
 
 def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, language: str) -> tuple[dict, dict]:

@@ -143,6 +143,15 @@ def test_a_mistake_a_language_cannot_make_is_left_out_of_its_count_with_the_reas
     expected_by = "doubles_match_the_golden_cases"
     differs_on = "double('a'): an error, the mutant 'aa'"
     python_none = "only another language's types let it in"
+
+    [[mutant]]
+    id = "x4"
+    rule = "double(x) is x + x"
+    misconception = "a patch the contract has since made equivalent"
+    expected_by = "doubles_match_the_golden_cases"
+    differs_on = "none any more"
+    patch = "x1.patch"
+    python_none = "equivalent since the contract changed: kept, not run, not counted"
     """
     packs = make_pack(tmp_path / "packs", _with_set(manifest))
     r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "extra", "--json", "extra.json")
@@ -150,7 +159,9 @@ def test_a_mistake_a_language_cannot_make_is_left_out_of_its_count_with_the_reas
     assert "2 of 2 mutants killed (100.0 %" in r.stdout, r.stdout
     assert "not counted in python: x3 (only another language's types let it in)" in r.stdout, r.stdout
     result = json.loads((tmp_path / "extra.json").read_text())
-    assert result["not_applicable"] == {"x3": "only another language's types let it in"} and result["not_ported"] == []
+    assert result["not_applicable"] == {"x3": "only another language's types let it in",
+                                        "x4": "equivalent since the contract changed: kept, not run, not counted"}
+    assert result["not_ported"] == [] and [m["id"] for m in result["mutants"]] == ["x1", "x2"]  # a row with a patch too
     assert result["total"] == 2 and result["ok"]
 
 

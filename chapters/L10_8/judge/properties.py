@@ -146,7 +146,16 @@ def dense_distribution(impl, golden: dict) -> str | None:
     return check(impl, _seed(golden), "dense_distribution", args,
                  lambda i, lio, params: i.dense_distribution(lio[0], params, lio[1], lio[2]),
                  lambda lio, params: f"dense_distribution({lio[0]}, {params}, prompt={lio[1]}, output={lio[2]})",
-                 same=D_CLOSE)
+                 same=D_CLOSE, explicit=DD_EDGES)
+
+
+_ONE = {"temperature": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
+        "frequency_penalty": 0.0}
+DD_EDGES = [  # each penalty seeing the prompt alone, then the output alone (prompt and output swapped is a slip)
+    (([0.0, 0.0], [0], []), {**_ONE, "frequency_penalty": 1.0}), (([0.0, 0.0], [], [0, 0]), {**_ONE, "frequency_penalty": 1.0}),
+    (([0.0, 0.0], [0], []), {**_ONE, "presence_penalty": 1.5}), (([0.0, 0.0], [], [0]), {**_ONE, "presence_penalty": 1.5}),
+    (([1.0, 1.0], [0], []), {**_ONE, "repetition_penalty": 2.0}), (([1.0, 1.0], [], [0]), {**_ONE, "repetition_penalty": 2.0}),
+]
 
 
 D_CLOSE = close(1e-12)
