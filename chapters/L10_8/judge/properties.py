@@ -29,13 +29,13 @@ PL_ARGS = D.lookup_args()
 def prompt_lookup(impl, golden: dict) -> str | None:
     return check(impl, _seed(golden), "prompt_lookup", PL_ARGS, lambda i, *a: i.prompt_lookup(*a),
                  lambda ctx, k, mx, mn: f"prompt_lookup({ctx}, {_args(k=k, max_ngram=mx, min_ngram=mn)})",
-                 explicit=[([4, 4], 5, 9, 1), ([1, 2, 1], D.U64_MAX, 3, 1), ([1, 2, 1, 2], 2, D.U64_MAX, 1),
-                           ([5, 6, 7, 8, 5, 6], 3, D.U64_MAX, D.U64_MAX), ([], 3, 3, 1), ([7], 3, 3, 1)])
+                 explicit=[([4, 4], 5, 9, 1), ([1, 2, 1], D.U64_MAX, 3, 1), ([1, 2, 1, 2], 2, D.NGRAM_MAX, 1),
+                           ([5, 6, 7, 8, 5, 6], 3, D.NGRAM_MAX, D.NGRAM_MAX), ([], 3, 3, 1), ([7], 3, 3, 1)])
 
 
 # k bounded: an n-gram draft of a repetitive context runs to k tokens, so a huge k would be a huge answer
 NG_ARGS = st.one_of(
-    st.tuples(st.one_of(D.CTX, D.CTX, D.BAD_CTX), D.count(0, 8, huge=False), D.count(0, 6)),
+    st.tuples(st.one_of(D.CTX, D.CTX, D.BAD_CTX), D.count(0, 8, huge=False), st.one_of(D.count(0, 6, huge=False), st.just(D.NGRAM_MAX))),
     st.tuples(D.tied_followers(), st.integers(1, 3), st.sampled_from([2, 3])),
 )
 
@@ -43,7 +43,7 @@ NG_ARGS = st.one_of(
 def ngram_draft(impl, golden: dict) -> str | None:
     return check(impl, _seed(golden), "ngram_draft", NG_ARGS, lambda i, *a: i.ngram_draft(*a),
                  lambda ctx, k, n: f"ngram_draft({ctx}, {_args(k=k, n=n)})",
-                 explicit=[([4, 4], 2, D.U64_MAX), ([], 2, 3), ([1], 2, 3)])
+                 explicit=[([4, 4], 2, D.NGRAM_MAX), ([], 2, 3), ([1], 2, 3)])
 
 
 NAMES = st.sampled_from(["none", "ngram", "prompt_lookup", "NGRAM", "Prompt_Lookup", "None", "prompt-lookup",

@@ -30,6 +30,8 @@ use crate::sampling::{apply_penalties, argmax, distribution, logprob, sample, Sa
 
 /// The largest k the runtime accepts (one forward of 17 rows).
 pub const MAX_K: usize = 16;
+/// The runtime schema's bound on max_ngram.
+pub const MAX_NGRAM: usize = 8;
 /// The longest suffix prompt lookup tries first.
 pub const DEFAULT_MAX_NGRAM: usize = 3;
 /// The shortest suffix it falls back to.
@@ -100,6 +102,11 @@ impl SpecConfig {
             return Err(ngram_bounds_error(max_ngram, min_ngram));
         };
         check_ngrams(max, min)?;
+        if max > MAX_NGRAM {
+            return Err(SpecError(format!(
+                "speculative max_ngram = {max} is out of range: allowed at most {MAX_NGRAM}"
+            )));
+        }
         Ok(SpecConfig { draft: kind, k: k as usize, max_ngram: max, min_ngram: min })
     }
 }

@@ -83,8 +83,9 @@ def prompt_lookup(ctx: Sequence[int], k: int, max_ngram: int, min_ngram: int) ->
     the end. The first n with a match wins. No match for any n (or n >= t) gives [].
     k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
     Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram, k < 0.
-    Admitted: any k and max_ngram up to 2**64 - 1 (max_ngram is not capped here: n >= t simply
-    never matches; k = 2**64 - 1 copies up to the end of the context), an empty ctx ([]).
+    Admitted: any k up to 2**64 - 1 (it copies up to the end of the context), max_ngram and
+    min_ngram up to 2**16 (not capped here: n >= t simply never matches), an empty ctx ([]).
+    A bound past 2**16 is free: the loop over every n from max_ngram down may take that long.
     """
 
 
@@ -96,7 +97,8 @@ def ngram_draft(ctx: Sequence[int], k: int, n: int) -> list[int]:
     e[i:i+m] == e[len(e)-m:], the follower e[i+m]. The first m with any count decides: the
     most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
     k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n < 1 and k < 0
-    are SpecErrors. Any n up to 2**64 - 1 is admitted (m starts at min(n - 1, len(e) - 1)); ties
+    are SpecErrors. Any n up to 2**16 is admitted (m starts at min(n - 1, len(e) - 1)); past it, free
+    (a loop over every m may take that long); ties
     are broken by id however many followers tie (40 tied followers: the lowest id, whatever order
     they occurred in). The draft grows to k tokens on a context that keeps matching, so k is the
     answer's length: the tests keep it small.

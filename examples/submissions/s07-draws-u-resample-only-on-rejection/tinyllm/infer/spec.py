@@ -23,6 +23,7 @@ from tinyllm.infer.sampling import (SamplingError, SamplingParams, apply_penalti
                                     logprob, sample)
 
 MAX_K = 16
+MAX_NGRAM = 8  # the runtime schema's bound
 DEFAULT_MAX_NGRAM = 3
 DEFAULT_MIN_NGRAM = 1
 
@@ -117,6 +118,8 @@ class SpecConfig:
         if not _is_whole(k) or k < 1 or k > MAX_K:
             raise SpecError(f"[engine].speculative k = {k!r}: must be an integer in 1..{MAX_K}")
         _ngram_range(max_ngram, min_ngram)
+        if max_ngram > MAX_NGRAM:
+            raise SpecError(f"[engine].speculative max_ngram = {max_ngram!r}: at most {MAX_NGRAM}")
         return cls(allowed[draft], int(k), int(max_ngram), int(min_ngram))
 
 
