@@ -173,7 +173,10 @@ def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     r = grade(tmp_path / "shipped", tmp_path / "class", "--shipped-cases", "--ref-deps")
     assert r.returncode == 0, r.stderr[-2000:]
     shipped = outcomes(tmp_path / "shipped")["cheater"]
-    assert all(shipped[t] == "pass" for t in DIFFERENTIAL), f"on the shipped cases the memorised answers pass: {shipped}"
+    # on the shipped cases memorised verify answers pass (the golden file is all that test replays) ...
+    assert shipped["verify_matches_python_l8_6"] == "pass", f"on the shipped cases the memorised answers pass: {shipped}"
+    # ... and memorised drafts do not: the property check draws contexts no file holds (issue 26)
+    assert shipped["prompt_lookup_matches_python_l8_6"] == "fail", f"the property check must expose them: {shipped}"
     r = grade(tmp_path / "fresh", tmp_path / "class", "--seed", "99", "--ref-deps")
     assert r.returncode == 0, r.stderr[-2000:]
     fresh = outcomes(tmp_path / "fresh")["cheater"]

@@ -186,7 +186,7 @@ fn check_unit(u: f64, name: &str) -> Result<f64, SpecError> {
 /// the end. The first n with a match wins. No match for any n (or n >= t) gives [].
 /// k = 0 gives []. Example: ctx [5 6 7 8 5 6], k 3, n 3..1 -> [7 8 5].
 /// Refused with SpecError, whatever ctx and k: min_ngram < 1, max_ngram < min_ngram.
-/// Admitted: every k and max_ngram up to usize::MAX (k = usize::MAX copies up to the end).
+/// Admitted: every k up to usize::MAX (it copies up to the end), max_ngram up to 2^16 (past it: free).
 pub fn prompt_lookup(ctx: &[u32], k: usize, max_ngram: usize, min_ngram: usize) -> Result<Vec<u32>, SpecError> {
     check_ngrams(max_ngram, min_ngram)?;
     let t = ctx.len();
@@ -226,7 +226,7 @@ fn most_frequent_follower(ext: &[u32], m: usize) -> Option<u32> {
 /// e[i..i+m] == e[e.len()-m..], the follower e[i+m]. The first m with any count decides: the
 /// most frequent follower, ties to the lowest id. Append it to the draft and to e. Stop after
 /// k tokens or when no m matches. n = 1 drafts nothing; k = 0 drafts nothing. n = 0 is a SpecError.
-/// Every n up to usize::MAX is admitted; ties go to the lowest id however many followers tie.
+/// Every n up to 2^16 is admitted (past it: free); ties go to the lowest id however many followers tie.
 pub fn ngram_draft(ctx: &[u32], k: usize, n: usize) -> Result<Vec<u32>, SpecError> {
     if n < 1 {
         return Err(SpecError(format!("n must be an integer >= 1, got {n}")));
