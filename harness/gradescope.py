@@ -36,6 +36,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+from .judge import refusal_in
 from .paths import REPO
 from .render.gradescope import grader_failed, killed, redact, upload_rejected
 
@@ -313,11 +314,10 @@ def _refused(report: Path, submission: Path) -> str | None:
     """The judge's reason for refusing an upload the layout function accepted (a crate without src/lib.rs):
     the one object `ol check --gradescope` writes on a BadSubmission, in the judge's private folder."""
     try:
-        said = json.loads(report.read_text())
-    except (OSError, ValueError):
+        reason = refusal_in(report.read_text())
+    except OSError:
         return None
-    reason = said.get("refused") if isinstance(said, dict) else None
-    if not isinstance(reason, str) or not reason.strip():
+    if reason is None:
         return None
     return " ".join(reason.replace(str(submission.resolve()), "your upload").replace(str(submission), "your upload").split())
 

@@ -61,18 +61,22 @@ def _judge_failure(code: int, stderr: str) -> str:
     return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
 
 
-def _refusal(code: int, stdout: str) -> str | None:
-    """The reason a judge that exited 2 gives for refusing its submission as malformed (the one JSON line
-    harness.cli writes for `--json -` on a BadSubmission); None for any other exit, or another refusal
-    (a usage error, a machine without cargo: the grader's failure, ungraded)."""
-    if code != 2:
-        return None
+def refusal_in(text: str) -> str | None:
+    """The reason in the one object `ol check` writes when it refuses its submission as malformed (a
+    BadSubmission: `{"refused": reason}`, on stdout for `--json -`, in place of the results for
+    `--gradescope`); None for anything else."""
     try:
-        said = json.loads(stdout)
+        said = json.loads(text)
     except ValueError:
         return None
     reason = said.get("refused") if isinstance(said, dict) else None
     return reason if isinstance(reason, str) and reason.strip() else None
+
+
+def _refusal(code: int, stdout: str) -> str | None:
+    """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
+    refusal (a usage error, a machine without cargo: the grader's failure, ungraded)."""
+    return refusal_in(stdout) if code == 2 else None
 
 
 def _one_line(text: str, cap: int = 300) -> str:
