@@ -1,5 +1,5 @@
 """Shared test setup for ol's own suite (tests/ and every pack's tests under chapters/). The reference
-is loaded by path (never installed): `import tinyllm` here is it (harness.reference.use_reference).
+is loaded by path (never installed): `import tinyllm` here is it (harness.subjects.reference.use_reference).
 The `ol` pytest plugin gives every chapter test the implementation under test (`--impl`, default
 the reference)."""
 import sys
@@ -9,10 +9,10 @@ REPO = Path(__file__).resolve().parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from harness.reference import use_reference  # noqa: E402
+from harness.subjects.reference import use_reference  # noqa: E402
 
 use_reference()
-pytest_plugins = ["harness.pytest_plugin"]
+pytest_plugins = ["harness.check.pytest_plugin"]
 
 
 SLOW_S, FAST_S = 3.0, 0.1  # a slow-marked test's seconds when it states none (slow: over about 1.5 s), and the others'

@@ -1,6 +1,6 @@
 """bench/grade_rate.py's cluster path and resume figure (not a bench itself: CI runs bench/[!_]*.py).
 
-- `Loopback` (harness.loopback): the cluster each class is graded on through `ol grade --scheduler`, a
+- `Loopback` (harness.grading.loopback): the cluster each class is graded on through `ol grade --scheduler`, a
   real `dask scheduler` and `dask worker --nthreads 1` processes, started before and stopped after the
   timed runs, as an existing cluster would be.
 - `overhead`: what Dask adds per submission, against `--jobs 1` (one judge at a time, like one worker):
@@ -9,7 +9,7 @@
   as a share of the median submission's judge time. This nets out the judges' own run-to-run noise.
 - `resume_skip`: a class of RESUME_N bare uploads whose ledger already holds each graded with the
   run's key, then the plain `ol grade` command timed as it skips them all. The ledger is written
-  through harness.ledger.Ledger.record (what a grading run writes with), each entry a copy of a real
+  through harness.grading.ledger.Ledger.record (what a grading run writes with), each entry a copy of a real
   report graded earlier in the bench under that submission's own key: grading 100 for real would
   take the bench 10 minutes and measure grading, not skipping.
 """
@@ -46,9 +46,9 @@ def overhead(local1: dict, dask1: dict) -> dict:
 def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) -> dict:
     """Time `ol grade` skipping RESUME_N submissions the ledger holds graded; each entry a real report (the first
     graded row of `graded_csv`'s ledger) under that submission's own key. Returns figures and problems."""
-    from harness.ledger import Ledger, default_results_dir, read_entry
-    from harness.parcel import digest
-    from harness.version import version_of
+    from harness.grading.ledger import Ledger, default_results_dir, read_entry
+    from harness.grading.parcel import digest
+    from harness.grading.version import version_of
 
     first = next(r["submission"] for r in csv.DictReader(graded_csv.open()) if r["status"] == "graded")
     source = read_entry(default_results_dir(graded_csv), first)

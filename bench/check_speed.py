@@ -10,7 +10,7 @@ Rows:
   import floor                      what any check pays before it runs a test
   check in-process                  the reference in the judge's process (trusted code)
   check via worker                  `--transport worker`: the worker path every submission takes, confined in
-                                    the best sandbox this machine gives (harness.confine; the mode printed is
+                                    the best sandbox this machine gives (harness.sandbox.confine; the mode printed is
                                     the report's `sandbox` field, read from its --json)
   check via worker, unconfined      the same with OL_SANDBOX=none: what the sandbox itself costs
   rust: clean build + check         the Rust track: a student's workspace (`ol start --lang rust`, the Rust
@@ -128,7 +128,7 @@ def check_modes(modes: dict[str, str | None]) -> None:
     """Each row ran as it says: in-process trusted, the worker in a real sandbox when one exists, unconfined
     when asked."""
     sys.path.insert(0, str(REPO))
-    from harness.confine import choose
+    from harness.sandbox.confine import choose
 
     want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none", RUST_CLEAN: choose().name, RUST_EDIT: choose().name}
     want = {k: v for k, v in want.items() if k in modes}

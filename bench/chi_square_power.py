@@ -5,8 +5,8 @@ stats.seeds(0)) and passes when the p-value > ALPHA = 1e-3. Here the same check 
 disjoint blocks of 4000 seeds (block b = stats.seeds(b) = splitmix64(SEED_BASE + b * 4000 + i),
 i < 4000; blocks 1..N, so block 0, the test's, is not counted) and counts how often it rejects.
 
-Part 1, through the harness (harness.subjects.open_impl, in-process, exactly what the test calls,
-with the judge's pristine reference from harness.reference.pristine):
+Part 1, through the harness (harness.subjects.open.open_impl, in-process, exactly what the test calls,
+with the judge's pristine reference from harness.subjects.reference.pristine):
   size    the reference, a correct verifier: its rejection rate at ALPHA with a 95% Clopper-Pearson
           interval, which must contain ALPHA. At 1e-3 a few hundred blocks see about no rejection,
           so calibration is also checked on the whole distribution: the p-values across blocks must
@@ -55,9 +55,9 @@ REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
 from chapters.L10_8.judge import stats  # noqa: E402
-from harness.reference import pristine  # noqa: E402
+from harness.subjects.reference import pristine  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
-from harness.subjects import open_impl  # noqa: E402
+from harness.subjects.open import open_impl  # noqa: E402
 
 CHAPTER = "L10.8"  # the chapter whose statistical test is measured
 SUBJECTS = ("reference", "mutant:s06", "mutant:s12")  # a correct verifier (size), the two pitfalls this test catches (power)
@@ -189,7 +189,7 @@ def to_f64(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def splitmix64(x: np.ndarray) -> np.ndarray:
-    """harness.oracle_kit.splitmix64 over a uint64 array (checked against stats.seeds in check_replica)."""
+    """harness.pack.oracle_kit.splitmix64 over a uint64 array (checked against stats.seeds in check_replica)."""
     with np.errstate(over="ignore"):
         z = x.astype(U64) + U64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> U64(30))) * U64(0xBF58476D1CE4E5B9)

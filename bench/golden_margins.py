@@ -20,7 +20,7 @@ from _benchkit import add_common, out_path, write_figures  # noqa: E402
 
 from chapters.L10_8 import oracle  # noqa: E402
 from chapters.L10_8.oracle import margins, verify_cases  # noqa: E402
-from harness.reference import pristine  # noqa: E402
+from harness.subjects.reference import pristine  # noqa: E402
 
 GOLDEN = REPO / "chapters/L10_8/fixtures/spec_golden.json"
 

@@ -5,7 +5,7 @@
 The class is tests/harness/hostile_catalog.py: one hostile submission per threat class (each the s07
 sample, an honest 15 of 16, plus a payload; the load failures score 0; the slow import 16) and a
 correct control (16 of 16), graded together on fresh cases (seed fixed) in whatever sandbox this
-machine gives (harness.confine; the mode is printed). Printed side by side: each submission's time to
+machine gives (harness.sandbox.confine; the mode is printed). Printed side by side: each submission's time to
 verdict (wall_s in grades.csv) and as a multiple of the control's, its score against its honest
 score, its bound, and the batch's total. A canary variable in the grader's environment and a listener
 on 127.0.0.1 tell whether the environ and network payloads got anything out.
@@ -82,7 +82,7 @@ def grade(subs: Path, out_csv: Path, results: Path, run_tmp: Path, canary: str) 
 def _call_row(name: str, payload: str, call, deadline_s: float, want, scratch: Path) -> dict:
     """One submission (the reference plus `payload`), one call under `deadline_s`: its time to verdict."""
     from harness.errors import SubmissionFailure
-    from harness.subjects import open_impl
+    from harness.subjects.open import open_impl
     from tests.harness.hostile_kit import CH, submission
 
     sub = submission(scratch, payload, name=name)
@@ -105,8 +105,8 @@ def _call_row(name: str, payload: str, call, deadline_s: float, want, scratch: P
 
 
 def _hangs_row(name: str) -> dict:
-    from harness.check import run_check
-    from harness.impl import DEFAULT_DEADLINE_S
+    from harness.check.runner import run_check
+    from harness.transport.impl import DEFAULT_DEADLINE_S
     from tests.harness.hostile_kit import CH
 
     skip = {"sampled_spec_keeps_the_target_distribution", "runner_target_scores_every_fed_position"}  # as test_examples
@@ -125,7 +125,7 @@ def deadlines(quick: bool, mode_name: str) -> dict[str, dict]:
     import shutil as _shutil
     from chapters.L10_8.judge.fake_target import FakeTarget
     from harness.errors import Crashed, Timeout
-    from harness.reference import pristine
+    from harness.subjects.reference import pristine
     from tests.harness.hostile_kit import HAND_PL, kill_marked
 
     rows = {}
@@ -162,7 +162,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
-    from harness.confine import choose
+    from harness.sandbox.confine import choose
 
     mode = choose()
     with tempfile.TemporaryDirectory(prefix="ol-bench-hostile-") as tmp:

@@ -37,7 +37,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=None, help=f"runs of each command (default {REPEAT})")
     a = ap.parse_args()
     out = out_path(a, "sandbox_startup")
-    from harness.sandbox import available, sandboxed
+    from harness.sandbox.bwrap import available, sandboxed
 
     why_not = available()
     if why_not is not None:

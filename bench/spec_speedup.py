@@ -18,7 +18,7 @@ the same simulation with the real rule is checked against the measured counts), 
 goes: the target's forward vs everything else (drafting, verification), and the forward's cost per
 number of fed tokens.
 
-The code measured is the judge's pristine reference (harness.reference.pristine): its spec.py,
+The code measured is the judge's pristine reference (harness.subjects.reference.pristine): its spec.py,
 RunnerTarget, sampler and model, on the chapter's tiny llama (chapter.data["model"]). The bench
 fails (exit 1) when a configuration's tokens differ from greedy's or the replayed draft counts
 differ from the measured ones.
@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
-from harness.reference import pristine  # noqa: E402
+from harness.subjects.reference import pristine  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
 
 CHAPTER = "L10.8"  # whose pack names the tiny llama (data.model)

@@ -61,7 +61,7 @@ class Raised(SubmissionFailure):
 
     def name_call(self, called: str, call: str | None = None) -> None:
         """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name), and the
-        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.feedback)."""
+        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.transport.feedback)."""
         self.called, self.call = called, call
         self.args = (self.describe(),)
 

@@ -50,7 +50,7 @@ class Report:
     pitfall_matches: list[dict] = field(default_factory=list)  # mutants whose answers the submission's match
     ungraded: str | None = None  # why no grade could be given (the judge failed, not the submission's answers)
     load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
-    sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.confine), in-process (trusted), None: unknown
+    sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.sandbox.confine), in-process (trusted), None: unknown
     language: str | None = None  # python | rust (harness.languages); None: unknown (an ungraded submission)
     rejected: str | None = None  # why the upload is no submission (the layout function's reason): 0 points, every test failed
 

@@ -2,12 +2,12 @@
 
 The engine's diff is generic; it calls diff_cases(impl, golden, ref): the cases the implementation
 gets wrong, per section, each row with its inputs, expected and got as text, the first differing
-token and notes. (Pitfall hints need no re-run: harness.hints reads the recorded answers.)
+token and notes. (Pitfall hints need no re-run: harness.check.hints reads the recorded answers.)
 """
 
 import numpy as np
 
-from harness.errors import SubmissionFailure
+from harness.pack import SubmissionFailure
 
 from .judge.answers import ANSWERS, VERIFY_KEYS, case_inputs
 from .judge.judging import short, uniforms_drawn

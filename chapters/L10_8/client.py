@@ -5,9 +5,7 @@ implementation (a KvPool, a RunnerTarget) are proxies holding a handle; the judg
 to a call (the fake target, a token listener) answer the worker's callbacks through `JudgeObjects`.
 """
 
-from harness.feedback import Bare, brief
-from harness.impl import Impl
-from harness.wire import to_wire
+from harness.pack import Bare, Impl, brief, to_wire
 
 from .ops import ANSWERS, POOL_METHODS
 

@@ -1,8 +1,8 @@
 """The operations of L10.8's worker protocol (spec/protocol.md), run against one `tinyllm` package.
 
-Both transports run these same functions through a harness.transport.session.Session: in the judge
+Both transports run these same functions through a harness.protocol.session.Session: in the judge
 process for the reference and mutants, in the worker process for a submission (which loads this
-file by path: it imports nothing of the judge but harness.wire). Arguments and results are plain
+file by path: it imports nothing of the judge but harness.protocol.wire). Arguments and results are plain
 data; objects that live between calls (a KvPool, a RunnerTarget) are held in `Session.handles` and
 named by an integer handle. Callbacks into the judge (the judge's target, the on_token listener) go
 through `session.call_judge(method, args)`.
@@ -12,7 +12,7 @@ import operator
 
 import numpy as np
 
-from harness.wire import floats
+from harness.protocol.wire import floats
 
 CONTRACT_ERROR = ("infer.spec", "SpecError")  # the contract's refusal: `spec_error` in an error answer
 LOAD = ("infer.spec",)  # imported by the `load` op before any test (it imports the sampler, pool and generator)
@@ -255,7 +255,7 @@ def op_runner_target_call(s, a):
 OPS = {name[3:]: fn for name, fn in globals().items() if name.startswith("op_")}  # the protocol's op table
 
 
-# ---- the shape of every op's answer (harness.shapes), checked by the judge ---------------------------
+# ---- the shape of every op's answer (harness.transport.shapes), checked by the judge ---------------------------
 
 IDS, FLOATS = ["int"], ["float"]
 _POOL_ANSWERS = {"alloc": "int", "retain": "null", "release": "bool", "fill": "int", "set_fill": "null",

@@ -18,7 +18,7 @@ the client's harness (a job on a node with another checkout or another environme
 tasks, naming what differs). The checkout must be at the same path on the compute nodes (a shared
 home or project filesystem), or installed at --checkout on each. Each node must let the worker
 confine submissions: unprivileged user namespaces for bubblewrap (check with
-`srun .venv/bin/python -c 'from harness.confine import choose; print(choose())'`), or the job must
+`srun .venv/bin/python -c 'from harness.sandbox.confine import choose; print(choose())'`), or the job must
 run as root (uid mode); a node that can do neither refuses. Rust submissions need cargo on the nodes.
 """
 

@@ -20,7 +20,7 @@ def junit_xml(rep: Report) -> str:
     suite = ET.SubElement(root, "testsuite", name=xml_text(f"{rep.chapter} on {rep.submission}"), tests=str(len(rep.tests)),
                        failures=str(failures), errors=str(len(rep.tests) - rep.passed - failures),
                        time=f"{rep.duration_s:.3f}")
-    props = ET.SubElement(suite, "properties")  # how the code ran (harness.confine), as every report says
+    props = ET.SubElement(suite, "properties")  # how the code ran (harness.sandbox.confine), as every report says
     ET.SubElement(props, "property", name="sandbox", value=rep.sandbox or "unknown")
     for t in rep.tests:
         case = ET.SubElement(suite, "testcase", classname=rep.chapter, name=t.name, time=f"{t.duration_s:.4f}")

@@ -1,9 +1,8 @@
-"""The two transports an Impl calls through, and the session both run the chapter's ops in.
+"""The judge's side of a call: an Impl, and the two transports it calls through.
 
-    inprocess.InProcess          trusted code (the reference, mutants), called in the judge process
-    worker_client.WorkerTransport  a submission, in a worker process speaking spec/protocol.md;
-                                 the worker's command comes from the submission's language
-    session.Session              one implementation's live state: its package, handles, callbacks
-
-Kept free of imports here, so the worker process loads only what it needs (session, wire).
+    impl.Impl                      the adapter the tests call: a chapter's client subclasses it
+    shapes                         the shape of a worker's answer, checked before any test reads it
+    feedback                       a call and its input written for a student; "expected X, got Y"
+    inprocess.InProcess            trusted code (the reference, mutants), in the judge's process
+    worker_client.WorkerTransport  a submission, in a confined worker speaking spec/protocol.md
 """

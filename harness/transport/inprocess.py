@@ -3,9 +3,9 @@
 import time
 
 from ..errors import Raised
-from ..impl import CallInfo
-from ..wire import to_wire
-from .session import Session
+from ..protocol.session import Session
+from ..protocol.wire import to_wire
+from .impl import CallInfo
 
 
 class InProcess:

@@ -1,7 +1,7 @@
 """The worker transport: a submission in a confined worker process, every call under a deadline.
 
 The judge starts the worker of the submission's language (harness.languages; Python's is
-`python -m harness.worker`) through harness.confine, in the best sandbox mode the machine allows
+`python -m harness.protocol.worker`) through harness.sandbox.confine, in the best sandbox mode the machine allows
 (bubblewrap; else an unprivileged uid; the mode is recorded in every report), with a pipe pair passed
 as inherited descriptors (the submission's own stdout and stderr are drained apart and kept up to a
 cap). One worker serves a whole check. A call that passes its deadline kills the worker (its whole
@@ -20,12 +20,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..confine import Mode, confine, descendants, kill_all, own_folder, process_parents, reap
 from ..errors import Crashed, Raised, Timeout
-from ..impl import CallInfo, describe_call
-from ..sandbox import Limits
-from .session import PROTOCOL_VERSION
-from ..wire import dumps, loads, read_some
+from ..protocol.session import PROTOCOL_VERSION
+from ..protocol.wire import dumps, loads, read_some
+from ..sandbox.bwrap import Limits
+from ..sandbox.confine import Mode, confine, descendants, kill_all, own_folder, process_parents, reap
+from .impl import CallInfo, describe_call
 
 OUTPUT_CAP = 16 * 1024  # bytes of the submission's stdout and of its stderr kept for the report
 MESSAGE_CAP = 64 * 1024 * 1024  # a protocol line longer than this is a protocol violation
@@ -34,7 +34,7 @@ STARTUP_S = 30.0  # importing numpy on a loaded machine takes a few seconds; a h
 MEMORY_LIMIT = 4 * 1024**3  # address space of each worker process: the tiny llama needs well under 1 GiB
 EXIT_WAIT_S = 2.0  # after the protocol output closes: how long the judge waits for the worker to exit
 SWEEP_EVERY_S = 0.25  # the worker's child processes are killed this often at most (after a call), and after load
-# Hard limits of every process of a worker (harness.sandbox.Limits): a whole check uses about 10 s of CPU
+# Hard limits of every process of a worker (harness.sandbox.bwrap.Limits): a whole check uses about 10 s of CPU
 # and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
 WORKER_LIMITS = Limits(address_space=MEMORY_LIMIT, cpu_seconds=600, file_size=16 << 20, processes=64, open_files=256)
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OL_SPIN_S")  # what a worker inherits
@@ -66,7 +66,7 @@ class WorkerTransport:
     def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "python",
                  source_root: Path | None = None) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
-        self.mode = mode      # how it is confined (harness.confine)
+        self.mode = mode      # how it is confined (harness.sandbox.confine)
         self.language = language  # the submission's language: errors are worded in its terms
         self.source_root = source_root  # the judge's copy of its sources: the line a frame names is read there
         self.proc: subprocess.Popen | None = None

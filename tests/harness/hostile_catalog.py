@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from harness.check import LOAD_DEADLINE_S  # the load's deadline (spec/protocol.md section 13): what stops a hang at import
+from harness.check.runner import LOAD_DEADLINE_S  # the load's deadline (spec/protocol.md section 13): what stops a hang at import
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE_PKG = REPO / "reference" / "tinyllm"

@@ -1,4 +1,4 @@
-"""harness/confine.py and harness/shapes.py: the sandbox modes a worker runs in, the copies it reads, the
+"""harness/sandbox/confine.py and harness/transport/shapes.py: the sandbox modes a worker runs in, the copies it reads, the
 uid fallback where namespaces are refused, and the judge's check of an answer's shape.
 
 The uid fallback runs where bubblewrap cannot (Docker's default profile) and the judge is root. This
@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.confine import Mode, SandboxError, answers_exposed, choose, readable_copy, slot_uids
+from harness.sandbox.confine import Mode, SandboxError, answers_exposed, choose, readable_copy, slot_uids
 from harness.errors import BadSubmission
 from harness.registry import load_chapter
-from harness.sandbox import available
-from harness.shapes import ShapeError, conform
+from harness.sandbox.bwrap import available
+from harness.transport.shapes import ShapeError, conform
 from tests.harness import uid_kit
 from tests.harness.hostile_kit import marked
 
@@ -203,7 +203,7 @@ def test_ol_check_says_once_that_it_is_not_sandboxed_and_json_dash_is_stdouts_on
 
 def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_path):
     """A model file the worker needs, behind a private folder: a clear refusal before any test, not a grade."""
-    from harness.confine import confine
+    from harness.sandbox.confine import confine
 
     private = tmp_path / "private"
     (private / "model").mkdir(parents=True)
@@ -219,11 +219,11 @@ def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_pa
 @pytest.mark.slow
 def test_a_submission_too_large_to_copy_is_refused_and_leaves_no_worker_folder(tmp_path, monkeypatch):
     """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed. (The
-    upload's own walk refuses such a folder first, harness.upload.ENTRY_CAP; lifted here, the copy's cap is
+    upload's own walk refuses such a folder first, harness.subjects.upload.ENTRY_CAP; lifted here, the copy's cap is
     the one left to refuse it: the defence behind the first.)"""
-    from harness import upload
-    from harness.confine import COPY_CAP_FILES
-    from harness.subjects import open_impl
+    from harness.subjects.open import upload
+    from harness.sandbox.confine import COPY_CAP_FILES
+    from harness.subjects.open import open_impl
 
     monkeypatch.setattr(upload, "ENTRY_CAP", 2 * COPY_CAP_FILES)
 

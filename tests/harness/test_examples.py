@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import rust
+from harness.languages import rust
 
-from harness.impl import DEFAULT_DEADLINE_S
-from harness.check import run_check
-from harness.layout import detect
+from harness.transport.impl import DEFAULT_DEADLINE_S
+from harness.check.runner import run_check
+from harness.subjects.layout import detect
 from harness.paths import REPO
 from harness.registry import load_chapter
 
@@ -81,7 +81,7 @@ def test_expected_json_is_complete():
 
 
 def test_each_sample_is_found_in_its_language_holding_only_its_chapter_file():
-    """The one layout function (harness.layout.detect, as `ol check` and `ol grade` call it) finds each
+    """The one layout function (harness.subjects.layout.detect, as `ol check` and `ol grade` call it) finds each
     sample in the language expected.json states, with nothing but the chapter's file (everything else
     comes from the reference: --ref-deps); the Rust samples cover a bare spec.rs, a folder and a zip."""
     ch = load_chapter(EXPECTED["chapter"])

@@ -8,9 +8,9 @@ from chapters.L10_8.client import Client
 from chapters.L10_8.judge.judging import short, tokens_differ
 from chapters.L10_8.judge.replay import Expected, parting
 from harness.errors import Raised
-from harness.feedback import call_text, expected_got, where_differ
+from harness.transport.feedback import call_text, expected_got, where_differ
 from harness.registry import load_chapter
-from harness.stub import make_stub
+from harness.languages.stub import make_stub
 
 
 def _stub_error(op: str, args: dict, message: str, language: str) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from harness import rust
+from harness.languages import rust
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "submissions"
@@ -42,7 +42,7 @@ def grade(out: Path, submissions: Path, *extra, cwd: Path = REPO) -> subprocess.
                           capture_output=True, text=True, timeout=900, cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
-from harness.confine import choose  # noqa: E402
+from harness.sandbox.confine import choose  # noqa: E402
 from harness.render.csv import CSV_FIXED  # noqa: E402
 
 FIXED = set(CSV_FIXED)  # the columns before the tests' (one per test, named as the test)
@@ -243,7 +243,7 @@ def test_a_judge_does_not_inherit_a_dask_nanny_s_malloc_setting(monkeypatch):
     """A Dask nanny sets MALLOC_TRIM_THRESHOLD_ for its worker; the judges started there (their zygote's
     environment, and each judge's) must not run under it (it makes a check 25 % slower), and still get the
     grading run's own settings and the rest of the caller's environment."""
-    from harness.judge import judge_env
+    from harness.grading.judge import judge_env
 
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "65536")
     monkeypatch.setenv("OL_SOMETHING_ELSE", "kept")

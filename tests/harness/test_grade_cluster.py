@@ -1,5 +1,5 @@
 """`ol grade --scheduler` on a real Dask cluster: a `dask scheduler` and `dask worker` processes on
-loopback, started by the tests themselves (harness.loopback: every wait with a deadline, every process
+loopback, started by the tests themselves (harness.grading.loopback: every wait with a deadline, every process
 killed with its session at the end).
 
 - a small mixed class graded on workers of two threads each (two judges at once in one worker process)
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import rust
+from harness.languages import rust
 
-from harness.loopback import Loopback
+from harness.grading.loopback import Loopback
 from harness.paths import REPO
 
 pytestmark = pytest.mark.slow

@@ -25,9 +25,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from harness import gradescope, rust
+from harness.staff import gradescope
+from harness.languages import rust
 
-from harness.confine import slot_uids
+from harness.sandbox.confine import slot_uids
 from harness.registry import load_chapter
 from tests.harness import uid_kit
 
@@ -455,7 +456,7 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     toolchain: apt's lives in /usr; here rustup's, under /root, is made reachable as uid_kit does for Python.
     The reference's spec.rs scores full marks; a spec.rs that includes the template's copy of the
     reference source (root's alone) does not compile."""
-    from harness.rust import toolchain
+    from harness.languages.rust import toolchain
 
     uid_kit.namespace()
     tc = toolchain()
@@ -494,7 +495,7 @@ def test_bundle_names_are_relative_with_the_scripts_and_seed_at_the_root(tmp_pat
         for script in ("setup.sh", "run_autograder"):
             assert stat.S_IMODE(infos[script].external_attr >> 16) == 0o755, script
         assert z.read(".ol-assignment-seed") == b"7\n"
-        assert {"ol", "pyproject.toml", "harness/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
+        assert {"ol", "pyproject.toml", "harness/staff/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
 
 
 @pytest.mark.slow
@@ -534,7 +535,7 @@ def test_setup_installs_cargo_and_rustc_from_the_archive_when_the_judge_finds_no
     """No rustc on PATH or in ~/.cargo/bin: setup.sh asks apt-get for cargo and rustc (no recommends), and
     builds the reference with what it installed; an archive without them fails the image's build, saying
     so; OL_SETUP_RUST=0 asks apt-get nothing. The fake apt-get "installs" this machine's real toolchain."""
-    from harness.rust import toolchain
+    from harness.languages.rust import toolchain
 
     sysroot = toolchain().sysroot
     root = extract(build(tmp_path, SEED), tmp_path / "root")

@@ -1,16 +1,16 @@
 """Pitfall hints diagnose: graded as a submission, each mutant s01..s13 is named by the hint (and only
 it: one hint each); the reference and a fresh stub get none. The hint reads the golden file's recorded
-pitfall answers (harness.hints): nothing is re-run after the tests."""
+pitfall answers (harness.check.hints): nothing is re-run after the tests."""
 
 import shutil
 
 import pytest
 
-from harness.check import run_check
-from harness.hints import HINT_MIN_CASES, HINT_SHARE, pitfall_matches
-from harness.mutants import kill_matrix
+from harness.check.runner import run_check
+from harness.check.hints import HINT_MIN_CASES, HINT_SHARE, pitfall_matches
+from harness.staff.mutants import kill_matrix
 from harness.registry import load_chapter
-from harness.stub import write_stub
+from harness.languages.stub import write_stub
 
 CH = load_chapter("L10.8")
 

@@ -3,7 +3,7 @@
 Each submission is the reference's tinyllm copied into tmp_path with code appended to
 infer/spec.py that rebinds a function (or runs at import). Most cases go straight through
 open_impl + Impl.call with a short deadline (fast); a few go through run_check(..., only=[...])
-to see the per-test outcome and message a student gets. The worker is confined (harness.confine):
+to see the per-test outcome and message a student gets. The worker is confined (harness.sandbox.confine):
 what it does is observed from outside, through the judge's answers and captured output, and by
 processes found on the host by a marker in their command line. test_hostile_judge.py attacks the judge
 itself, test_threats.py the machine (one test per threat class).
@@ -14,10 +14,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness.check import run_check
+from harness.check.runner import run_check
 from harness.errors import Crashed, Raised, Timeout
-from harness.impl import DEFAULT_DEADLINE_S
-from harness.subjects import open_impl
+from harness.transport.impl import DEFAULT_DEADLINE_S
+from harness.subjects.open import open_impl
 from harness.transport.worker_client import OUTPUT_CAP
 
 from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, alive, attempt, kill_marked, marked, marker, outcomes,
@@ -226,7 +226,7 @@ def test_a_worker_that_never_reads_the_judges_reply_is_crashed_within_the_deadli
     """It asks the judge's target for thousands of rows, then never reads the reply: the judge's write
     would block forever on the full pipe; it stops at the call's deadline instead."""
     from chapters.L10_8.judge.fake_target import FakeTarget
-    from harness.reference import pristine
+    from harness.subjects.reference import pristine
 
     sub = submission(tmp_path, """
         import json as _json, os as _os, sys as _sys, time as _time

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.confine import choose
+from harness.sandbox.confine import choose
 
 from tests.harness import hostile_catalog as hc
 from tests.harness.hostile_kit import kill_marked, marked, tree_digest

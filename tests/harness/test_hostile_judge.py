@@ -1,6 +1,6 @@
 """Hostile submissions against the judge itself (the second half of test_hostile.py): writing results
 files, monkeypatching the judge, exhausting memory, killing the parent, daemonizing. The worker runs
-in bubblewrap (harness.confine): each test states what the sandbox now guarantees and observes it from
+in bubblewrap (harness.sandbox.confine): each test states what the sandbox now guarantees and observes it from
 outside (the report, the judge's captured output of the worker, the host's /proc). Helpers are
 hostile_kit's."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 import chapters.L10_8.judge.judging as judging
-import harness.pytest_plugin
-from harness.check import run_check
-from harness.confine import choose
+import harness.check.pytest_plugin
+from harness.check.runner import run_check
+from harness.sandbox.confine import choose
 from harness.errors import Raised, SubmissionFailure
-from harness.impl import DEFAULT_DEADLINE_S
+from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.paths import REPO
-from harness.subjects import open_impl
+from harness.subjects.open import open_impl
 from harness.transport.worker_client import MEMORY_LIMIT, WORKER_LIMITS
 
 from tests.harness.hostile_kit import (CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
@@ -128,8 +128,8 @@ PATCHER = """
             _patched[module] = type(e).__name__
     _patch("chapters.L10_8.judge.judging", "must_refuse", lambda fn, what: None)
     _patch("chapters.L10_8.judge.judging", "case", lambda label: __import__("contextlib").nullcontext())
-    _patch("harness.pytest_plugin", "classify", lambda excinfo: "pass")
-    _patch("harness.check", "classify", lambda excinfo: "pass")
+    _patch("harness.check.pytest_plugin", "classify", lambda excinfo: "pass")
+    _patch("harness.check.runner", "classify", lambda excinfo: "pass")
     _patch("harness.errors", "Raised", Exception)
     _patch("chapters.L10_8.judge.stats", "ALPHA", 0.0)
     _patch("pytest", "fail", lambda *a, **k: None)
@@ -150,18 +150,18 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     are not even in the worker's view (only the worker kit's copy of harness is); what it can patch
     (its own pytest, builtins) is its own process's; the grade is unchanged."""
     sub = submission(tmp_path, PATCHER)
-    must_refuse, classify = judging.must_refuse, harness.pytest_plugin.classify
+    must_refuse, classify = judging.must_refuse, harness.check.pytest_plugin.classify
     rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "verify_rejects_bad_shapes", "rollback_hand_example"])
     assert outcomes(rep) == {"hand_example_prompt_lookup": "fail", "verify_rejects_bad_shapes": "fail", "rollback_hand_example": "pass"}, \
         [(t.name, t.outcome, t.message[:200]) for t in rep.tests]
     (bad,) = [t for t in rep.tests if t.name == "verify_rejects_bad_shapes"]
     assert "instead of SpecError" in bad.message, bad.message
-    assert judging.must_refuse is must_refuse and harness.pytest_plugin.classify is classify, "the judge's modules are its own"
+    assert judging.must_refuse is must_refuse and harness.check.pytest_plugin.classify is classify, "the judge's modules are its own"
 
     saw, workdir = _printed(sub)
     patched = saw["patched"]
-    for judge_module in ("chapters.L10_8.judge.judging", "chapters.L10_8.judge.stats", "harness.pytest_plugin",
-                         "harness.check", "harness.errors"):
+    for judge_module in ("chapters.L10_8.judge.judging", "chapters.L10_8.judge.stats", "harness.check.pytest_plugin",
+                         "harness.check.runner", "harness.errors"):
         assert patched[judge_module] == "ModuleNotFoundError", (judge_module, patched)
     assert patched["pytest"].startswith(sys.prefix), patched  # the venv's pytest is visible: patching it is harmless
 
@@ -254,7 +254,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         kill_marked(mark)
     # Had a submission killed its judge anyway (mode none), `ol grade` would trust no report from it: only
     # a judge that exited 0 or 1 is read, whatever it printed before dying.
-    import harness.judge
+    import harness.grading.judge
     forged = json.dumps({"forged": True, **report, "summary": {**report["summary"], "passed": 16, "score": 16.0}})
     killed = subprocess.CompletedProcess(r.args, -signal.SIGKILL, stdout=forged, stderr="")
 
@@ -262,7 +262,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         def run(self, argv, env, cwd, timeout):
             return killed
 
-    graded, _ = harness.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
+    graded, _ = harness.grading.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
     assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
     assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
     assert "killed" in graded.tests[0].message, graded.tests[0].message

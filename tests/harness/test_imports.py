@@ -115,7 +115,7 @@ def _private(name: str) -> bool:
 
 def private_uses(root: Path = HARNESS) -> list[str]:
     """Each private name one harness module takes from another: imported by name, or an attribute of a module
-    it imported (`import harness.wire as wire` or `from . import wire`, then `wire._spin_s`)."""
+    it imported (`import harness.protocol.wire as wire` or `from . import wire`, then `wire._spin_s`)."""
     mods = modules(root)
     found = []
     for name, path in mods.items():
@@ -142,7 +142,7 @@ def private_uses(root: Path = HARNESS) -> list[str]:
 
 
 def _dotted(node: ast.expr, aliases: dict[str, str], mods: dict[str, Path]) -> str | None:
-    """The harness module an expression names (`wire`, `harness.wire`), or None."""
+    """The harness module an expression names (`wire`, `harness.protocol.wire`), or None."""
     if isinstance(node, ast.Name):
         return aliases.get(node.id)
     if isinstance(node, ast.Attribute):
@@ -173,9 +173,9 @@ def test_the_graph_is_read_from_the_code():
     """The reader sees the imports it must: top-level, function-level, relative and absolute, and submodules."""
     edges = graph()
     pairs = {(e.source, e.target) for e in edges}
-    assert ("harness.grade", "harness.upload") in pairs  # `from . import upload`
-    assert ("harness.grade", "harness.report") in pairs  # `from .report import Report`
-    assert ("harness.cli_grade", "harness.grade") in pairs  # inside a function
+    assert ("harness.grading.grade", "harness.subjects.upload") in pairs  # `from ..subjects import upload`
+    assert ("harness.grading.grade", "harness.report") in pairs  # `from .report import Report`
+    assert ("harness.cli.grade", "harness.grading.grade") in pairs  # inside a function
     assert len(modules()) > 30 and len(edges) > 100
 
 
@@ -191,6 +191,43 @@ def test_the_checks_see_a_cycle_and_a_private_name(tmp_path):
     assert cycles(graph(pkg)) == [["harness.a", "harness.b", "harness.sub.c"]]
     assert private_uses(pkg) == ["harness.a:1 imports harness.b._hidden", "harness.b:3 uses harness.sub.c._x"]
     assert function_level_imports(pkg) == ["harness.b:2"]
+
+
+# The packages of harness/ by floor (README, "Layout"): a module imports only its own package and lower floors.
+# The kernel is harness/'s top-level modules (errors, outcomes, report, registry, paths).
+FLOORS = {"kernel": 0, "protocol": 0, "sandbox": 1, "render": 2, "transport": 2, "languages": 2, "subjects": 3,
+          "check": 4, "pack": 4, "grading": 5, "staff": 6, "cli": 7}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (HARNESS / parts[1]).is_dir()) else "kernel"
+
+
+def upward(edges: list[Edge]) -> list[str]:
+    """Each import from one package of harness/ into another on the same floor or a higher one."""
+    found = []
+    for e in edges:
+        a, b = package_of(e.source), package_of(e.target)
+        if a != b and FLOORS[b] >= FLOORS[a]:
+            found.append(f"{e.source}:{e.line} imports {e.target} ({a} is floor {FLOORS[a]}, {b} floor {FLOORS[b]})")
+    return sorted(set(found))
+
+
+def test_every_package_has_a_floor_and_nothing_imports_upward():
+    packages = {package_of(m) for m in modules()}
+    assert packages == set(FLOORS), f"packages without a floor, or floors without a package: {packages ^ set(FLOORS)}"
+    found = upward(graph())
+    assert not found, "imports that go up or sideways between harness/'s packages:\n" + "\n".join(found)
+
+
+def test_the_floor_check_sees_an_upward_import():
+    edges = [Edge("harness.sandbox.confine", "harness.grading.task", 3, ("run",)),
+             Edge("harness.grading.task", "harness.sandbox.confine", 4, ("choose",)),
+             Edge("harness.render.console", "harness.transport.impl", 5, ("Impl",))]
+    assert upward(edges) == [
+        "harness.render.console:5 imports harness.transport.impl (render is floor 2, transport floor 2)",
+        "harness.sandbox.confine:3 imports harness.grading.task (sandbox is floor 1, grading floor 5)"]
 
 
 def test_no_import_cycle_in_harness():

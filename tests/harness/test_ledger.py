@@ -1,6 +1,6 @@
-"""The pieces of `ol grade`'s engine that need no judge: a submission's parcel (harness.parcel), the
-ledger's keys and what it skips (harness.ledger), the harness version (harness.version), and a
-worker's refusal of another version's task (harness.task)."""
+"""The pieces of `ol grade`'s engine that need no judge: a submission's parcel (harness.grading.parcel), the
+ledger's keys and what it skips (harness.grading.ledger), the harness version (harness.grading.version), and a
+worker's refusal of another version's task (harness.grading.task)."""
 
 import json
 import os
@@ -8,14 +8,14 @@ import zipfile
 
 import pytest
 
-from harness.ledger import Ledger, default_results_dir, recorded_seed
+from harness.grading.ledger import Ledger, default_results_dir, recorded_seed
 from harness.outcomes import Outcome
-from harness.parcel import SHIP_CAP, ParcelError, digest, pack, unpack
+from harness.grading.parcel import SHIP_CAP, ParcelError, digest, pack, unpack
 from harness.paths import REPO
 from harness.registry import load_chapter
 from harness import report as rp
-from harness.task import Task, WorkerRefused, run
-from harness.version import differences, version_of
+from harness.grading.task import Task, WorkerRefused, run
+from harness.grading.version import differences, version_of
 
 CH = load_chapter("L10.8")
 
@@ -91,7 +91,7 @@ def test_a_parcel_carries_names_that_are_not_utf8_and_keeps_the_digest_of_utf8_o
 def test_a_parcel_naming_a_path_outside_its_submission_is_refused(tmp_path):
     import io
 
-    from harness.parcel import Parcel
+    from harness.grading.parcel import Parcel
 
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -178,7 +178,7 @@ def test_the_cluster_options_are_refused_before_anything_runs(tmp_path):
 def test_the_live_progress_counts_and_shows_each_submission_as_it_finishes():
     from rich.console import Console
 
-    from harness.render.progress import GradeProgress
+    from harness.cli.progress import GradeProgress
 
     console = Console(record=True, width=200, force_terminal=False)
     progress = GradeProgress(console)

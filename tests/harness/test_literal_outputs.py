@@ -26,7 +26,7 @@ from harness.render.csv import grades_csv
 from harness.render.gradescope import results_json, upload_rejected
 from harness.render.junit import junit_xml
 from harness.render.literal import csv_cell, visible, xml_text
-from harness.render.progress import GradeProgress
+from harness.cli.progress import GradeProgress
 from harness.report import Report, TestResult as Result
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,9 +10,9 @@ import py_compile
 import pytest
 
 from harness.errors import UsageError
-from harness.mutants import SET_KILL_THRESHOLD
+from harness.staff.mutants import SET_KILL_THRESHOLD
 from harness.registry import DEFAULT_SET, RuleMutantSpec, load_chapter
-from harness.subjects import materialize_mutant
+from harness.subjects.open import materialize_mutant
 
 from tests.harness.test_packs import TOY, make_pack, ol
 

@@ -56,7 +56,7 @@ TOY = {
         OPS = {"double": op_double}
     """,
     "client.py": """
-        from harness.impl import Impl
+        from harness.transport.impl import Impl
 
         class Client(Impl):
             def double(self, x):
@@ -192,9 +192,9 @@ def test_a_language_is_a_worker_command_and_a_build_step(packs, tmp_path, monkey
     import shutil
 
     from harness import languages
-    from harness.layout import detect
+    from harness.subjects.layout import detect
     from harness.registry import load_chapter
-    from harness.subjects import open_impl
+    from harness.subjects.open import open_impl
 
     built = []
 

@@ -1,7 +1,7 @@
 """The judge's side of the worker protocol against workers that break it on purpose (spec/protocol.md,
 sections 3 and 6): a hello of another version or shape, an id of the wrong type, an extra answer. Each
 worker is a few lines of Python speaking raw JSON lines, started the way every worker is
-(harness.confine, in this machine's best mode). Garbage, unknown ids, a bare list and a closed output
+(harness.sandbox.confine, in this machine's best mode). Garbage, unknown ids, a bare list and a closed output
 from a real submission's worker are tests/harness/test_threats.py's.
 """
 
@@ -15,10 +15,10 @@ from types import SimpleNamespace
 import pytest
 
 from chapters.L10_8.client import Client
-from harness.check import LOAD_DEADLINE_S
-from harness.confine import choose
+from harness.check.runner import LOAD_DEADLINE_S
+from harness.sandbox.confine import choose
 from harness.errors import Crashed, Timeout
-from harness.impl import DEFAULT_DEADLINE_S
+from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.languages import WorkerLaunch
 from harness.paths import REPO
 from harness.registry import DEFAULT_TIMEOUT_S, load_chapter

@@ -1,4 +1,4 @@
-"""The rule table of a chapter (chapters/<pack>/tests/rules.toml, rendered to RULES.md by harness.rules): every
+"""The rule table of a chapter (chapters/<pack>/tests/rules.toml, rendered to RULES.md by harness.staff.rules): every
 row names a test that exists and its distinguishing input (or says why the rule is free, or where else it is
 graded), no id repeats, cited golden cases exist and are read by the named test, and RULES.md is current."""
 
@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from harness.registry import load_chapter
-from harness.rules import domain_problems, load_domains, load_rules, markdown_path, problems, render_markdown, rules_path
+from harness.staff.rules import domain_problems, load_domains, load_rules, markdown_path, problems, render_markdown, rules_path
 
 CH = load_chapter("L10.8")
 
@@ -20,7 +20,7 @@ def test_the_rule_table_is_well_formed():
 
 def test_rules_md_is_rendered_from_the_table():
     assert markdown_path(CH).read_text() == render_markdown(CH, load_rules(CH)), (
-        f"{markdown_path(CH)} is stale: run python -m harness.rules {CH.chapter}")
+        f"{markdown_path(CH)} is stale: run python -m harness.staff.rules {CH.chapter}")
 
 
 @pytest.mark.parametrize("break_it, complaint", [

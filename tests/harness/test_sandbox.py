@@ -1,4 +1,4 @@
-"""harness/sandbox.py: what a bubblewrap sandbox keeps a hostile command from doing.
+"""harness/sandbox/bwrap.py: what a bubblewrap sandbox keeps a hostile command from doing.
 
 Each test runs a small Python snippet through `sandboxed([python, "-c", code], ...)` and checks
 what it could see or do from the outside (or from the JSON it prints). Skipped, with the reason,
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox import Limits, available, sandboxed
+from harness.sandbox.bwrap import Limits, available, sandboxed
 
 REPO = Path(__file__).resolve().parents[2]
 SETTLE_S = 30.0  # how long a test waits for an event (a process started, or gone): a wait that ends when it happens

@@ -1,5 +1,5 @@
 """What the threads of one grading process share (`ol grade --jobs N`, `dask worker --nthreads N`) is safe when
-they use it at once (harness.task's docstring lists it): the chapter's tests files (CPython 3.11's ast.parse is
+they use it at once (harness.grading.task's docstring lists it): the chapter's tests files (CPython 3.11's ast.parse is
 not thread-safe: two at once raise "SystemError: AST constructor recursion depth mismatch"), parsed once per
 process; the registry; the judge's reference package; a grading run's fresh cases, Rust template and zygote,
 each made once and none waiting behind another; the Rust machine template, built by one thread at a time.
@@ -21,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry, rust, task
-from harness.confine import Mode
-from harness.judge import JUDGE_PRELOAD, judge_env
-from harness.reference import load_package
+from harness import registry
+from harness.languages import rust
+from harness.grading import task
+from harness.sandbox.confine import Mode
+from harness.grading.judge import JUDGE_PRELOAD, judge_env
+from harness.subjects.reference import load_package
 from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,7 +168,7 @@ def test_a_run_s_fresh_cases_and_zygote_do_not_wait_behind_its_rust_template(tmp
             pass
 
     monkeypatch.setattr(rust, "machine_template", slow_template)
-    monkeypatch.setattr("harness.zygote.Zygote", FakeZygote)
+    monkeypatch.setattr("harness.grading.zygote.Zygote", FakeZygote)
     builder = threading.Thread(target=run.rust_template)
     builder.start()
     try:
@@ -195,7 +197,7 @@ def test_a_run_s_parts_are_made_once_by_threads_asking_at_once(tmp_path, monkeyp
         made.append("template")
         return tmp_path / "template"
 
-    monkeypatch.setattr("harness.zygote.Zygote", FakeZygote)
+    monkeypatch.setattr("harness.grading.zygote.Zygote", FakeZygote)
     monkeypatch.setattr(rust, "machine_template", template)
     zygotes = at_once(lambda _: run.forks(), list(range(THREADS)))
     templates = at_once(lambda _: run.rust_template(), list(range(THREADS)))
@@ -222,7 +224,7 @@ def test_one_thread_at_a_time_builds_the_machine_s_rust_template(monkeypatch):
 
 @pytest.mark.slow(s=2.5)
 def test_one_zygote_serves_judges_from_many_threads_at_once(tmp_path):
-    from harness.zygote import Zygote
+    from harness.grading.zygote import Zygote
 
     env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
     z = Zygote("L10.8", env, tmp_path / "home", preload=JUDGE_PRELOAD)

@@ -25,12 +25,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.check import LOAD_DEADLINE_S, run_check
-from harness.confine import choose
+from harness.check.runner import LOAD_DEADLINE_S, run_check
+from harness.sandbox.confine import choose
 from harness.errors import Crashed, Raised, SubmissionFailure, Timeout
-from harness.impl import DEFAULT_DEADLINE_S
+from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.paths import REPO
-from harness.subjects import open_impl
+from harness.subjects.open import open_impl
 from harness.transport.worker_client import MESSAGE_CAP, WORKER_LIMITS
 
 from tests.harness.hostile_kit import (FORK_BOMB, CH, HAND_PL, SETTLE_S, attempt, kill_marked, marked, marker, ol_check, outcomes,
@@ -158,7 +158,7 @@ REFERENCE_THIEF = """
         except (OSError, ImportError) as e:
             why["by path"] = type(e).__name__
         _sys.path.insert(0, REFERENCE)
-        for name in ("harness.reference", "reference", "chapters.L10_8.judge.tiny_llama"):
+        for name in ("harness.subjects.reference", "reference", "chapters.L10_8.judge.tiny_llama"):
             try:
                 __import__(name)
                 why[name] = "imported"

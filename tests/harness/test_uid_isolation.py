@@ -42,9 +42,9 @@ def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_p
     """Two workers of two uids: the second opens the first's spec.py by the path on the first's command line."""
     out = _drive(f'''
         import json, os, subprocess, sys
-        from harness.confine import slot_uids
+        from harness.sandbox.confine import slot_uids
         from harness.registry import load_chapter
-        from harness.subjects import open_impl
+        from harness.subjects.open import open_impl
 
         a, b = slot_uids(2)
         os.environ["OL_SANDBOX_UID"] = str(a)
@@ -88,7 +88,7 @@ def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again
     try:
         out = _drive(f'''
             import json, subprocess, sys, time
-            from harness.uids import UidPool, live_processes
+            from harness.sandbox.uids import UidPool, live_processes
 
             pool = UidPool(1)
             uid = pool.take()
@@ -130,7 +130,7 @@ def _world_readable_dir() -> Path:
 def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_remedy(tmp_path):
     """A world-readable class folder (its path is on ol grade's command line): refused before anyone is graded."""
     prefix = uid_kit.namespace()
-    from harness.confine import slot_uids
+    from harness.sandbox.confine import slot_uids
 
     top = _world_readable_dir()
     try:
@@ -150,11 +150,11 @@ def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tm
     """The results folder is 0700 and every file the ledger writes 0600, even beside a world-readable folder."""
     if os.geteuid() != 0:
         pytest.skip("needs root to probe as another uid")
-    from harness.confine import slot_uids
-    from harness.grade import check_outputs
-    from harness.ledger import Ledger
+    from harness.sandbox.confine import slot_uids
+    from harness.grading.grade import check_outputs
+    from harness.grading.ledger import Ledger
     from harness.registry import load_chapter
-    from harness.version import version_of
+    from harness.grading.version import version_of
 
     ch = load_chapter("L10.8")
     top = _world_readable_dir()
@@ -182,10 +182,10 @@ def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_l
     out = _drive(f'''
         import json, os, stat, subprocess, sys
         from pathlib import Path
-        from harness import rust
-        from harness.confine import slot_uids
+        from harness.languages import rust
+        from harness.sandbox.confine import slot_uids
         from harness.registry import load_chapter
-        from harness.subjects import open_impl
+        from harness.subjects.open import open_impl
 
         a, b = slot_uids(2)
         os.environ["OL_SANDBOX_UID"] = str(a)
@@ -228,7 +228,7 @@ def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_l
 
 POOL = """
 import json, sys
-from harness.uids import UidPool
+from harness.sandbox.uids import UidPool
 pool = UidPool(2)
 print(json.dumps([pool.take(), pool.take()]), flush=True)
 sys.stdin.read()  # holds its pool until told (or killed)
@@ -254,7 +254,7 @@ def test_two_pools_in_two_processes_never_hand_out_one_uid_and_a_dead_holders_le
         runs[0].kill()
         runs[0].wait()
         code = ("import json, sys\n"
-                "from harness.uids import lease, leases_dir\n"
+                "from harness.sandbox.uids import lease, leases_dir\n"
                 "folder = leases_dir()\n"
                 "print(json.dumps({u: lease(u, folder) is not None for u in map(int, sys.argv[1:])}))")
         probe = subprocess.run([sys.executable, "-c", code, *map(str, first + second)], capture_output=True, text=True,
@@ -270,8 +270,8 @@ def test_two_pools_in_two_processes_never_hand_out_one_uid_and_a_dead_holders_le
 
 def test_a_leases_folder_others_could_reach_is_refused_naming_it(tmp_path, monkeypatch):
     _root()
-    from harness.confine import SandboxError
-    from harness.uids import UidPool
+    from harness.sandbox.confine import SandboxError
+    from harness.sandbox.uids import UidPool
 
     folder = tmp_path / "open"
     folder.mkdir(mode=0o755)

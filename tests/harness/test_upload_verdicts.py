@@ -255,7 +255,7 @@ def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs
     """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
     threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
     timing column aside), the honest entry graded as if alone, exit 0."""
-    from harness.loopback import Loopback
+    from harness.grading.loopback import Loopback
 
     _r, local, _out, _said, klass = hostile_class
     out = tmp_path / "cluster"
@@ -395,8 +395,8 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
     deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
     upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
     as if alone, and the class is never stopped."""
-    from harness import upload
-    from harness.grade import grade
+    from harness.subjects.open import upload
+    from harness.grading.grade import grade
     from harness.registry import load_chapter
 
     looks, real = {name: 0.0 for name, _step in PACE}, upload.clock

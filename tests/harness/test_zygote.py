@@ -1,4 +1,4 @@
-"""harness.zygote: each judge of a grading run is a fork of a process that imported the judge once. A
+"""harness.grading.zygote: each judge of a grading run is a fork of a process that imported the judge once. A
 fork must run as a new interpreter would (the request's environment, folder, temporary folder, session
 and pipes; nothing carried over from an earlier judge), report its exit status (a signal too), be killed
 with everything in its session at its deadline, and die with the grading run however that ends."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.judge import JUDGE_PRELOAD, judge_env
-from harness.zygote import Zygote, ZygoteError
+from harness.grading.judge import JUDGE_PRELOAD, judge_env
+from harness.grading.zygote import Zygote, ZygoteError
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = Path(__file__).resolve().parent  # zygote_kit.py: what the forks run
@@ -88,8 +88,8 @@ def test_the_zygote_and_its_judges_end_with_the_grading_run(tmp_path):
 import os, sys
 sys.path[:0] = [{str(REPO)!r}, {str(KIT)!r}]
 from pathlib import Path
-from harness.judge import judge_env
-from harness.zygote import Zygote
+from harness.grading.judge import judge_env
+from harness.grading.zygote import Zygote
 z = Zygote("L10.8", judge_env("bwrap") | {{"PYTHONPATH": {f"{REPO}{os.pathsep}{KIT}"!r}}}, Path({str(tmp_path / "home")!r}))
 print(z.proc.pid, flush=True)
 z.run([{str(pids)!r}], {{"PATH": os.environ["PATH"]}}, Path({str(tmp_path)!r}), 600, main="zygote_kit:hangs")

@@ -30,15 +30,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness import rust
+from harness.languages import rust
 
 from chapters.L10_8.client import JudgeObjects
 from chapters.L10_8.judge.fake_target import FakeTarget
 from harness.errors import Raised, SubmissionFailure
 from harness.paths import REPO
-from harness.reference import pristine
+from harness.subjects.reference import pristine
 from harness.registry import load_chapter
-from harness.subjects import open_impl
+from harness.subjects.open import open_impl
 
 CARGO = None if rust.missing() else str(rust.toolchain().cargo)  # the toolchain the judge builds with
 needs_cargo = pytest.mark.skipif(CARGO is None, reason="needs cargo and rustc")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import rust
+from harness.languages import rust
 from harness.paths import REPO
 from harness.registry import load_chapter
 

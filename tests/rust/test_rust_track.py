@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import rust
+from harness.languages import rust
 from harness.paths import REPO
 from harness.registry import load_chapter
 
@@ -190,9 +190,9 @@ def test_the_grading_template_holds_no_answer(tmp_path, monkeypatch):
     """`ol grade`'s template (the build every Rust submission starts from, visible to its build) is made from the
     contract's stub, not the reference's spec.rs, and keeps no built worker: a submission that embeds the
     template's worker binary does not compile, and one that reads the template's spec.rs gets the stub."""
-    from harness.confine import choose
-    from harness.rust import BuildFailed, FIXED_TARGET, FIXED_WS, build, prebuild_template
-    from harness.subjects import copy_reference
+    from harness.sandbox.confine import choose
+    from harness.languages.rust import BuildFailed, FIXED_TARGET, FIXED_WS, build, prebuild_template
+    from harness.subjects.open import copy_reference
 
     mode = choose()
     if mode.name != "bwrap":
@@ -216,8 +216,8 @@ def test_a_machine_keeps_one_grading_template_per_harness_version(tmp_path, monk
     """The template is built once per machine and harness version (every later run, and each Dask worker of
     the machine, starts from it); another version builds its own; only the newest few are kept; a build that
     fails leaves nothing a later run would take for a template."""
-    from harness import rust
-    from harness.confine import choose
+    from harness.languages import rust
+    from harness.sandbox.confine import choose
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     built = []

@@ -371,9 +371,9 @@ def test_distribution_and_logprob_use_the_portable_exp(monkeypatch):
 
 
 def test_exact_logprob_is_correctly_rounded_on_hand_cases():
-    """harness.oracle_kit.exact_logprob, which writes the golden logprobs: section 3's hand example,
+    """harness.pack.oracle_kit.exact_logprob, which writes the golden logprobs: section 3's hand example,
     a uniform row, -inf entries and a term far below the maximum."""
-    from harness.oracle_kit import exact_logprob
+    from harness.pack.oracle_kit import exact_logprob
     assert exact_logprob([0.0, 1.0, 3.0, 0.5], 2) == -0.23681554243081673  # 3 - ln(e^0 + e^1 + e^3 + e^0.5) to 50 digits
     assert exact_logprob([0.0] * 4, 1) == -1.3862943611198906  # -ln 4
     assert exact_logprob([2.0, -INF, 2.0], 0) == -0.6931471805599453  # -ln 2; -inf counts nothing

@@ -1,9 +1,8 @@
 """An implementation's answer to a golden case, in the shape the oracle records a pitfall's answer (the
 case's `expect`, verify without logprobs; or "refused"): what the chapter's tests record for pitfall
-hints (harness.hints) and what the staff tests compare each mutant's answers with."""
+hints (harness.check.hints) and what the staff tests compare each mutant's answers with."""
 
-from harness.errors import Raised, SubmissionFailure
-from harness.feedback import expected_got
+from harness.pack import Raised, SubmissionFailure, expected_got
 
 from .fake_target import FakeTarget
 from .targets import filled_table

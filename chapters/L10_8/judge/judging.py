@@ -2,8 +2,7 @@
 
 from contextlib import contextmanager
 
-from harness.errors import Raised
-from harness.feedback import expected_got
+from harness.pack import Raised, expected_got
 
 
 def short(xs, n: int = 12) -> str:

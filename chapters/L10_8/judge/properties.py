@@ -8,7 +8,7 @@ import math
 
 from hypothesis import strategies as st
 
-from harness.errors import Raised
+from harness.pack import Raised
 
 from . import domains as D
 from .props import check, close

@@ -21,9 +21,7 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings, seed as seeded
 from hypothesis.errors import HypothesisException
 
-from harness.errors import Raised, SubmissionFailure
-from harness.reference import JUDGE_PACKAGE, pristine
-from harness.transport.inprocess import InProcess
+from harness.pack import JUDGE_PACKAGE, InProcess, Raised, SubmissionFailure, pristine
 
 from .. import ops
 from ..client import Client

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.feedback import where_differ
+from harness.pack import where_differ
 
 from .fake_target import FakeTarget
 from .judging import case, short

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import chdtrc  # the chi-square survival function, which scipy.stats.chisquare's p-value is
 
-from harness.oracle_kit import splitmix64
+from harness.pack import splitmix64
 
 from .fake_target import FakeTarget
 

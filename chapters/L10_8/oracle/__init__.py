@@ -11,7 +11,7 @@ Writes `chapters/L10_8/fixtures/spec_golden.json` (format: `fixtures/README.md` 
 
 Randomness. Everything comes from ONE master seed (`MASTER_SEED`). Case number `i` of section `s`
 draws from its own reference `Pcg32`, seeded by a splitmix64 mix of (master seed, section code, i)
-(harness.oracle_kit.Rand): no numpy random generator (its streams may change between numpy
+(harness.pack.oracle_kit.Rand): no numpy random generator (its streams may change between numpy
 versions), no `hash()`, no clock, no dependence on dict or set order. Normal-ish logits are
 Irwin-Hall sums of four uniforms (pure float64 additions, exact on every platform), rounded to
 float32. What a case *is* (its kind, draft length, planned acceptances, vocabulary, active
@@ -45,7 +45,7 @@ The parts: common (seed, counts, pitfall lists, tag vocabularies, the reference'
 once per build), verify_plan, verify_builder and verify_cases (the verify section), margins (the
 decisions' margins, and the error bound behind N_MARGIN), draft_cases
 (the two drafts), generate_cases, rollback_cases, document (build, canonical bytes, load, check).
-`ref` below is a harness.reference.Reference, e.g. `harness.reference.pristine()`.
+`ref` below is a harness.subjects.reference.Reference, e.g. `harness.subjects.reference.pristine()`.
 
 Usage, from the repository root:
     python -m chapters.L10_8.oracle                 # write the fixture

@@ -5,7 +5,7 @@ import json
 import sys
 import time
 
-from harness.reference import pristine
+from harness.pack import pristine
 
 from . import __doc__ as PACKAGE_DOC
 from .common import MASTER_SEED

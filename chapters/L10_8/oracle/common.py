@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Sequence
 
-from harness.oracle_kit import Rand
+from harness.pack import Rand
 
 # REFUSED (a variant the reference's own objects refuse) and ANSWER_KEYS (a recorded answer's key order):
 # one definition, the judge's, so what the oracle records and what the tests record cannot drift apart
@@ -35,7 +35,7 @@ ROLLBACK_BUGS = ("s13",)  # that of rollback
 # the least number of cases each pitfall must show on, for any master seed (the chapter's tests and
 # the grader's pitfall hints, which want at least 3 showing cases, rely on them)
 MUST_SHOW = {"s04": 10, "s07": 10, "s09": 10, "s01": 5, "s02": 5, "s03": 5, "s10": 3, "s11": 3, "s13": 5}
-# each section's code in the per-case seed mix (harness.oracle_kit.case_seed); `generate` draws
+# each section's code in the per-case seed mix (harness.pack.oracle_kit.case_seed); `generate` draws
 # nothing (its requests are the chapter test's), so it has no code
 SECTION_CODE = {"verify": 1, "prompt_lookup": 2, "ngram": 3, "rollback": 5}
 
@@ -88,7 +88,7 @@ class Retry(Exception):
 
 @dataclass(frozen=True)
 class RefLib:
-    """The reference's modules the oracle uses, bound once (from a harness.reference.Reference)."""
+    """The reference's modules the oracle uses, bound once (from a harness.subjects.reference.Reference)."""
 
     spec: ModuleType
     sampling: ModuleType
@@ -110,7 +110,7 @@ class RefLib:
 
 
 def bind(ref) -> RefLib:
-    """The modules of `ref` (a harness.reference.Reference) the oracle calls."""
+    """The modules of `ref` (a harness.subjects.reference.Reference) the oracle calls."""
     return RefLib(ref.module("infer.spec"), ref.module("infer.sampling"), ref.module("rng"), ref.module("kv"), ref)
 
 

@@ -1,5 +1,5 @@
 """The golden document of L10.8: its cases for one master seed, its canonical bytes, reading it back,
-and the byte-for-byte check (the generic pieces are harness.oracle_kit's)."""
+and the byte-for-byte check (the generic pieces are harness.pack.oracle_kit's)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import oracle_kit as kit
+from harness.pack import oracle_kit as kit
 
 from chapters.L10_8.judge.answers import comparable
 from .common import ANSWER_KEYS, KNOBS, MASTER_SEED, MUST_SHOW, bind, shown
@@ -30,7 +30,7 @@ SECTIONS = ("verify", "prompt_lookup", "ngram", "generate", "rollback")  # the s
 def build(ref, master_seed: int = MASTER_SEED) -> dict:
     """The whole golden document for one master seed (ids and kinds stable per position).
 
-    `ref` is the reference (a harness.reference.Reference) whose answers the cases record.
+    `ref` is the reference (a harness.subjects.reference.Reference) whose answers the cases record.
     """
     if not isinstance(master_seed, int) or isinstance(master_seed, bool) or not 0 <= master_seed <= kit.MASK64:
         raise ValueError(f"master_seed must be a 64-bit unsigned integer, got {master_seed!r}")

@@ -5,7 +5,7 @@ ng_variant are also the drafts of the generation loop's variants (generate_cases
 
 from __future__ import annotations
 
-from harness.oracle_kit import Rand
+from harness.pack import Rand
 
 from .common import (N_NGRAM, N_PROMPT_LOOKUP, NGRAM_BUGS, NGRAM_TAGS, PROMPT_LOOKUP_BUGS, PROMPT_LOOKUP_TAGS, RefLib,
                      order_tags)

@@ -11,7 +11,7 @@ of B; the plan puts that on at least 7 positions, for any seed.
 
 from __future__ import annotations
 
-from harness.oracle_kit import Rand
+from harness.pack import Rand
 
 from .common import N_ROLLBACK, REFUSED, ROLLBACK_BUGS, ROLLBACK_TAGS, RefLib, order_tags
 

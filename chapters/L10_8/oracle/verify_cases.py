@@ -6,7 +6,7 @@ sNN when the variant with sNN answers differently (tokens, n_accepted or the nex
 `pitfalls` then records that answer. verify_variant is the same rule on a caller's generator, for
 the generation loop's variants.
 
-Written to the bit: the logprobs the file records are exact_logprob's (harness.oracle_kit), the
+Written to the bit: the logprobs the file records are exact_logprob's (harness.pack.oracle_kit), the
 correctly rounded value of each emitted token's logprob under its penalized row, not the reference's
 own (its exp and ln are good to an ulp, and the C library's ln is not the same on every CPU); the
 build asserts the two agree within LOGPROB_REPLAY_TOL.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.oracle_kit import exact_logprob
+from harness.pack import exact_logprob
 
 from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
 from .margins import N_MARGIN, UNWATCHED, Margins, Watch

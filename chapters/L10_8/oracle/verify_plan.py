@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from harness.oracle_kit import MASK64, Rand
+from harness.pack import MASK64, Rand
 
 from .common import KNOBS, N_VERIFY, PENALTIES
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness.oracle_kit import Rand, f32
+from harness.pack import Rand, f32
 
 from .common import Q_DENOM, RefLib, Retry
 from .verify_builder import Builder

@@ -9,9 +9,9 @@ the round and the token where two generations part.
 from hypothesis import given, settings, strategies as st
 
 from chapters.L10_8.judge.replay import Expected, Round, own_parts_generation, parting, pristine_generation, seed_at
-from harness.reference import pristine
+from harness.subjects.reference import pristine
 from harness.registry import load_chapter
-from harness.subjects import open_impl
+from harness.subjects.open import open_impl
 
 REF = pristine()
 IMPL = open_impl(load_chapter("L10.8"), "reference")

@@ -44,7 +44,7 @@ def test_prompt_lookup_matches_python_l8_6(impl, golden):
     for c in golden["prompt_lookup"]:
         with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
             got = impl.prompt_lookup(c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
-        impl.record(c["id"], got)  # for pitfall hints (harness.hints)
+        impl.record(c["id"], got)  # for pitfall hints (harness.check.hints)
         if got != c["expect"]:
             wrong.append((c, got))
     if wrong:
@@ -61,7 +61,7 @@ def test_ngram_draft_hand_example(impl, golden):
     for c in golden["ngram"]:  # the same rules over the oracle's contexts (ties where the lower id comes later, ...)
         with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
             got = impl.ngram_draft(c["ctx"], c["k"], c["n"])
-        impl.record(c["id"], got)  # for pitfall hints (harness.hints)
+        impl.record(c["id"], got)  # for pitfall hints (harness.check.hints)
         if got != c["expect"]:
             wrong.append((c, got))
     checks = [

@@ -8,7 +8,7 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 
 import numpy as np
 
-from harness.feedback import expected_got
+from harness.pack import expected_got
 
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ

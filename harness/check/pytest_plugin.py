@@ -1,0 +1,104 @@
+"""The pytest side of `ol`: options naming the implementation, its fixtures, and per-test budgets.
+
+`pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the
+same tests elsewhere. `ol check` runs pytest with this plugin and reads the outcomes back. A test's
+chapter is `--chapter`, or else the pack its file lives in (the folder above it holding chapter.toml).
+"""
+
+import json
+from pathlib import Path
+import tomllib
+
+import pytest
+
+from ..errors import SubmissionFailure
+from ..outcomes import Outcome
+from ..registry import DEFAULT_TIMEOUT_S, load_chapter, make_importable
+
+
+def pytest_addoption(parser) -> None:
+    g = parser.getgroup("ol", "the implementation under test")
+    g.addoption("--chapter", default=None, help="the chapter whose tests these are (default: the pack holding the test file)")
+    g.addoption("--impl", default="reference", help="reference | mutant:ID | a submission (folder, file or zip)")
+    g.addoption("--ref-deps", action="store_true", help="keep the submission's chapter file, take the rest from the reference")
+    g.addoption("--lang", default=None, help="the language of the reference or mutant (default python); a submission's comes from its layout")
+    g.addoption("--transport", default="auto", choices=["auto", "worker"], help="force the worker even for trusted code")
+    g.addoption("--golden", default=None, help="a golden file to use instead of the chapter's (fresh cases)")
+
+
+def pytest_configure(config) -> None:
+    make_importable()  # a pack's tests import its own modules as chapters.<Name>.*, wherever the pack lives
+
+
+def pack_chapter(path: Path) -> str | None:
+    """The chapter of the pack holding `path`, if any."""
+    for folder in path.resolve().parents:
+        toml = folder / "chapter.toml"
+        if toml.is_file():
+            return tomllib.loads(toml.read_text()).get("chapter")
+    return None
+
+
+# chapter, impl and golden are per module: a chapter's graded tests are one module, and one selftest
+# session may run several packs' tests, each against its own chapter.
+@pytest.fixture(scope="module")
+def chapter(request):
+    name = request.config.option.chapter or pack_chapter(request.node.path)
+    if name is None:
+        pytest.fail("this test is in no chapter pack; pass --chapter NAME")
+    return load_chapter(name)
+
+
+@pytest.fixture(scope="session")
+def ref():
+    """The judge's pristine reference (harness.subjects.reference.pristine): `ref.module("infer.spec")`."""
+    from ..subjects.reference import pristine
+
+    return pristine()
+
+
+@pytest.fixture(scope="module")
+def impl(request, chapter):
+    """The implementation under test: the one `ol check` opened and loaded (it closes it), or one opened here."""
+    given = next((p.ol_impl for p in request.config.pluginmanager.get_plugins() if getattr(p, "ol_impl", None)), None)
+    if given is not None:
+        yield given
+        return
+    from ..subjects.open import open_impl
+
+    o = request.config.option
+    it = open_impl(chapter, o.impl, ref_deps=o.ref_deps, transport=o.transport, language_name=o.lang)
+    yield it
+    it.close()
+
+
+@pytest.fixture(scope="module")
+def golden(request, chapter):
+    path = request.config.option.golden or chapter.golden
+    with open(path) as f:
+        return json.load(f)
+
+
+@pytest.fixture(autouse=True)
+def _budget(request):
+    """Start the test's time budget (the registry's timeout_s) when it uses the implementation."""
+    if "impl" in request.fixturenames:
+        ch = request.getfixturevalue("chapter")
+        try:
+            seconds = ch.test(request.node.originalname.removeprefix("test_")).timeout_s
+        except KeyError:
+            seconds = DEFAULT_TIMEOUT_S
+        request.getfixturevalue("impl").start_budget(seconds)
+    yield
+
+
+def classify(excinfo) -> Outcome:
+    """The Outcome of a test from the exception it ended with (None: it passed)."""
+    if excinfo is None:
+        return Outcome.PASS
+    e = excinfo.value
+    if isinstance(e, SubmissionFailure):
+        return e.outcome
+    if isinstance(e, (AssertionError, pytest.fail.Exception)):
+        return Outcome.FAIL
+    return Outcome.ERROR

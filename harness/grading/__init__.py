@@ -1,0 +1,10 @@
+"""A class: ol grade, on this machine or on a Dask cluster; every upload its own verdict.
+
+    grade     the orchestrator: submissions in a folder, parcels, tasks, the ledger
+    judge     one submission's judge process and how its exit becomes a report
+    zygote    a forking server of judges, preloaded
+    task      one submission graded wherever it runs (local or a Dask worker)
+    parcel    a submission as bytes that travel; version: the harness version a grade is made with
+    ledger    what is graded, kept across runs; events: what a run tells as it goes
+    cluster, loopback   Dask: the client side, and a loopback cluster on one machine
+"""

@@ -1,0 +1,155 @@
+"""`ol grade`: a class of submissions, each judged in a process of its own, here or on a Dask cluster.
+
+Each entry of the submissions folder (a folder, a bare chapter file, or a zip: harness.subjects.layout) is
+graded by a separate `ol check` process (its own judge, forked from the run's zygote: harness.grading.zygote)
+that talks to the submission's worker; a
+submission that kills its judge, hangs past the whole-check limit or crashes loses only its own
+grade. Grading uses fresh cases from a recorded seed: the same seed regrades identically.
+
+Every submission travels as a parcel of its bytes (harness.grading.parcel) in a Task (harness.grading.task), run by
+threads of this process (the local default, `--jobs`) or by the workers of a Dask scheduler
+(harness.grading.cluster, `--scheduler`): the same judge on the same bytes, so the same grades. The results
+directory is the ledger (harness.grading.ledger): a rerun skips what it holds graded with the run's key.
+
+Nothing fails quietly. Every output path is checked before anyone is graded. An entry that is no
+submission (the layout function, harness.subjects.layout, refuses it: empty, misnamed, an unreadable archive,
+a link, past a cap) is *rejected*: a score of 0 and the reason, a verdict as the Gradescope bundle
+gives it; so is one its judge refuses as malformed once the layout check passed (exit 2 with the
+refusal's one JSON line on stdout: a crate without src/lib.rs), with the judge's one-line reason. A submission whose judge gave no trustworthy report (it exited with a usage or harness
+error, was killed, ran out of time, or wrote an unreadable report) is *ungraded*, with the reason:
+never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3. Each report is
+written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
+"""
+
+from concurrent.futures import ThreadPoolExecutor, as_completed
+import os
+from pathlib import Path
+import tempfile
+import time
+
+from ..errors import BadSubmission, UsageError
+from ..registry import Chapter
+from ..report import Report
+from ..sandbox.confine import descendants, kill_all
+from ..subjects import upload
+from . import task as task_mod
+from .events import Events
+from .judge import JUDGE_ENV_DROP, WHOLE_CHECK_S, judge_env, language_of, layout_of, too_slow  # noqa: F401  (re-exported)
+from .ledger import Ledger, summarize  # noqa: F401  (summarize: re-exported)
+from .parcel import ParcelError, digest, pack
+from .task import Task
+from .version import version_of
+
+STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
+
+
+def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
+    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
+    harness.subjects.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
+    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
+    its entries are not: an entry that is a link is rejected when it is packed (harness.grading.parcel)."""
+    if not submissions_dir.is_dir():
+        raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
+    uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
+    base = submissions_dir.resolve()
+    subs = [base / p.name for p in sorted(submissions_dir.iterdir()) if not p.name.startswith(".")
+            and (p.is_dir() or p.suffix == ".zip" or p.name in uploads)]
+    if not subs:
+        raise BadSubmission(f"{submissions_dir} holds no submissions")
+    return subs
+
+
+def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
+    """Refuse, before anyone is graded, an output path that cannot be written."""
+    if out_csv.is_dir():
+        raise UsageError(f"--out {out_csv} is a folder; name the CSV file to write, e.g. {out_csv / 'grades.csv'}")
+    for folder, what in ((out_csv.resolve().parent, f"--out {out_csv}"), (results_dir, f"--results-dir {results_dir}")):
+        if folder is None:
+            continue
+        if folder.exists() and not folder.is_dir():
+            raise UsageError(f"{what}: {folder} is a file, not a folder")
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            if folder == results_dir:
+                folder.chmod(0o700)  # the ledger is the staff's: no worker uid lists or reads it
+            probe = Path(tempfile.mkstemp(dir=folder, prefix=".ol-probe-")[1])
+            probe.unlink()
+        except OSError as e:
+            raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e}); pick a writable place") from None
+
+
+def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path,
+          *, jobs: int = 1, cluster=None, unconfined_ok: bool = False, regrade: bool = False, sandbox: str | None = None,
+          events: Events | None = None) -> dict:
+    """Grade every submission of the folder not already graded with this run's key in the ledger `results_dir`
+    (harness.grading.ledger; `regrade`: every one), each a Task (harness.grading.task) run by `jobs` threads here or, given
+    `cluster` (harness.grading.cluster.Cluster), by its Dask workers. The sandbox is chosen where each is graded
+    (harness.sandbox.confine); a machine that cannot confine refuses, unless `unconfined_ok`. `sandbox`: the mode the
+    outputs record until a report says (this machine's, for the local default). Returns the ledger's result."""
+    events = events or Events()
+    subs = submissions_in(chapter, submissions_dir)
+    check_outputs(out_csv, results_dir)
+    version = version_of(chapter)
+    ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox)
+    todo, by_name = [], {s.name: s for s in subs}
+    for sub in subs:
+        try:
+            with upload.deadline(sub.name, "reading and packing"):  # a slow entry is its own row, not the class's stop
+                if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
+                    continue
+                parcel = pack(sub)
+        except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
+            ledger.record(Report.for_rejected(chapter, sub.name, ref_deps, str(e)), 0.0, "", "client")
+            continue
+        except upload.TooSlow as e:  # past the deadline: the upload's fault (too big) or the machine's
+            ledger.record(too_slow(chapter, sub.name, ref_deps, e), 0.0, "", "client")
+            continue
+        except Exception as e:  # noqa: BLE001 -- ol's own failure on this one entry: its row says so, the class goes on
+            report = Report.for_ungraded(chapter, sub.name, ref_deps, f"ol could not pack its files ({type(e).__name__}: {e})")
+            ledger.record(report, 0.0, "", "client")
+            continue
+        todo.append(Task(chapter.chapter, parcel, str(sub), seed, ref_deps, unconfined_ok, version))
+    events.begin(len(subs), list(ledger.skipped), len(todo))
+
+    def done(task, result: dict) -> None:
+        report = Report.from_json(result["report"])
+        if report.language is None and report.rejected is None:  # a rejected entry has none
+            report.language = language_of(chapter, by_name[task.parcel.name])
+        ledger.record(report, result["wall_s"], task.parcel.digest, result["where"])
+        events.finished(report, result["wall_s"], result["where"])
+
+    def lost(task, reason: str) -> None:  # the cluster could not finish it (its workers kept dying): ungraded
+        report = Report.for_ungraded(chapter, task.parcel.name, ref_deps, reason)
+        done(task, {"report": report.to_json(), "wall_s": 0.0, "where": "cluster"})
+
+    try:
+        if todo and cluster is not None:
+            cluster.run(todo, events.started, done, lost)
+        elif todo:
+            _run_here(todo, max(1, jobs), events.started, done)
+    finally:
+        ledger.write()  # grades.csv and summary.json from the ledger, whatever stopped the run
+    return ledger.result
+
+
+def _run_here(tasks: list, jobs: int, started, done) -> None:
+    """The local default: `jobs` threads, each task's judge a process of its own; done() in finishing order.
+    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges.
+    The threads run harness.grading.task.run side by side, as a Dask worker's do (what they share: harness.grading.task);
+    done() and so the ledger run in this, the caller's, thread only; started() from the pool's threads."""
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    futures = {}
+    try:
+        futures = {pool.submit(task_mod.run, t, jobs, lambda name: started(name, "local")): t for t in tasks}
+        for f in as_completed(futures):  # in the order they finish: progress never waits on a slow one
+            done(futures[f], f.result())
+        pool.shutdown(wait=True)
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + STOP_S
+        while not all(f.done() for f in futures) and time.monotonic() < deadline:
+            kill_all(descendants(os.getpid()))  # the judges (each in a session of its own) and their workers
+            time.sleep(0.1)
+        raise
+    finally:
+        task_mod.close_idle()  # this run's fresh cases, Rust build and scratch

@@ -1,0 +1,156 @@
+"""One submission's judge: `ol check --json -` in a process of its own, and the report it gives back.
+
+What a judge is, for `ol grade` (harness.grading.grade) and its tasks (harness.grading.task), wherever they run: the command
+(JUDGE_MAIN with `check CHAPTER --submission S --golden G --json -`), what its zygote imports before forking it
+(JUDGE_PRELOAD; harness.grading.zygote is told both, and knows no command line), the environment every judge shares
+(`judge_env`), and how its exit becomes a report: trusted only from a judge that exited 0 or 1; a refusal
+(exit 2 with one JSON line) a rejected report; anything else an ungraded one, with the reason.
+"""
+
+import json
+import os
+from pathlib import Path
+import subprocess
+import time
+
+from ..errors import BadSubmission, OlError
+from ..paths import REPO
+from ..registry import Chapter
+from ..report import Report
+from ..subjects.layout import detect
+from . import zygote
+
+JUDGE_MAIN = "harness.cli:main"  # what a judge runs: `ol`, given the judge's argv
+JUDGE_PRELOAD = ("harness.check.runner", "harness.cli", "harness.check.pytest_plugin")  # what every judge imports: the zygote's, once
+WHOLE_CHECK_S = 900  # one submission's whole check; the per-test budgets already bound a normal run
+# Not passed on to a judge: a Dask nanny sets MALLOC_TRIM_THRESHOLD_=65536 for its worker's memory, and a
+# judge under it (millions of small allocations) takes 0.5 s more CPU a check, 25 % (2.1-2.5 s -> 2.7-2.9 s)
+JUDGE_ENV_DROP = ("MALLOC_TRIM_THRESHOLD_",)
+
+
+def too_slow(chapter: Chapter, name: str, ref_deps: bool, e) -> Report:
+    """The row of an entry whose work before the judge passed its deadline (harness.subjects.upload.TooSlow): rejected
+    when the upload is more than source, ungraded when the machine was slow on a source-sized one."""
+    return (Report.for_rejected if e.upload_fault else Report.for_ungraded)(chapter, name, ref_deps, str(e))
+
+
+def layout_of(chapter: Chapter, sub: Path) -> tuple[str | None, str | None]:
+    """(language, None) of a submission the one layout function accepts; (None, its reason) when it refuses it."""
+    try:
+        found = detect(chapter, sub)
+    except BadSubmission as e:
+        return None, str(e)
+    found.close()
+    return found.language, None
+
+
+def language_of(chapter: Chapter, sub: Path) -> str | None:
+    """The language of a submission, for its report when its judge gave none; None if none fits or the look fails."""
+    try:
+        return layout_of(chapter, sub)[0]
+    except Exception:  # noqa: BLE001 -- only a label: the report's verdict stands without it
+        return None
+
+
+def _judge_failure(code: int, stderr: str) -> str:
+    last = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
+    if code < 0:
+        return f"its judge was killed by signal {-code} before it reported (the submission may have killed it)"
+    if code == 2:
+        return f"the judge refused it as input: {last}"
+    return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
+
+
+def refusal_in(text: str) -> str | None:
+    """The reason in the one object `ol check` writes when it refuses its submission as malformed (a
+    BadSubmission: `{"refused": reason}`, on stdout for `--json -`, in place of the results for
+    `--gradescope`); None for anything else."""
+    try:
+        said = json.loads(text)
+    except ValueError:
+        return None
+    reason = said.get("refused") if isinstance(said, dict) else None
+    return reason if isinstance(reason, str) and reason.strip() else None
+
+
+def _refusal(code: int, stdout: str) -> str | None:
+    """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
+    refusal (a usage error, a machine without cargo: the grader's failure, ungraded)."""
+    return refusal_in(stdout) if code == 2 else None
+
+
+def _one_line(text: str, cap: int = 300) -> str:
+    """A reason as one line of at most `cap` characters (a row's reason cell)."""
+    line = " ".join(text.split())
+    return line if len(line) <= cap else line[:cap - 3] + "..."
+
+
+def judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
+           uids, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
+    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
+    `uids`: mode uid, the run's harness.sandbox.uids.UidPool: this judge's worker takes a uid no process owns, and every
+    process of it is killed before the uid goes back (a daemon it left cannot reach the next student's worker).
+    `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
+    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine.
+    `forks`: the run's harness.grading.zygote.Zygote (start_zygote), whose fork the judge is."""
+    uid = uids.take() if uids is not None else None
+    try:
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown, forks)
+    finally:
+        if uid is not None:
+            uids.give(uid)
+
+
+def start_zygote(chapter: str, sandbox: str, home: Path) -> zygote.Zygote:
+    """The zygote a grading run's judges are forked from: it imports what a judge imports (JUDGE_PRELOAD) under
+    the judges' environment, and each fork runs JUDGE_MAIN."""
+    return zygote.Zygote(chapter, judge_env(sandbox), home, preload=JUDGE_PRELOAD, main=JUDGE_MAIN)
+
+
+def judge_env(sandbox: str) -> dict:
+    """The environment every judge of a grading run shares (each adds its own TMPDIR, and its uid and
+    template where it has them)."""
+    env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV_DROP}
+    return env | {"PYTHONPATH": str(REPO), "OL_SANDBOX": sandbox,
+                  "OL_RUST_CACHE": "0",  # every Rust submission builds clean: no build output shared between students
+                  "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.protocol.wire.SPIN_S)
+
+
+def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
+               uid: int | None, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+    argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(golden), "--json", "-"]
+    if ref_deps:
+        argv.append("--ref-deps")
+    tmp = scratch / "judge.tmp"  # the judge's temporary files (a bounded name, whatever the entry's): removed with the scratch, even if it is killed
+    tmp.mkdir(exist_ok=True)
+    tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
+    env = judge_env(sandbox) | {"TMPDIR": str(tmp)}
+    if uid is not None:
+        env["OL_SANDBOX_UID"] = str(uid)
+    if template is not None:  # a Rust submission's build starts from the run's build of the given crates
+        env["OL_RUST_TEMPLATE"] = str(template)
+    start = time.perf_counter()
+    refused = None
+    try:
+        r = forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
+        problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
+        refused = _refusal(r.returncode, r.stdout)
+    except subprocess.TimeoutExpired:
+        problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
+    elapsed = time.perf_counter() - start
+    if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
+        report = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
+        report.sandbox, report.language = sandbox, language_of(chapter, sub)
+        return report, elapsed
+    report = None
+    if problem is None:
+        try:
+            report = Report.from_json(json.loads(r.stdout))
+        except (ValueError, OlError) as e:
+            problem = f"the judge's report was unreadable ({e})"
+    if report is None:
+        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem)
+        report.sandbox, report.language = sandbox, language_of(chapter, sub)
+    report.submission = sub.name
+    return report, elapsed

@@ -1,0 +1,168 @@
+"""The results directory is the ledger of a class's grades: `ol grade` resumes from it.
+
+Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long for a file name, not
+UTF-8, or beginning with `~` is `~<its digest>.json` instead), written atomically the moment it is graded, with
+its key: the digest of the files graded (harness.grading.parcel), the fresh-case seed, --ref-deps, and the
+harness version's digest (harness.grading.version). A later run over the same folder skips every submission
+whose entry has the run's key and a grade (an ungraded entry is graded again: its cause was the
+judge's or the machine's, and may be gone), unless told to regrade. `summary.json` records the run's
+seed from its start, so the same command resumes on the same cases.
+
+grades.csv and summary.json are rewritten, atomically, after every grade and at the end of the run:
+from the ledger's entries for the class's submissions (rows by name). Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+
+from ..errors import OlError, UsageError
+from ..render.csv import grades_csv
+from ..report import Report
+
+SUMMARY = "summary.json"
+
+
+def summarize(chapter, reports: list[Report]) -> dict:
+    """The class's counts: `graded` (a verdict on the code), `rejected` (no submission: 0), `ungraded` (no verdict)."""
+    graded = [r for r in reports if r.ungraded is None and r.rejected is None]
+    passed_by_test = {t.name: 0 for t in chapter.tests}
+    pitfalls: dict[str, int] = {}
+    for r in graded:
+        for t in r.tests:
+            passed_by_test[t.name] += t.outcome.passed
+        for m in r.pitfall_matches[:1]:
+            pitfalls[f"{m['id']}: {m['pitfall']}"] = pitfalls.get(f"{m['id']}: {m['pitfall']}", 0) + 1
+    rejected = sum(r.rejected is not None and r.ungraded is None for r in reports)
+    return {"submissions": len(reports), "graded": len(graded), "rejected": rejected,
+            "ungraded": len(reports) - len(graded) - rejected,
+            "all_passed": sum(r.ok for r in graded), "passed_by_test": passed_by_test,
+            "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}
+
+
+def default_results_dir(out_csv: Path) -> Path:
+    """Where the ledger goes when no --results-dir is named: beside the CSV (grades.csv -> grades-results/)."""
+    return out_csv.with_name(f"{out_csv.stem}-results")
+
+
+NAME_BYTES = 200  # an entry's name up to this long is its file's name (a file name holds 255 bytes)
+
+
+def _digest(name: str) -> str:
+    return hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
+
+
+def entry_file(results_dir: Path, name: str) -> Path:
+    """Where `name`'s entry is: `<name>.json`, or `~<digest of the name>.json` for a name over NAME_BYTES, one that
+    is not UTF-8, or one beginning with `~` (so no two names share a file); the entry holds the name itself."""
+    raw = os.fsencode(name)
+    plain = len(raw) <= NAME_BYTES and not name.startswith("~") and raw.decode("utf-8", "replace") == name
+    return results_dir / (f"{name}.json" if plain else f"~{_digest(name)}.json")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """`path` replaced whole; the temporary name is bounded (whatever the entry's name) and this thread's own (the
+    ledger is written by the caller's one thread, harness.grading.grade's done(); a second writer in the process still
+    could not clobber it)."""
+    tmp = path.with_name(f".tmp-{_digest(path.name)[:16]}-{os.getpid()}-{threading.get_ident()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # grades and reports are staff's: no worker uid reads them
+    os.fchmod(fd, 0o600)  # whatever a leftover temporary file's mode was
+    with open(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def recorded_seed(results_dir: Path) -> int | None:
+    """The fresh-case seed of the ledger's last run, None when it has none (or graded on the shipped cases)."""
+    try:
+        data = json.loads((results_dir / SUMMARY).read_text())
+    except (OSError, ValueError):
+        return None
+    seed = data.get("seed") if isinstance(data, dict) and data.get("fresh") else None
+    return seed if isinstance(seed, int) else None
+
+
+def read_entry(results_dir: Path, name: str) -> tuple[Report, float, dict] | None:
+    """(report, wall_s, key) of `name`'s entry, None when there is none or it is unreadable (it is graded again)."""
+    try:
+        data = json.loads(entry_file(results_dir, name).read_text())
+        key = data.pop("key")
+        wall = float(data.pop("wall_s"))
+        for extra in ("seed", "graded_on"):
+            data.pop(extra, None)
+        report = Report.from_json(data)
+        return (report, wall, key) if report.submission == name else None  # another name's entry: not this one's
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OlError):
+        return None
+
+
+class Ledger:
+    """The class's grades: the entries read back from the results directory and those graded by this run.
+    Not shared across threads: only the caller's thread (harness.grading.grade's done(), in finishing order) uses it."""
+
+    def __init__(self, chapter, names: list[str], out_csv: Path, results_dir: Path, seed: int | None, ref_deps: bool,
+                 version: dict, sandbox: str | None) -> None:
+        if SUMMARY.removesuffix(".json") in names:
+            raise UsageError(f"a submission named {SUMMARY.removesuffix('.json')!r} would overwrite the ledger's {SUMMARY}: "
+                             "rename it")
+        self.chapter, self.names, self.out_csv, self.results_dir = chapter, names, out_csv, results_dir
+        self.version, self.seed, self.ref_deps = version, seed, ref_deps
+        self.entries: dict[str, tuple[Report, float, dict]] = {}  # name -> (report, wall, key): what is on disk
+        self.skipped: list[str] = []  # graded before, with this run's key: not graded again
+        self.settings = {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
+                         "sandbox": sandbox, "harness": version}
+        self._write_summary()  # the seed is recorded before anyone is graded: an interrupted run resumes on it
+
+    def key(self, digest: str) -> dict:
+        return {"content": digest, "seed": self.seed, "ref_deps": self.ref_deps, "harness": self.version["digest"]}
+
+    def read(self, name: str) -> tuple[Report, float, dict] | None:
+        return read_entry(self.results_dir, name)
+
+    def graded(self, name: str, digest: str, unconfined_ok: bool) -> bool:
+        """True (and the entry kept for the CSV) when `name` was graded before with this run's key."""
+        entry = self.read(name)
+        if entry is None:
+            return False
+        report, _, key = entry
+        confined = report.sandbox in ("bwrap", "uid")
+        if key != self.key(digest) or report.ungraded is not None or not (confined or unconfined_ok):
+            return False
+        self.entries[name] = entry
+        self.skipped.append(name)
+        return True
+
+    def record(self, report: Report, wall: float, digest: str, where: str) -> None:
+        """One submission graded: its entry written atomically, then the CSV and the summary."""
+        key = self.key(digest)
+        data = {**report.to_json(), "seed": self.seed, "wall_s": round(wall, 2), "key": key, "graded_on": where}
+        _atomic_write(entry_file(self.results_dir, report.submission), json.dumps(data, indent=2) + "\n")
+        self.entries[report.submission] = (report, round(wall, 2), key)
+        self.write()
+
+    @property
+    def result(self) -> dict:
+        """The class's grades as data (what the CSV, summary.json and the console show)."""
+        names = [n for n in sorted(self.names) if n in self.entries]
+        reports = [self.entries[n][0] for n in names]
+        modes = sorted({r.sandbox for r in reports if r.sandbox})
+        return {**self.settings, "sandbox": ", ".join(modes) or self.settings["sandbox"],
+                "tests": [t.name for t in self.chapter.tests], "reports": reports,
+                "wall_s": [self.entries[n][1] for n in names], "summary": summarize(self.chapter, reports),
+                "skipped": list(self.skipped), "missing": [n for n in sorted(self.names) if n not in self.entries]}
+
+    def write(self) -> None:
+        """grades.csv and summary.json from the ledger's entries for the class."""
+        result = self.result
+        _atomic_write(self.out_csv, grades_csv(result))
+        self._write_summary(result)
+
+    def _write_summary(self, result: dict | None = None) -> None:
+        data = dict(self.settings)
+        if result is not None:
+            data |= {"sandbox": result["sandbox"], "summary": result["summary"], "missing": result["missing"]}
+        _atomic_write(self.results_dir / SUMMARY, json.dumps(data, indent=2) + "\n")

@@ -1,0 +1,284 @@
+"""One submission's grading as a task: everything it needs travels with it, and its report comes back as data.
+
+`ol grade` makes one Task per submission (harness.grading.grade) and runs `run(task)` where it is graded: in a
+thread of its own process (the local default), or on a Dask worker (harness.grading.cluster), perhaps on
+another machine with no shared filesystem. The task carries the submission's bytes (harness.grading.parcel),
+the chapter, the fresh-case seed, whether an unconfined worker is acceptable, and the client's
+harness version (harness.grading.version). Where it runs:
+
+1. the harness version is compared with the client's: any difference (files, Python, a numeric
+   library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
+2. the sandbox is chosen as for `ol check` (harness.sandbox.confine); a machine that cannot confine refuses
+   (WorkerRefused), unless the client passed --no-sandbox;
+3. the parcel is unpacked into a fresh folder and laid out by the one layout function (harness.subjects.layout):
+   under a deadline (harness.subjects.upload.deadline: past it, a report rejected when the upload is more than source,
+   ungraded when the machine was slow): an entry it refuses (empty, misnamed, an unreadable archive, a link,
+   past a cap) is a rejected report
+   (0 points, its reason, as the Gradescope bundle rejects that upload); else it is graded by the judge
+   (`ol check --json -` in a process of its own, harness.grading.judge), on fresh cases made from the seed
+   on this machine;
+4. the report comes back as a dict, the worker's folder replaced by the client's path in its text.
+
+A submission's own failure is a report: rejected (no submission), or ungraded (it cannot be unpacked,
+its judge died, it hung, the layout check itself failed): data, never an exception, so nothing retries
+it and no entry stops its class. Only the harness or the machine raises (WorkerRefused).
+
+The fresh cases, the Rust reference's build (bwrap), the judges' zygote (harness.grading.zygote) and the
+uid-mode slots are made once per process
+and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
+end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
+own local directory, which Dask removes with it (and, after a worker was killed, when the next starts).
+
+Threads: `run` is called by several threads of one process at once (`--jobs N` here; `dask worker --nthreads N`).
+What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
+made once under their own locks), the chapter's tests files parsed once per process under
+harness.registry.PARSE_LOCK (CPython 3.11's ast.parse is not thread-safe), the judge's reference loaded once
+(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), the Rust machine
+template (harness.languages.rust.machine_template, one build per process at a time). Nothing here changes the process's
+folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
+"""
+
+from __future__ import annotations
+
+import atexit
+from dataclasses import dataclass, field
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ..check.golden import fresh_golden
+from ..errors import OlError
+from ..languages import rust
+from ..registry import load_chapter
+from ..report import Report
+from ..sandbox.bwrap import reachable_by_other
+from ..sandbox.confine import choose, grading_refusal
+from ..sandbox.uids import UidPool
+from ..subjects import upload
+from . import judge
+from .parcel import Parcel, unpack
+from .version import differences, version_of
+
+KEEP_IDLE = 1  # runs a long-lived process (a Dask worker) keeps once no task uses them: the last one
+
+
+class WorkerRefused(OlError):
+    """This machine will not grade: its harness differs from the client's, or it cannot confine (exit 3)."""
+
+
+@dataclass(frozen=True)
+class Task:
+    chapter: str
+    parcel: Parcel
+    shown: str  # the submission's path as the client names it: its report's messages say this
+    seed: int | None  # fresh cases from this seed; None: the shipped golden cases
+    ref_deps: bool
+    unconfined_ok: bool  # --no-sandbox: grade even where the worker cannot be confined
+    version: dict  # the client's harness version (harness.grading.version.version_of)
+
+
+@dataclass
+class _Run:
+    """What the tasks of one (chapter, seed, harness version) share in this process, whichever thread runs them
+    (the local default's `--jobs` threads, a Dask worker's `--nthreads`): the chapter, the sandbox mode, the
+    scratch folder, the worker uids (harness.sandbox.uids.UidPool: each judge takes one and gives it back, each cleared of
+    every process it owns before and after), and three things made
+    once, by the first task that needs them, each under a lock of its own (a Python submission's judge does not
+    wait behind the Rust template's build): the fresh cases, the Rust template, the zygote. Once made they are
+    only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
+    `last_used` are changed under _runs_lock; a run is closed only once no task uses it (close_idle)."""
+    chapter: object
+    seed: int | None
+    mode: object  # harness.sandbox.confine.Mode
+    scratch: Path
+    uids: object | None  # harness.sandbox.uids.UidPool, mode uid only
+    golden: Path | None = None
+    template: Path | None = None
+    template_made: bool = False
+    zygote: object | None = None  # harness.grading.zygote.Zygote: this run's judges are its forks
+    users: int = 0
+    last_used: float = 0.0
+    golden_lock: threading.Lock = field(default_factory=threading.Lock)
+    template_lock: threading.Lock = field(default_factory=threading.Lock)
+    zygote_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fresh_golden(self) -> Path:
+        with self.golden_lock:
+            if self.golden is None:
+                self.golden = fresh_golden(self.chapter, self.seed, self.scratch) if self.seed is not None else self.chapter.golden
+            return self.golden
+
+    def forks(self):
+        """The run's zygote (harness.grading.zygote), started with the first judge: each judge a fork of it."""
+        with self.zygote_lock:
+            if self.zygote is None:
+                self.zygote = judge.start_zygote(self.chapter.chapter, self.mode.name, self.scratch / "zygote")
+            return self.zygote
+
+    def close(self) -> None:
+        if self.zygote is not None:
+            self.zygote.close()
+        if self.uids is not None:
+            self.uids.close()  # its uids' leases: free for another run on this machine
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def rust_template(self) -> Path | None:
+        """bwrap: the given crates' build this machine keeps for the harness version (harness.languages.rust.machine_template);
+        None in other modes."""
+        with self.template_lock:
+            if not self.template_made:
+                if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
+                    self.template = rust.machine_template(self.chapter, self.mode, version_of(self.chapter)["digest"])
+                self.template_made = True
+            return self.template
+
+
+_runs: dict[tuple, _Run] = {}  # this process's runs, by (chapter, seed, version digest): read and changed under _runs_lock
+_runs_lock = threading.Lock()
+
+
+def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
+    key = (task.chapter, task.seed, task.version["digest"])
+    with _runs_lock:
+        run = _runs.get(key)
+        if run is None:
+            chapter = load_chapter(task.chapter)
+            mode = choose()
+            if refusal := grading_refusal(chapter, mode, task.unconfined_ok, _who()):
+                raise WorkerRefused(refusal)
+            uids = None
+            if mode.name == "uid":  # each concurrent judge's worker a uid of its own
+                uids = UidPool(slots)
+            if scratch_root is not None and mode.name == "uid" and not reachable_by_other(scratch_root):
+                scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
+            scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
+            scratch.chmod(0o711)  # traversable for a uid-mode worker's folder; unlistable; the fresh cases are 0600
+            run = _runs[key] = _Run(chapter, task.seed, mode, scratch, uids)
+        run.users += 1
+        return run
+
+
+def _release(run: _Run) -> None:
+    with _runs_lock:
+        run.users -= 1
+        run.last_used = time.monotonic()
+    close_idle(KEEP_IDLE)
+
+
+def close_idle(keep: int = 0) -> None:
+    """Remove the scratch of the runs no task uses, all but the `keep` most recently used."""
+    with _runs_lock:
+        idle = sorted((r.last_used, k) for k, r in _runs.items() if r.users == 0)
+        gone = [_runs.pop(k) for _, k in idle[: max(0, len(idle) - keep)]]
+    for run in gone:
+        run.close()
+
+
+atexit.register(close_idle)
+
+
+def _where() -> str:
+    """The Dask worker's address when this runs on one, else "local"."""
+    if "distributed" not in sys.modules:  # the local default never imports Dask
+        return "local"
+    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
+
+    try:
+        return f"Dask worker {get_worker().address}"
+    except ValueError:  # no worker: this thread is the local default's
+        return "local"
+
+
+def _who() -> str:
+    where = _where()
+    return "this machine" if where == "local" else where
+
+
+def check_version(task: Task, chapter) -> None:
+    """Refuse (WorkerRefused) when this machine's harness version is not the one the task was made with."""
+    mine = version_of(chapter)
+    if mine["digest"] != task.version["digest"]:
+        diffs = differences(mine, task.version) or ["their version digests differ"]
+        if _where() == "local":  # the same machine: its files were edited while it graded
+            raise WorkerRefused(f"the harness changed while this run graded ({'; '.join(diffs)}): ol grade stops rather than "
+                                "grade one class with two versions; the ledger keeps what was graded, and a rerun grades "
+                                "every submission with the new version")
+        raise WorkerRefused(f"{_who()} refuses to grade: its harness version is not the client's ({'; '.join(diffs)}). "
+                            "Every worker must run the client's ol checkout (same commit, same environment): "
+                            "see docs/grading.md")
+
+
+def check_version_here(chapter: str, version: dict) -> str:
+    """The client's preflight, a small task pinned to each Dask worker: refuse as a grading task would; else the digest."""
+    check_version(Task(chapter, Parcel("", b"", ""), "", None, False, False, version), load_chapter(chapter))
+    return version["digest"]
+
+
+def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = None) -> dict:
+    """Grade one submission here; returns {"report": report JSON, "wall_s", "where"}. `slots`: the tasks this
+    process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
+    `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
+    after the worker was killed; default: the system's temporary folder)."""
+    check_version(task, load_chapter(task.chapter))
+    run_ = _open(task, slots, scratch_root)
+    try:
+        if started is not None:
+            started(task.parcel.name)
+        box = Path(tempfile.mkdtemp(prefix="sub-", dir=run_.scratch))
+        box.chmod(0o711)
+        try:
+            def verdict(report) -> dict:
+                report.sandbox = run_.mode.name
+                return {"report": _shown_as(report.to_json(), str(sub), task.shown), "wall_s": 0.0, "where": _where()}
+
+            sub = box / "in" / task.parcel.name
+            with upload.deadline(task.parcel.name, "unpacking") as prep:  # the work before the judge: PREP_S at most
+                try:
+                    (box / "in").mkdir(mode=0o700)  # the judge's alone before a byte lands: its path is on the judge's command line
+                    sub = unpack(task.parcel, box / "in")
+                    prep.step = "laying out"
+                    language, rejection = judge.layout_of(run_.chapter, sub)
+                except upload.TooSlow as e:  # too big to unpack in time (rejected), or a slow machine (ungraded)
+                    return verdict(judge.too_slow(run_.chapter, task.parcel.name, task.ref_deps, e))
+                except Exception as e:  # noqa: BLE001 -- a corrupt parcel, the layout check's own failure: its own row
+                    doing = "its files could not be unpacked" if prep.step == "unpacking" else "the layout check failed on it"
+                    return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
+            if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
+                return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
+            template = run_.rust_template() if language == "rust" else None
+            report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
+                                  run_.uids, template, task.shown, run_.forks())
+            data = _shown_as(report.to_json(), str(sub), task.shown)
+            return {"report": data, "wall_s": wall, "where": _where()}
+        finally:
+            shutil.rmtree(box, ignore_errors=True)
+    finally:
+        _release(run_)
+
+
+def _shown_as(data: dict, here: str, shown: str) -> dict:
+    """The report with this machine's copy of the submission named as the client names it (the same text on
+    every engine); the JSON stays valid (both paths are escaped as JSON strings)."""
+    if here == shown:
+        return data
+    text = json.dumps(data).replace(json.dumps(here)[1:-1], json.dumps(shown)[1:-1])
+    return json.loads(text)
+
+
+def run_on_dask_worker(task: Task) -> dict:
+    """`run` as a Dask task: it tells the client when it starts (the topic "ol-grade-started")."""
+    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
+
+    worker = get_worker()
+    key = worker.get_current_task()
+
+    def started(_name: str) -> None:  # the client knows the task by its key: no name (one not UTF-8 could not travel
+        # in an event, msgpack'd: the worker's link to the scheduler would break, and every task with it)
+        worker.log_event("ol-grade-started", {"key": key, "worker": worker.address, "pid": os.getpid()})
+
+    return run(task, slots=worker.state.nthreads, started=started, scratch_root=worker.local_directory)

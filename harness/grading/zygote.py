@@ -1,0 +1,300 @@
+"""Judges forked from a process that has already imported them.
+
+`ol grade` runs each submission's judge (`ol check ... --json -`) in a process of its own. Started as a
+new interpreter, each judge spends about 0.5 s of CPU importing the harness, pytest, numpy and its
+chapter's judge modules before it judges anything: an eighth of a Python check, paid 600 times for
+600 submissions. A zygote imports them once; each judge is a fork of it, in the session and with the
+environment, folder and output pipes the grading run gives it, so it runs exactly as the new
+interpreter would (nothing it changes reaches the zygote or the next judge).
+
+    python -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
+
+The zygote knows no command line: its caller (harness.grading.judge) tells it what to import before forking
+(`preload`, the MODULEs) and what each fork runs (`main`, "module:function", called as a click command is,
+with the request's argv).
+
+The zygote answers on a Unix socket in a folder only its user can enter (a submission's worker, under
+another uid or in a sandbox, cannot reach it). Each request is one JSON object {argv, env, cwd} and three
+descriptors: the judge's stdout, its stderr, and a status pipe. For each request the zygote forks a
+monitor, which forks the judge and writes to the status pipe "pid N" as the judge starts and "exit C"
+or "signal S" when it ends: the caller gets the exit status a subprocess would give.
+
+Threads: one Zygote serves every judge of its grading run in the process that started it, from any of its
+threads at once (`--jobs`, a Dask worker's `--nthreads`): each request is a connection and pipes of its own,
+and the zygote forks each in turn. Its preload reads the test files' imports from the parse harness.registry
+made of them (once per process, under registry.PARSE_LOCK), not from a parse of its own.
+
+Lifetime: the zygote reads its stdin, a pipe from the process that started it, and exits at its end
+(that process ended, however it died: unlike a parent-death signal, which follows the thread that
+started a child, this holds when a Dask worker's thread that started the zygote ends and the process
+goes on); every monitor dies with the zygote and every judge with its monitor (PR_SET_PDEATHSIG: each
+is the only thread of its parent), so no judge outlives its grading run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import OlError
+from ..registry import load_chapter, make_importable, parsed_tests
+
+READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
+REQUEST_CAP = 1 << 20  # bytes of one request (an argv and an environment)
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class ZygoteError(OlError):
+    """The zygote could not start, or is gone: no judge can be forked from it (exit 3; the ledger keeps what
+    was graded, and a rerun resumes)."""
+
+
+# ---- the zygote process -------------------------------------------------------------------------------
+
+def _die_with_parent() -> None:
+    """This process is killed when its parent ends (Linux); and at once if that already happened."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def preload(chapter: str, modules: list[str] = ()) -> None:
+    """Import what every judge imports: `modules` (the caller's: harness.grading.judge.JUDGE_PRELOAD), and what the
+    chapter's test files import at their top (the pack's judge modules and their libraries). The test files
+    themselves are left to pytest, which rewrites their asserts as it imports them."""
+    for name in modules:
+        importlib.import_module(name)
+    make_importable()
+    for f in load_chapter(chapter).tests_files:
+        for name in parsed_tests(f).imports:  # the parse load_chapter made (registry.PARSE_LOCK), not another
+            importlib.import_module(name)
+
+
+def _judge(request: dict, fds: list[int]) -> None:
+    """In the forked judge: its session, pipes, folder and environment, then `ol` with its argv."""
+    out, err, _status = fds
+    os.setsid()  # its own session: the caller kills it and everything it started as one group
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _die_with_parent()
+    null = os.open(os.devnull, os.O_RDONLY)
+    for fd, to in ((null, 0), (out, 1), (err, 2)):
+        os.dup2(fd, to)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    tempfile.tempdir = None  # gettempdir() reads the judge's own TMPDIR
+    sys.argv = ["ol", *request["argv"]]
+    code = 3
+    try:
+        module, _, function = request["main"].partition(":")
+        getattr(importlib.import_module(module), function)(args=request["argv"], prog_name="ol")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        atexit._run_exitfuncs()  # what a new interpreter would run at its exit (a --fresh check's cases removed)
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        os._exit(code)
+
+
+def _monitor(request: dict, fds: list[int]) -> None:
+    """In the forked monitor: fork the judge, say its pid, wait for it, say how it ended."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _die_with_parent()
+    pid = os.fork()
+    if pid == 0:
+        _judge(request, fds)
+    status = fds[2]
+    os.close(fds[0])
+    os.close(fds[1])
+    os.write(status, f"pid {pid}\n".encode())
+    _, how = os.waitpid(pid, 0)
+    end = f"signal {os.WTERMSIG(how)}" if os.WIFSIGNALED(how) else f"exit {os.WEXITSTATUS(how)}"
+    os.write(status, f"{end}\n".encode())
+    os._exit(0)
+
+
+def serve(path: str, chapter: str, modules: list[str] = ()) -> None:
+    """The zygote's loop: preload, listen, fork a monitor per request; end with its stdin."""
+    preload(chapter, modules)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    sel.register(sys.stdin.fileno(), selectors.EVENT_READ)
+    while True:
+        for key, _ in sel.select():
+            if key.fileobj != listener:  # stdin: readable only at its end (its writer never writes)
+                os._exit(0)
+            conn, _ = listener.accept()
+            with conn:
+                conn.settimeout(10)
+                try:
+                    data, fds, _, _ = socket.recv_fds(conn, REQUEST_CAP, 3)
+                    request = json.loads(data)
+                except (OSError, ValueError):
+                    continue
+                if len(fds) != 3:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                if os.fork() == 0:
+                    listener.close()
+                    _monitor(request, fds)
+                for fd in fds:
+                    os.close(fd)
+
+
+# ---- the caller's side --------------------------------------------------------------------------------
+
+class Zygote:
+    """A zygote for one grading run's judges. `env`: the environment it imports under (the judges' own,
+    but for what differs per judge, which each request gives); `home`: a folder of the run's scratch;
+    `preload`: the modules it imports before forking; `main`: what a fork runs ("module:function", called
+    with the request's argv), unless the request names its own."""
+
+    def __init__(self, chapter: str, env: dict, home: Path, preload: tuple[str, ...] = (), main: str | None = None) -> None:
+        self.main = main
+        home = Path(home)
+        home.mkdir(mode=0o700, exist_ok=True)
+        home.chmod(0o700)  # only this user reaches the socket: no submission's worker can ask for a judge
+        self.path = str(home / "zygote.sock")
+        log = home / "zygote.log"  # its own errors (a judge's go to that judge's stderr)
+        with log.open("wb") as errors:
+            self.proc = subprocess.Popen([sys.executable, "-m", "harness.grading.zygote", self.path, chapter, *preload],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
+                                         cwd="/", start_new_session=True)
+        ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
+        if ready != "ready":
+            self.close()
+            why = log.read_text(errors="replace").strip().splitlines()[-1:]
+            raise ZygoteError("the judges' zygote did not start (" + (why[0] if why else f"no word in {READY_S} s") + ")")
+
+    def run(self, argv: list[str], env: dict, cwd: Path, timeout: float, main: str | None = None) -> subprocess.CompletedProcess:
+        """A judge forked with `argv` (to `ol`), `env` (its whole environment) and `cwd`, like subprocess.run with
+        capture_output and text: its exit code (-N for signal N), stdout and stderr. Past `timeout` seconds its
+        session is killed and subprocess.TimeoutExpired raised."""
+        main = main or self.main
+        if main is None:
+            raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
+        request = {"argv": argv, "env": env, "cwd": str(cwd), "main": main}
+        pipes = [os.pipe() for _ in range(3)]
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(10)
+                s.connect(self.path)
+                socket.send_fds(s, [json.dumps(request).encode()], [w for _, w in pipes])
+        except OSError as e:
+            for r, w in pipes:
+                os.close(r)
+                os.close(w)
+            raise ZygoteError(f"the judges' zygote is gone ({e}): no judge can start") from None
+        for _, w in pipes:
+            os.close(w)
+        return _collect([r for r, _ in pipes], argv, timeout)
+
+    def close(self) -> None:
+        if self.proc.stdin and not self.proc.stdin.closed:
+            self.proc.stdin.close()  # its end of input: it exits, and its judges with it
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
+        Path(self.path).unlink(missing_ok=True)
+
+
+def _read_line(fd: int, deadline: float) -> str | None:
+    """The first line from `fd` before the deadline, or None (its end, or the deadline, first)."""
+    buf = b""
+    with selectors.DefaultSelector() as sel:
+        sel.register(fd, selectors.EVENT_READ)
+        while not buf.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            if left <= 0 or not sel.select(left):
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                return None
+            buf += chunk
+    return buf.decode(errors="replace").strip()
+
+
+def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now (the
+    TimeoutExpired raised then names that timeout, as subprocess.run's does)."""
+    deadline = time.monotonic() + timeout
+    data = {fd: bytearray() for fd in fds}
+    open_ = set(fds)
+    killed = False
+    with selectors.DefaultSelector() as sel:
+        for fd in fds:
+            sel.register(fd, selectors.EVENT_READ)
+        while open_:
+            left = deadline - time.monotonic()
+            if left <= 0 and not killed:
+                pid = _pid(data[fds[2]])
+                if pid is not None:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                killed, deadline = True, time.monotonic() + 10  # what is left of its output, after the kill
+                continue
+            if left <= 0:
+                break
+            for key, _ in sel.select(left):
+                chunk = os.read(key.fd, 1 << 16)
+                if chunk:
+                    data[key.fd] += chunk
+                else:
+                    sel.unregister(key.fd)
+                    open_.discard(key.fd)
+    for fd in fds:
+        os.close(fd)
+    out, err, status = (bytes(data[fd]).decode(errors="replace") for fd in fds)
+    if killed:
+        raise subprocess.TimeoutExpired(argv, timeout, out, err)
+    end = status.strip().splitlines()[-1:] if status.strip() else []
+    if end and end[0].startswith("exit "):
+        code = int(end[0].split()[1])
+    elif end and end[0].startswith("signal "):
+        code = -int(end[0].split()[1])
+    else:
+        raise ZygoteError("a judge's monitor ended without saying how the judge ended (the zygote was killed?)")
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _pid(status: bytearray) -> int | None:
+    first = bytes(status).split(b"\n", 1)[0].decode(errors="replace")
+    return int(first.split()[1]) if first.startswith("pid ") else None
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1], sys.argv[2], sys.argv[3:])

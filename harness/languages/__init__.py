@@ -1,0 +1,83 @@
+"""The languages ol grades, as the engine sees them: how a submission's worker is started.
+
+A language is a worker launcher and, for compiled languages, a build step that turns a submission
+into something the worker runs. The launcher is given the chapter, the submission's (built) folder and
+an empty folder of the worker's own, and returns a WorkerLaunch: the argv (given the protocol's pipe
+pair), the read-only paths the worker may see, and its environment. It copies what the worker needs
+into that folder, world-readable (harness.sandbox.confine.readable_copy), so a confined worker reads copies,
+never the submission's or the project's own files. What a student writes in a language for a chapter
+(the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its chapter.toml);
+adding a language adds an entry here and a table in each pack that grades it.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+import sys
+from typing import Callable
+
+from ..errors import UsageError
+from ..paths import REPO
+from ..sandbox.confine import readable_copy, readable_file
+from . import rust
+
+# What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
+# of the harness (not the registry, not the reference's location), no fixture, test or oracle.
+PYTHON_WORKER_KIT = ("harness/__init__.py", "harness/protocol/__init__.py", "harness/protocol/session.py",
+                     "harness/protocol/wire.py", "harness/protocol/worker.py")  # harness/protocol/, whole
+
+
+@dataclass(frozen=True)
+class WorkerLaunch:
+    argv: Callable[[int, int], list[str]]         # (fd_in, fd_out) -> the worker's argv
+    visible: tuple[Path, ...] = ()                # read-only paths it may see, besides the interpreter
+    env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Language:
+    name: str
+    worker: Callable[["object", Path, Path], WorkerLaunch]  # (chapter, package dir, worker's own folder)
+    # (chapter, submission's folder, an empty scratch folder, the sandbox mode) -> the folder the worker
+    # command is given (what the build made there), the build confined like the worker; None: the source
+    # runs as it is, as Python's does
+    build: Callable[["object", Path, Path, "object"], Path] | None = None
+
+    def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
+        return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
+
+
+def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
+    lang = chapter.language("python")
+    kit = home / "kit"
+    for rel in PYTHON_WORKER_KIT:
+        readable_file(REPO / rel, kit / rel)
+    readable_file(chapter.ops_file, kit / "ol_chapter_ops.py")
+    sub = home / "sub"
+    sub.mkdir(mode=0o755)
+    readable_copy(Path(package_dir) / lang.package, sub / lang.package)
+
+    def argv(fd_in: int, fd_out: int) -> list[str]:
+        own = [a for f in lang.student_files for a in ("--own", f)]
+        return [sys.executable, "-m", "harness.protocol.worker", "--ops", str(kit / "ol_chapter_ops.py"), "--package", lang.package,
+                "--package-dir", str(sub), *own, "--in", str(fd_in), "--out", str(fd_out)]
+    return WorkerLaunch(argv, (kit, sub, *chapter.worker_data), {"PYTHONPATH": str(kit), "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def _rust_worker(chapter, built: Path, home: Path) -> WorkerLaunch:
+    binary = rust.worker_files(built, home)
+    return WorkerLaunch(lambda fd_in, fd_out: [str(binary), "--in", str(fd_in), "--out", str(fd_out)],
+                        (binary.parent, *chapter.worker_data), {"RUST_BACKTRACE": "0"})
+
+
+def _rust_build(chapter, package_dir: Path, scratch: Path, mode) -> Path:
+    return rust.build(chapter, package_dir, scratch, mode)
+
+
+LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step
+             "rust": Language("rust", _rust_worker, _rust_build)}
+
+
+def language(name: str) -> Language:
+    if name not in LANGUAGES:
+        raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
+    return LANGUAGES[name]

@@ -1,0 +1,108 @@
+"""`ol start`: the student's stub, made from the chapter's contract (.pyi).
+
+Every function whose body is only its docstring gets `raise NotImplementedError(...)` after it;
+everything else (imports, classes, dataclass fields, comments) is kept as written, so the stub
+reads exactly like the contract. Protocol classes are left alone: they are never called.
+"""
+
+import ast
+import shutil
+from pathlib import Path
+
+from ..errors import BadSubmission
+from ..paths import REPO
+from ..registry import Chapter
+from .rust import COURSE_CRATES, ENGINE_MANIFEST
+
+HEADER = "# Written by `ol start {chapter}` from {contract}. Replace each NotImplementedError with your code.\n"
+
+
+def _stub_lines(source: str) -> list[str]:
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    inserts: list[tuple[int, str]] = []  # (after line number, text)
+    protocols = {n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)
+                 and any(getattr(b, "id", getattr(b, "attr", "")) == "Protocol" for b in n.bases)}
+    skip = {id(f) for c in protocols for f in ast.walk(c)}
+    owner = {id(f): c.name for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef) or id(node) in skip:
+            continue
+        body = node.body
+        if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            indent = " " * body[0].col_offset
+            name = f"{owner[id(node)]}.{node.name}" if id(node) in owner else node.name  # SpecConfig.parse
+            inserts.append((body[0].end_lineno, f'{indent}raise NotImplementedError("{name}: not implemented yet")\n'))
+    for after, text in sorted(inserts, reverse=True):
+        lines.insert(after, text)
+    return lines
+
+
+def make_stub(chapter: Chapter, lang: str = "python") -> str:
+    contract = chapter.language(lang).contract
+    rel = contract.relative_to(contract.parents[3]) if len(contract.parents) > 3 else contract.name
+    text = HEADER.format(chapter=chapter.chapter, contract=rel) + "".join(_stub_lines(contract.read_text()))
+    ast.parse(text)  # the stub must itself be valid Python
+    return text
+
+
+def write_stub(chapter: Chapter, workspace: Path, force: bool = False, lang: str = "python") -> tuple[Path, list[str]]:
+    """Write the stub into workspace/<student file>; returns its path and the earlier chapters' files
+    the workspace still lacks (the student needs --ref-deps until they exist)."""
+    spec = chapter.language(lang)
+    target = workspace / spec.student_file
+    if target.exists() and not force:
+        raise BadSubmission(f"{target} already exists; ol start does not overwrite your work. Pass --force to replace it.")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for pkg in target.relative_to(workspace).parents:
+        if str(pkg) != "." and not (workspace / pkg / "__init__.py").exists():
+            (workspace / pkg / "__init__.py").write_text("")
+    target.write_text(make_stub(chapter, lang))
+    return target, [d for d in spec.deps if not (workspace / d).exists()]
+
+
+RUST_HEADER = ("// Written by `ol start {chapter} --lang rust` from the Rust reference ({what}). It stands in for your\n"
+               "// own until you write it: replace it with yours whenever you like.\n")
+RUST_WORKSPACE = """\
+# Written by `ol start {chapter} --lang rust`. `cargo build` needs no registry; `cargo test` runs the judge.
+[workspace]
+members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker"]
+resolver = "2"
+"""
+
+
+def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
+    """`ol start --lang rust`: a cargo workspace (spec/rust.md section 1) with the stub of spec.rs, the given
+    model and runner target, the course's codec and worker crates, and the earlier chapters' modules from
+    the Rust reference where the workspace has none (marked so). Returns the stub's path and the files
+    written from the reference in place of the student's own."""
+    lang = chapter.language("rust")
+    target = workspace / lang.student_file
+    if target.exists() and not force:
+        raise BadSubmission(f"{target} already exists; ol start does not overwrite your work. Pass --force to replace it.")
+    engine = workspace / lang.package
+    (engine / "src").mkdir(parents=True, exist_ok=True)
+    if not (workspace / "Cargo.toml").exists():
+        (workspace / "Cargo.toml").write_text(RUST_WORKSPACE.format(chapter=chapter.chapter))
+    if not (engine / "Cargo.toml").exists():
+        (engine / "Cargo.toml").write_text(ENGINE_MANIFEST.replace("Written by the judge (ol)", f"Written by `ol start {chapter.chapter}`"))
+    (workspace / ".ol-command").write_text(f"{REPO / 'ol'}\n")  # cargo test's front end runs this ol
+    if not (workspace / ".gitignore").exists():
+        (workspace / ".gitignore").write_text("target/\n")
+    for crate in ("tl-json", "tl-worker"):  # the course's: always the current copy
+        dst = workspace / "crates" / crate
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(COURSE_CRATES / crate, dst, ignore=shutil.ignore_patterns("target"))
+    standing_in = []
+    for rel in lang.deps:
+        dst, src = workspace / rel, lang.reference / rel
+        if dst.exists():
+            continue
+        what = "given" if Path(rel).stem in ("model", "runner_target", "lib") else "L10.1"
+        text = src.read_text()
+        if what == "L10.1":
+            text = RUST_HEADER.format(chapter=chapter.chapter, what="L10.1, not yet yours") + text
+            standing_in.append(rel)
+        dst.write_text(text)
+    target.write_text(lang.contract.read_text())
+    return target, standing_in

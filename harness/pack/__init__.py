@@ -1,0 +1,18 @@
+"""What a chapter pack may import of the engine, in one place (the facade a pack is written against).
+
+A pack's judge helpers, client, cases and oracle import from here; its `ops.py` alone imports
+`harness.protocol.wire` (it runs inside the worker, whose kit is `harness/protocol/` and nothing else).
+Anything a pack needs that is not here is a change to this list, not an import of an engine module.
+"""
+
+from ..errors import Crashed, Raised, SubmissionFailure, Timeout
+from ..protocol.wire import floats, to_wire
+from ..subjects.reference import JUDGE_PACKAGE, pristine
+from ..transport.feedback import Bare, brief, expected_got, where_differ
+from ..transport.impl import Impl
+from ..transport.inprocess import InProcess
+from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
+
+__all__ = ["Bare", "Crashed", "Impl", "InProcess", "JUDGE_PACKAGE", "MASK64", "Raised", "Rand", "SubmissionFailure",
+           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "pristine", "splitmix64", "to_wire",
+           "where_differ"]

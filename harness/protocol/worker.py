@@ -1,0 +1,94 @@
+"""The Python worker: runs a submission's code in its own process and answers spec/protocol.md.
+
+    python -m harness.protocol.worker --ops PACK/ops.py --package PKG --package-dir DIR [--own FILE ...] --in FD --out FD
+
+DIR holds the submission's package; PACK/ops.py is the chapter's op table, loaded by path (the
+worker needs nothing else of the chapter). The worker talks JSON lines on the two inherited file
+descriptors only; the submission's prints go to the process's stdout/stderr, which the judge
+captures apart. It computes and returns plain data; it never sees an expected answer.
+"""
+
+import argparse
+import importlib.util
+import os
+import sys
+
+
+def _load_ops(path: str):
+    spec = importlib.util.spec_from_file_location("ol_chapter_ops", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", required=True)
+    ap.add_argument("--package", default="tinyllm")
+    ap.add_argument("--package-dir", required=True)
+    ap.add_argument("--own", action="append", default=[], help="a student's file (relative): failures show its frames")
+    ap.add_argument("--in", dest="fd_in", type=int, required=True)
+    ap.add_argument("--out", dest="fd_out", type=int, required=True)
+    a = ap.parse_args()
+    # the harness and the ops first, before the submission is on sys.path, so it cannot shadow them
+    from .session import PROTOCOL_VERSION, Session
+    from .wire import dumps, loads, read_some
+    ops = _load_ops(a.ops)
+
+    sys.path.insert(0, a.package_dir)
+    inbox = _Lines(a.fd_in, read_some)
+    outbox = os.fdopen(a.fd_out, "wb", buffering=0)
+
+    def send(msg) -> None:
+        outbox.write(dumps(msg))
+
+    def receive():
+        line = inbox.readline()
+        if not line:
+            os._exit(0)  # the judge went away
+        return loads(line)
+
+    callbacks = iter(range(1, 1 << 62))
+
+    def call_judge(method: str, args: dict):
+        cid = f"c{next(callbacks)}"
+        send({"id": cid, "call": method, "args": args})
+        reply = receive()
+        if "error" in reply:
+            raise JudgeRefused(reply["error"].get("message", "the judge refused the call"))
+        return reply.get("ok")
+
+    session = Session(a.package, call_judge, ops, a.package_dir, tuple(a.own))
+    send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid()}})
+    while True:
+        msg = receive()
+        try:
+            send({"id": msg["id"], "ok": session.dispatch(msg["op"], msg.get("args", {}))})
+        except BaseException as e:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt too: all become data
+            send({"id": msg.get("id"), "error": session.error_data(e)})
+
+
+class _Lines:
+    """Lines from the judge's descriptor, read as harness.protocol.wire.read_some reads (polling briefly first)."""
+
+    def __init__(self, fd: int, read_some) -> None:
+        self.fd, self.buf, self.read_some = fd, bytearray(), read_some
+        os.set_blocking(fd, False)
+
+    def readline(self) -> bytes:
+        while (end := self.buf.find(b"\n")) < 0:
+            chunk = self.read_some(self.fd)
+            if not chunk:
+                return b""
+            self.buf += chunk
+        line = bytes(self.buf[:end + 1])
+        del self.buf[:end + 1]
+        return line
+
+
+class JudgeRefused(RuntimeError):
+    """The judge refused a callback (e.g. the target was misused); raised into the submission's code."""
+
+
+if __name__ == "__main__":
+    main()

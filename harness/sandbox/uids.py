@@ -1,0 +1,196 @@
+"""Mode uid: the worker uids of a grading run, each one never handed out while any process of it lives.
+
+Without namespaces, a process the worker leaves behind (a `setsid` daemon chain longer than `reap`'s
+rounds, or one the judge had no time to reap because it was killed) keeps its uid, and a process of a uid
+may signal every other process of that uid: handed to the next judge, the uid would let the daemon kill
+(or ptrace) an honest student's worker. So a uid is cleared, every process it owns killed, before a
+worker gets it and after its judge ends (`UidPool`); one that cannot be cleared is never handed out again
+in this run, and a fresh one takes its place.
+
+Two `ol grade` runs on one machine never hold one uid at once: a pool leases each uid it hands out for the
+run's whole life (`lease`): an exclusive flock(2) on a file of that uid in a root-only folder (LEASES_DIR,
+0700; OL_UID_LEASES moves it), skipped by any other pool while held. The kernel drops the lock when its
+holder closes it or dies, however it dies (SIGKILL included): a dead run's lease is free again at once, its
+file (which names its last holder's pid, for a person looking) left in place, never removed (a removal could
+race another pool's lock on the same file).
+
+Clearing is root's SIGKILL to each process of the uid /proc lists (through a pidfd, so a recycled pid is
+never hit), repeated until /proc shows none alive: a killed process forks no more, so the rounds converge
+even on a fork bomb (at most RLIMIT_NPROC processes). Not `kill(-1)` run as that uid: a daemon looping on
+`kill(-1)` would kill the killer before it ran. Zombies are left to their parents: they run nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import grp
+import os
+import pwd
+import queue
+import signal
+import stat
+import threading
+import time
+from pathlib import Path
+
+from ..errors import SandboxError
+
+CLEAR_ROUNDS = 50  # kill passes before a uid counts as impossible to clear (a process stuck in the kernel)
+LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone (OL_UID_LEASES: elsewhere)
+# Mode uid: the uid a worker runs as. RLIMIT_NPROC counts every process of a uid on the machine (no user
+# namespace separates them), bwrap sandboxes started by root included (they run as host uid 65534); so
+# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uids), lest a
+# fork bomb starve its siblings. OL_SANDBOX_UID carries the choice to a judge.
+SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
+
+
+def slot_uids(n: int, exclude: set[int] = frozenset()) -> list[int]:
+    """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
+    `exclude` (harness.sandbox.uids.UidPool hands them out, each cleared of its processes before and after use)."""
+    busy = {uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
+    free = []
+    for uid in SLOT_UIDS:
+        try:
+            pwd.getpwuid(uid)
+            continue
+        except KeyError:
+            pass
+        try:
+            grp.getgrgid(uid)  # the worker's gid is its uid: a group of that number would share its folders' group bits
+            continue
+        except KeyError:
+            pass
+        if uid not in busy and uid not in exclude:
+            free.append(uid)
+        if len(free) == n:
+            return free
+    raise SandboxError(f"no {n} free uids in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
+
+
+def uid_of(pid: int) -> int | None:
+    """The real uid /proc gives for `pid`; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def leases_dir() -> Path:
+    """The folder of the uid leases, made 0700 if absent; refused (SandboxError) unless it is a folder of this
+    user's that no one else may write or read (a lease another user could take or delete would be no lease)."""
+    d = Path(os.environ.get("OL_UID_LEASES") or LEASES_DIR)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(d)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise SandboxError(f"the uid leases' folder {d} must be a folder of this user's, mode 0700 (it is "
+                           f"{oct(stat.S_IMODE(st.st_mode))}, owner {st.st_uid}): remove it, or set OL_UID_LEASES elsewhere")
+    return d
+
+
+def lease(uid: int, folder: Path) -> int | None:
+    """Take the lease of `uid`: the open descriptor holding its lock (close it to give the lease back), or None
+    when another holder (this process's or another's) has it."""
+    fd = os.open(folder / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def live_processes(uid: int) -> list[int]:
+    """The pids of the processes whose real uid is `uid` and that are not zombies, from one pass over /proc."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                status = dict(line.split(":", 1) for line in f if ":" in line)
+        except (OSError, ValueError):
+            continue
+        uids = status.get("Uid", "").split()
+        if uids and int(uids[0]) == uid and not status.get("State", "").strip().startswith(("Z", "X")):
+            out.append(int(entry))
+    return out
+
+
+def clear(uid: int, rounds: int = CLEAR_ROUNDS) -> bool:
+    """Kill every process `uid` owns; True once /proc shows none alive. Needs root (or that uid)."""
+    for i in range(rounds):
+        pids = live_processes(uid)
+        if not pids:
+            return True
+        for pid in pids:
+            _kill_if_owned(pid, uid)
+        if i:  # a process already signalled but still exiting: give the kernel a moment
+            time.sleep(0.002 * min(i, 10))
+    return not live_processes(uid)
+
+
+def _kill_if_owned(pid: int, uid: int) -> None:
+    """SIGKILL `pid` if it is (still) a process of `uid`: the pidfd pins the process its number named when it
+    was opened, so a number reused since the scan is never signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already
+        return
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            owner = next((int(line.split()[1]) for line in f if line.startswith("Uid:")), None)
+        if owner == uid:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(fd)
+
+
+class UidPool:
+    """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again);
+    a uid that will not clear is dropped for the run and replaced by a fresh one (slot_uids).
+    Every uid it holds is leased (`lease`) until `close` or the process's end: no other pool, in this process or
+    another, has it meanwhile."""
+
+    def __init__(self, n: int) -> None:
+        self._free: queue.Queue = queue.Queue()
+        self._seen: set[int] = set()  # every uid this pool handed out, dropped or found leased: a fresh one is none of these
+        self._leases: dict[int, int] = {}  # uid -> the descriptor holding its lease
+        self._lock = threading.Lock()
+        self._folder = leases_dir()
+        for _ in range(max(1, n)):
+            self._free.put(self._fresh())
+
+    def _fresh(self) -> int:
+        """A uid no account, group or process has, not this pool's yet, leased to it now."""
+        with self._lock:
+            while True:
+                uid = slot_uids(1, exclude=self._seen)[0]  # SandboxError when the range is exhausted
+                self._seen.add(uid)
+                fd = lease(uid, self._folder)
+                if fd is not None:
+                    self._leases[uid] = fd
+                    return uid
+
+    def close(self) -> None:
+        """Give every lease back (the process's end does so too)."""
+        with self._lock:
+            leases, self._leases = self._leases, {}
+        for fd in leases.values():
+            os.close(fd)
+
+    def take(self) -> int:
+        uid = self._free.get()
+        while not clear(uid):  # still owned by a process that will not die: never this run's again
+            uid = self._fresh()
+        return uid
+
+    def give(self, uid: int) -> None:
+        self._free.put(uid if clear(uid) else self._fresh())

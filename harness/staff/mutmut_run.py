@@ -1,0 +1,289 @@
+"""`ol mutmut CHAPTER`: mutmut 3 over the reference's chapter files, against the chapter's own tests.
+
+The hand-written mutants (`mutants/<chapter>/`) prove each named pitfall is caught; this measures
+what the chapter's tests miss beyond them. mutmut mutates every function of the chapter's files and
+reruns the tests that reach each mutated function; a mutant no test fails is a survivor.
+
+mutmut works in a `mutants/` directory of its own, which must never meet ours, so everything runs in
+a scratch copy of the tree: our `mutants/` is left out, and `reference/` becomes `src/`, because
+mutmut names a mutant by its file's path with only a leading `src.` stripped (and puts `mutants/src`
+first on sys.path). With that layout `import tinyllm` in the tests is mutmut's mutated copy and the
+mutant names (`tinyllm.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
+
+Survivors judged equivalent (no test could ever tell them apart from the reference) are recorded in
+the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
+and why; a later run flags only new survivors. An entry whose diff no longer matches (mutmut numbers
+mutants per function, so editing a function renumbers them) counts as new again.
+
+Library code: nothing is printed; `on_progress(line)` receives mutmut's progress lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Callable
+
+from ..errors import RegistryError
+from ..paths import REPO
+from ..registry import Chapter, load_chapter
+
+MAX_CHILDREN = 2  # the grading machine has 2 cores
+# What the tests reach besides the mutated package; reference/ is the judge's pristine copy.
+ALSO_COPY = ("harness", "chapters", "conftest.py", "fixtures", "config", "spec", "otel", "oracle", "reference")
+
+# mutmut 3's exit-code vocabulary (mutmut/stats.py status_by_exit_code)
+KILLED = {1: "killed", 3: "killed"}
+TIMEOUT = {36, 24, -24, 152, 255}
+UNTESTED = {5: "no tests", 33: "no tests"}
+
+_DIFF_SCRIPT = r"""
+import json, sys
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+out = {}
+for line in sys.stdin:
+    name, path = line.rstrip("\n").split("\t")
+    try:
+        out[name] = get_diff_for_mutant(name, path=path)
+    except Exception as e:  # noqa: BLE001
+        out[name] = f"(no diff: {type(e).__name__}: {e})"
+print(json.dumps(out))
+"""
+
+
+def equivalent_file(chapter: Chapter) -> Path:
+    return chapter.mutants_manifest.parent / "mutmut_equivalent.toml"
+
+
+def diff_summary(diff: str) -> str:
+    """The changed lines of a unified diff, stripped: what an equivalence entry is keyed on."""
+    keep = [l[0] + " " + l[1:].strip() for l in diff.splitlines()
+            if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    return "\n".join(keep)
+
+
+def load_equivalent(chapter: Chapter) -> dict[str, dict]:
+    path = equivalent_file(chapter)
+    if not path.is_file():
+        return {}
+    try:
+        d = tomllib.loads(path.read_text())
+        return {m["name"]: {"diff": m["diff"].strip(), "reason": m["reason"]} for m in d.get("mutant", [])}
+    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
+        raise RegistryError(f"{path}: malformed: {e}") from e
+
+
+def _tracked_files() -> list[str]:
+    r = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                       capture_output=True, check=True)
+    return [f for f in r.stdout.decode().split("\0") if f]
+
+
+def _make_scratch(scratch: Path) -> None:
+    """The tree without our mutants/, with reference/ copied to src/ (what mutmut mutates); reference/
+    itself stays, pristine, for the judge (harness.subjects.reference.pristine)."""
+    for f in _tracked_files():
+        top = f.split("/", 1)[0]
+        if top in ("mutants", ".venv", "py", "out") or "__pycache__" in f:
+            continue
+        src = REPO / f
+        if not src.is_file():  # deleted in the work tree
+            continue
+        dsts = [scratch / f] + ([scratch / ("src" + f[len("reference"):])] if top == "reference" else [])
+        for dst in dsts:
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+
+
+def _toml_list(xs) -> str:
+    return "[" + ", ".join(json.dumps(str(x)) for x in xs) + "]"
+
+
+def _mutmut_version() -> tuple[int, ...]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return tuple(int(x) for x in re.findall(r"\d+", version("mutmut"))[:2])
+    except PackageNotFoundError as e:
+        raise RuntimeError("mutmut is not installed: .venv/bin/pip install -e '.[dev]'") from e
+
+
+def _write_config(scratch: Path, mutate: tuple[str, ...], tests_dir: str, deselect: list[str]) -> None:
+    pyproject = scratch / "pyproject.toml"
+    text = pyproject.read_text()
+    text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)  # ours replaces any other
+    targets = [f"src/{m}" for m in mutate]
+    others = sorted(str(p.relative_to(scratch)) for p in (scratch / "src" / "tinyllm").rglob("*.py")
+                    if str(p.relative_to(scratch)) not in targets)
+    extra = []
+    for nodeid in deselect:
+        extra += ["--deselect", nodeid]
+    text += (
+        "\n[tool.mutmut]\n"
+        + (f"source_paths = {_toml_list(['src/tinyllm'])}\n"
+           f"only_mutate = {_toml_list(targets)}\n"
+           f"pytest_add_cli_args_test_selection = {_toml_list([tests_dir])}\n"
+           if _mutmut_version() >= (3, 8) else  # the older names of the same settings
+           f"paths_to_mutate = {_toml_list(['src/tinyllm'])}\n"
+           f"tests_dir = {_toml_list([tests_dir])}\n")
+        + f"do_not_mutate = {_toml_list(others)}\n"
+        f"also_copy = {_toml_list(ALSO_COPY)}\n"
+        f"pytest_add_cli_args = {_toml_list(['--impl', 'reference', *extra])}\n"
+        "use_git_change_detection = false\n"
+    )
+    pyproject.write_text(text)
+
+
+def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
+    """The chapter's tests on the unmutated reference in the scratch layout; mutmut needs them green."""
+    junit = scratch / ".ol-baseline.xml"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(scratch / "src")
+    env["OL_TINYLLM_FROM_PATH"] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
+    subprocess.run([sys.executable, "-m", "pytest", tests_dir, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
+                   cwd=scratch, env=env, capture_output=True, text=True)
+    if not junit.is_file():
+        raise RuntimeError("the baseline run of the chapter's tests wrote no report")
+    failed = []
+    for tc in ET.parse(junit).getroot().iter("testcase"):
+        bad = tc.find("failure") if tc.find("failure") is not None else tc.find("error")
+        if bad is not None:
+            file = tc.get("file") or (tc.get("classname", "").replace(".", "/") + ".py")
+            failed.append({"nodeid": f"{file}::{tc.get('name')}", "message": (bad.get("message") or "")[:300]})
+    junit.unlink()
+    return failed
+
+
+def _mutmut_command(max_children: int) -> list[str]:
+    exe = Path(sys.executable).with_name("mutmut")
+    head = [str(exe)] if exe.is_file() else [sys.executable, "-c", "from mutmut.__main__ import cli; cli()"]
+    return head + ["run", "--max-children", str(max_children)]
+
+
+def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONUNBUFFERED"] = "1"
+    env["OL_TINYLLM_FROM_PATH"] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
+    p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    tail: list[str] = []
+    last = ""
+    buf = b""
+    while True:
+        chunk = p.stdout.read1(4096) if hasattr(p.stdout, "read1") else p.stdout.read(4096)
+        if not chunk:
+            break
+        buf += chunk
+        parts = re.split(rb"[\r\n]", buf)
+        buf = parts.pop()
+        for part in parts:
+            line = part.decode(errors="replace").strip()
+            text = line.lstrip("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ")  # drop the spinner frame: report changes only
+            if text and text != last:
+                last = text
+                tail = (tail + [text])[-40:]
+                if on_progress:
+                    on_progress(text)
+    if buf.strip():
+        tail.append(buf.decode(errors="replace").strip())
+    return p.wait(), "\n".join(tail)
+
+
+def _read_results(scratch: Path, mutate: tuple[str, ...]) -> dict[str, tuple[int | None, str]]:
+    """mutant name -> (exit code, path mutmut knows its file by), from mutants/src/...py.meta."""
+    out = {}
+    for m in mutate:
+        rel = f"src/{m}"
+        meta = scratch / "mutants" / (rel + ".meta")
+        if not meta.is_file():
+            raise RuntimeError(f"mutmut wrote no {meta.relative_to(scratch)}")
+        for name, code in json.loads(meta.read_text())["exit_code_by_key"].items():
+            out[name] = (code, rel)
+    return out
+
+
+def _diffs(scratch: Path, names: list[tuple[str, str]]) -> dict[str, str]:
+    if not names:
+        return {}
+    r = subprocess.run([sys.executable, "-c", _DIFF_SCRIPT], cwd=scratch, input="".join(f"{n}\t{p}\n" for n, p in names),
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return {n: f"(no diff: {r.stderr.strip()[-300:]})" for n, _ in names}
+    return json.loads(r.stdout)
+
+
+def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,
+               keep_scratch: bool = False) -> dict:
+    """Run mutmut over the chapter's reference files against the chapter's tests; see the module doc.
+
+    Returns {chapter, score, total, killed, timed_out, equivalent, no_tests, survived: [{name, status, diff,
+    disposition ("equivalent" | "new"), reason}], other: [{name, status}], stale_equivalent: [names],
+    deselected: [{nodeid, message}], duration_s, command, scratch (only with keep_scratch)}.
+    score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests stopped.
+    """
+    ch = load_chapter(chapter)
+    mutate = ch.language("python").mutmut
+    if not mutate:
+        raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.python] of its chapter.toml)")
+    tests_dir = str(ch.tests_files[0].parent.relative_to(REPO))  # a pack's graded tests live in one folder
+    start = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
+    try:
+        _make_scratch(scratch)
+        if on_progress:
+            on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
+        deselected = _baseline_failures(scratch, tests_dir)
+        _write_config(scratch, mutate, tests_dir, [d["nodeid"] for d in deselected])
+        cmd = _mutmut_command(max_children)
+        code, tail = _run_mutmut(scratch, cmd, on_progress)
+        if not (scratch / "mutants").is_dir():
+            raise RuntimeError(f"mutmut failed (exit {code}) before writing mutants/:\n{tail}")
+        results = _read_results(scratch, mutate)
+        known = load_equivalent(ch)
+        killed = sum(1 for c, _ in results.values() if c in KILLED)
+        timed_out = sum(1 for c, _ in results.values() if c in TIMEOUT)
+        open_names = [(n, p) for n, (c, p) in results.items() if c == 0 or c in UNTESTED]
+        other = [{"name": n, "status": f"exit {c}"} for n, (c, _) in results.items()
+                 if c not in KILLED and c not in TIMEOUT and c != 0 and c not in UNTESTED]
+        diffs = _diffs(scratch, open_names)
+        survived = []
+        for n, _ in sorted(open_names):
+            c = results[n][0]
+            d = diffs.get(n, "")
+            entry = known.get(n)
+            eq = entry is not None and entry["diff"] == diff_summary(d)
+            survived.append({"name": n, "status": "survived" if c == 0 else "no tests", "diff": d,
+                             "disposition": "equivalent" if eq else "new", "reason": entry["reason"] if eq else ""})
+        equivalent = sum(1 for s in survived if s["disposition"] == "equivalent")
+        stale = sorted(n for n in known if n not in {s["name"] for s in survived if s["disposition"] == "equivalent"})
+        total = len(results)
+        denom = total - equivalent
+        out = {
+            "chapter": chapter,
+            "score": (killed + timed_out) / denom if denom else 1.0,
+            "total": total,
+            "killed": killed,
+            "timed_out": timed_out,
+            "equivalent": equivalent,
+            "no_tests": sum(1 for s in survived if s["status"] == "no tests"),
+            "survived": survived,
+            "other": other,
+            "stale_equivalent": stale,
+            "deselected": deselected,
+            "duration_s": round(time.monotonic() - start, 1),
+            "command": " ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})",
+        }
+        if keep_scratch:
+            out["scratch"] = str(scratch)
+        return out
+    finally:
+        if not keep_scratch:
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,241 @@
+"""Which language a submission is in and where its files are: the one layout function.
+
+`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
+package is `tinyllm` and whose chapter file is `tinyllm/infer/spec.py`, it accepts:
+
+    DIR/tinyllm/...              a course workspace (`./py`), or an upload of the package folder
+    DIR (DIR named tinyllm)      the package folder itself
+    DIR/spec.py, or spec.py      the chapter's file alone (a bare upload): the rest comes from the
+                                 reference, as with --ref-deps
+    DIR/.../tinyllm/infer/spec.py  the package one or more folders down (an archive's top folder)
+    a .zip of any of these       extracted into a scratch folder first (names are checked: no
+                                 absolute paths, no `..`, no link entries; bounded size, entry
+                                 count and depth; an encrypted, unknown or corrupt archive refused)
+
+A package one folder deep in its workspace (Rust's `crates/tl-engine`, chapter file
+`crates/tl-engine/src/spec.rs`) is also accepted as its own last folder: DIR named tl-engine, or
+DIR/.../tl-engine/src/spec.rs (an upload folder or archive holding the crate), copied into
+crates/tl-engine of a scratch folder.
+
+Nothing of the upload is read before harness.subjects.upload.walk accepted it: no link below the path named
+(the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
+entries and DEPTH_CAP levels. Anything else is a BadSubmission that says what to hand in.
+"""
+
+from dataclasses import dataclass, field
+import shutil
+import stat
+import tempfile
+import zipfile
+import zlib
+from pathlib import Path
+
+from ..errors import BadSubmission
+from ..registry import Chapter, LanguageSpec
+from . import upload
+
+ZIP_CAP = 64 * 1024**2  # uncompressed bytes a submission archive may hold: source code is kilobytes
+
+
+@dataclass
+class Submission:
+    language: str
+    origin: Path  # what was named
+    root: Path  # the folder holding the package
+    layout: str  # workspace | package | bare | nested (with " (zip)" when it came as an archive)
+    bare: bool = False  # only the chapter's own file: everything else must come from the reference
+    missing_deps: list[str] = field(default_factory=list)
+    scratch: Path | None = None  # made for a bare file or an archive; close() removes it
+
+    def close(self) -> None:
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
+
+
+def _what_to_hand_in(chapter: Chapter) -> str:
+    ways = []
+    for lang in chapter.languages.values():
+        ways.append(f"a folder holding {lang.package}/ (with {lang.student_file})")
+        if len(Path(lang.package).parts) > 1:  # the crate folder on its own: tl-engine/
+            ways.append(f"the folder {Path(lang.package).name}/ alone")
+        ways += [f"the file {name} alone" for name in lang.uploads]
+    return "; ".join(ways) + ", or a .zip of one of these"
+
+
+_UNZIPPABLE = (RuntimeError, NotImplementedError, zlib.error, EOFError, OSError, ValueError, zipfile.BadZipFile)
+
+
+def _zip_problem(info: zipfile.ZipInfo) -> str | None:
+    """Why this archive entry is refused, or None."""
+    name = Path(info.filename)
+    if name.is_absolute() or ".." in name.parts:
+        return f"holds the unsafe name {info.filename!r}"
+    kind = stat.S_IFMT(info.external_attr >> 16)
+    if kind == stat.S_IFLNK:
+        return (f"holds {info.filename!r} as a symbolic link: no link in an upload is followed; zip the files "
+                "themselves (zip without -y)")
+    if kind not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return f"holds {info.filename!r}, which is neither a file nor a folder: zip only your source files"
+    if info.flag_bits & 0x1:
+        return f"is encrypted ({info.filename!r} needs a password): upload a zip made without a password"
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+        return (f"uses a compression method ol cannot read (method {info.compress_type}, for {info.filename!r}): "
+                "make the zip with zip or your file manager")
+    if len(name.parts) > upload.DEPTH_CAP + 1:
+        return f"holds {info.filename[:200]!r}..., more than {upload.DEPTH_CAP} folders deep: zip your package only"
+    return None
+
+
+def _extract(archive: Path, into: Path) -> Path:
+    try:
+        with zipfile.ZipFile(archive) as z:
+            infos = z.infolist()
+            if len(infos) > upload.ENTRY_CAP:
+                raise BadSubmission(f"{archive}: the archive holds more than {upload.ENTRY_CAP} entries; upload only your source")
+            total = 0
+            for info in infos:
+                if (problem := _zip_problem(info)) is not None:
+                    raise BadSubmission(f"{archive}: the archive {problem}")
+                total += info.file_size
+                if total > ZIP_CAP:
+                    raise BadSubmission(f"{archive}: the archive unpacks to more than {ZIP_CAP >> 20} MiB; upload only your source")
+            for info in infos:
+                _extract_one(z, info, into)
+    except _UNZIPPABLE as e:  # a corrupt stream (zlib.error, BadZipFile: a bad CRC), a truncated one (EOFError)...
+        raise BadSubmission(f"{archive} is not a readable zip archive ({type(e).__name__}: {e}): "
+                            "make it again with zip or your file manager, or upload the files themselves") from None
+    return into
+
+
+def _extract_one(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path, chunk: int = 1 << 20) -> None:
+    """One checked entry (_zip_problem: no absolute name, no `..`) extracted, a chunk at a time, each counted
+    against the work's deadline (harness.subjects.upload.tick): a slow archive is stopped inside an entry, not after it."""
+    upload.tick(entries=1)
+    target = into.joinpath(*Path(info.filename).parts)
+    if info.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with z.open(info) as src, open(target, "wb") as dst:
+        while data := src.read(chunk):
+            upload.tick(nbytes=len(data))
+            dst.write(data)
+
+
+def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
+    place = scratch / lang.uploads[file.name]
+    place.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(file, place)
+    return scratch
+
+
+def _walked(found: Path, top: Path) -> bool:
+    """Is `found` (from an rglob below `top`) a path harness.subjects.upload.walk checked, not one in a folder it skips
+    (.git/, __pycache__/, a cargo target/), where a link may be?"""
+    here = top
+    for part in found.relative_to(top).parts[:-1]:
+        here = here / part
+        if upload.skipped(here, part):
+            return False
+    return not found.is_symlink()
+
+
+def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
+    """(root, layout) of a folder in this language's package layout, or None."""
+    if (path / lang.package).is_dir():
+        return path, "workspace"
+    if path.name == lang.package and (path.parent / lang.student_file).is_file():
+        return path.parent, "package"
+    found = sorted((p for p in path.rglob(lang.student_file) if _walked(p, path)), key=lambda p: len(p.parts))
+    if found:
+        return Path(*found[0].parts[:len(found[0].parts) - len(Path(lang.student_file).parts)]), "nested"
+    return None
+
+
+def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
+    """The package folder of a nested package name (a Rust crate `tl-engine/` whose place in the workspace
+    is `crates/tl-engine`) holding the chapter's file: `path` itself, or the shallowest one below it (the
+    folder an upload lands in, /autograder/submission/tl-engine, or an archive of the crate); else None."""
+    pkg = Path(lang.package)
+    if len(pkg.parts) < 2:
+        return None
+    inside = Path(lang.student_file).relative_to(pkg)  # src/spec.rs
+    if path.name == pkg.name and (path / inside).is_file():
+        return path
+    found = sorted((p for p in path.rglob(str(Path(pkg.name) / inside)) if _walked(p, path) and p.is_file()),
+                   key=lambda p: len(p.parts))
+    return Path(*found[0].parts[:len(found[0].parts) - len(inside.parts)]) if found else None
+
+
+def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
+    def scratch() -> Path:
+        if not scratch_box:
+            scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
+        return scratch_box[0]
+
+    if path.is_file() and path.name in lang.uploads:
+        return Submission(lang.name, path, _bare(lang, path, scratch()), "bare", bare=True)
+    if path.is_dir():
+        bare = [path / name for name in lang.uploads if (path / name).is_file()]
+        located = _locate(lang, path)
+        crate = _crate_folder(lang, path) if located is None else None
+        if crate is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
+            into = scratch() / lang.package
+            shutil.copytree(crate, into, symlinks=True, ignore=shutil.ignore_patterns("target", ".git"))
+            return Submission(lang.name, path, scratch(), "package")
+        if located is not None:
+            root, layout = located
+            return Submission(lang.name, path, root, layout)
+        if bare:
+            return Submission(lang.name, path, _bare(lang, bare[0], scratch()), "bare", bare=True)
+    return None
+
+
+def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> Submission:
+    """The submission at `path` (resolved against the caller's working directory)."""
+    origin = Path(path).expanduser().resolve()  # the user's own path: a link to it is theirs to follow, once
+    if not origin.exists():
+        raise BadSubmission(f"no submission at {path}: expected {_what_to_hand_in(chapter)}")
+    try:
+        upload.check(origin)  # nothing below it is read before: no link, no special file, bounded
+    except BadSubmission as e:
+        raise BadSubmission(f"{path}: {e}") from None
+    langs = [chapter.language(language)] if language else list(chapter.languages.values())
+    scratch_box: list[Path] = []
+    look_at = origin
+    zipped = origin.is_file() and origin.suffix == ".zip"
+    if not zipped and origin.is_dir():
+        archives = sorted(origin.glob("*.zip"))
+        zipped = len(archives) == 1 and not any(p for p in origin.iterdir() if p.suffix != ".zip" and not p.name.startswith("."))
+        look_at = archives[0] if zipped else origin
+    if zipped:
+        scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
+        try:
+            look_at = _extract(look_at, scratch_box[0] / "unzipped")
+            try:
+                upload.check(look_at)
+            except BadSubmission as e:
+                raise BadSubmission(f"{path}: in its archive, {e}") from None
+        except BaseException:
+            shutil.rmtree(scratch_box[0], ignore_errors=True)
+            raise
+    try:
+        for lang in langs:
+            sub = _detect_language(chapter, lang, look_at, scratch_box)
+            if sub is None:
+                continue
+            sub.origin, sub.scratch = origin, scratch_box[0] if scratch_box else None
+            sub.layout += " (zip)" if zipped else ""
+            own = sub.root / lang.student_file
+            if not own.is_file():
+                raise BadSubmission(f"{path} holds {lang.package}/ but not {lang.student_file}, the chapter's file")
+            sub.missing_deps = [d for d in lang.deps if not (sub.root / d).is_file()]
+            return sub
+    except BaseException:
+        for s in scratch_box:
+            shutil.rmtree(s, ignore_errors=True)
+        raise
+    for s in scratch_box:
+        shutil.rmtree(s, ignore_errors=True)
+    raise BadSubmission(f"{path} is not a submission of {chapter.chapter}: expected {_what_to_hand_in(chapter)}")

@@ -1,0 +1,85 @@
+"""The course's reference implementation, loaded by path (never installed), in its two parts.
+
+    pristine()      the judge's answer key: a copy of `reference/tinyllm` loaded under the private
+                    name `ol_judge_tinyllm`, which no implementation under test can be. Loaded the
+                    first time it is asked for, then the same object; the judge helpers, the oracles
+                    and the benchmarks all get the reference through it (never through sys.path).
+    use_reference() makes `import tinyllm` in this process the reference, for the in-process
+                    implementation under test `reference` and the reference's own unit tests.
+
+With OL_TINYLLM_FROM_PATH set, `tinyllm` is whatever sys.path already gives (mutmut's mutated copy),
+while `pristine()` stays the pristine copy: a mutant cannot move the expected answers with it.
+"""
+
+from functools import lru_cache
+import importlib
+import importlib.util
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+from ..paths import REFERENCE_DIR
+
+JUDGE_PACKAGE = "ol_judge_tinyllm"
+
+
+def copy_reference(chapter, into: Path, lang: str = "python") -> Path:
+    """The chapter's reference package in `lang` copied to `into/<package>`; returns `into`."""
+    spec = chapter.language(lang)
+    shutil.copytree(spec.reference / spec.package, into / spec.package, ignore=shutil.ignore_patterns("__pycache__"))
+    return into
+
+
+_load_lock = threading.RLock()  # one load_package at a time in this process: see there
+
+
+def load_package(package_dir: Path, alias: str):
+    """Import the package at `package_dir` under the module name `alias` (its imports are relative). Under
+    _load_lock: the module is in sys.modules while it executes, and another thread finding it there then would
+    take a half-made package (a grading thread's pristine() while another's is loading it)."""
+    with _load_lock:
+        if alias in sys.modules:
+            return sys.modules[alias]
+        spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py",
+                                                      submodule_search_locations=[str(package_dir)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[alias] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[alias]
+            raise
+        return module
+
+
+class Reference:
+    """One loaded copy of the reference package: `module("infer.spec")` is its spec module."""
+
+    def __init__(self, package_dir: Path, alias: str) -> None:
+        self.package_dir, self.alias = Path(package_dir), alias
+        self.package = load_package(self.package_dir, alias)
+
+    def module(self, name: str):
+        return importlib.import_module(f"{self.alias}.{name}")
+
+
+@lru_cache(maxsize=None)
+def pristine() -> Reference:
+    """The judge's pristine reference (loaded on first use, then shared; two threads' first calls may both make
+    a Reference, of the one package load_package loaded once)."""
+    return Reference(REFERENCE_DIR / "tinyllm", JUDGE_PACKAGE)
+
+
+def use_reference(reference_dir: Path = REFERENCE_DIR) -> None:
+    """Make `import <package>` in this process the reference in `reference_dir` (for the course's
+    reference, unless OL_TINYLLM_FROM_PATH says sys.path already holds the one to use).
+
+    Student code never runs in the judge process (it runs in the worker), so this cannot shadow a
+    submission; mutants are loaded under names of their own (load_package).
+    """
+    if os.environ.get("OL_TINYLLM_FROM_PATH") and Path(reference_dir) == REFERENCE_DIR:
+        return
+    if str(reference_dir) not in sys.path:
+        sys.path.insert(0, str(reference_dir))

@@ -1,0 +1,113 @@
+"""The implementation under test as the chapter's tests see it: one Impl over one of the two
+transports of harness.transport:
+
+    inprocess.InProcess          the reference and mutants: trusted code, called in the judge process.
+    worker_client.WorkerTransport  a submission: a worker process speaking spec/protocol.md.
+
+Both run the chapter's ops, so a test sees the same plain data whichever transport serves it. Every
+call becomes data first (a value or an error, and its duration, like pytest's CallInfo); then
+`Impl.call` returns the value or raises the SubmissionFailure the test reports. A chapter's pack
+subclasses Impl with its interface as methods (its `client` module); the engine knows none of them.
+"""
+
+from dataclasses import dataclass
+import shutil
+import time
+from pathlib import Path
+
+from ..errors import Crashed, Raised, SubmissionFailure, Timeout
+from ..protocol.wire import floats
+from .feedback import call_text
+from .shapes import ShapeError, conform
+
+DEFAULT_DEADLINE_S = 5.0  # a pure call answers in milliseconds; the margin is for a loaded grading machine
+
+
+@dataclass
+class CallInfo:
+    op: str
+    value: object = None
+    error: SubmissionFailure | None = None
+    duration_s: float = 0.0
+
+
+def describe_call(op: str, args: dict, deadline_s: float, cap: int = 60) -> str:
+    """`op(arg=value, ...)` with each value cut to `cap` characters, and the deadline: what a timeout names."""
+    shown = ", ".join(f"{k}={(r := repr(v))[:cap]}{'...' if len(r) > cap else ''}" for k, v in args.items())
+    return f"{op}({shown}) with a deadline of {deadline_s:.3g} s"
+
+
+def no_callbacks(method: str, args: dict):
+    raise ValueError(f"this call has no judge objects to call back into (asked for {method!r})")
+
+
+class Impl:
+    """Calls into one implementation, each under a deadline and the current test's budget."""
+
+    DEADLINES_S: dict[str, float] = {}  # per-op deadlines a chapter's client may set
+    ANSWERS: dict[str, object] = {}  # op -> the shape of its answer (harness.transport.shapes), from the chapter's ops
+
+    def __init__(self, transport, label: str, scratch: Path | None = None) -> None:
+        self.transport = transport
+        self.scratch: list[Path] = [scratch] if scratch else []  # scratch copies it serves from: removed at close
+        self.label = label
+        self.calls: list[CallInfo] = []
+        self.budget_end: float | None = None  # monotonic time the current test's budget runs out
+        self.budget_s = 0.0
+        self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.check.hints)
+
+    def record(self, case_id: str, answer) -> None:
+        """Keep the implementation's answer to a golden case, for pitfall hints (judge-side data only)."""
+        self.answers[case_id] = answer
+
+    def start_budget(self, seconds: float) -> None:
+        """Every call of the current test must end within `seconds` of now, all calls together."""
+        self.budget_s, self.budget_end = seconds, time.monotonic() + seconds
+        self.calls = []
+
+    def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
+        deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
+        if self.budget_end is not None:
+            left = self.budget_end - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"{op}: the test's budget of {self.budget_s:.0f} s ran out (your code is too slow or stuck)")
+            deadline_s = min(deadline_s, left)
+        info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
+        self.calls.append(info)
+        if info.error is not None:
+            if isinstance(info.error, Raised):
+                called = self.called(op, args, info.error.language)
+                info.error.name_call(called, call_text(called, self.shown_args(op, args)))
+            raise info.error
+        return self.conform(op, args, info.value)
+
+    def called(self, op: str, args: dict, language: str) -> str:
+        """The contract's name, in `language`, of the function `op` calls; a chapter's client maps its ops."""
+        return op
+
+    def shown_args(self, op: str, args: dict) -> dict:
+        """The arguments of the contract's call `op` makes, as an error shows them (harness.transport.feedback.call_text);
+        a chapter's client leaves out what only the protocol carries (handles, flags)."""
+        return args
+
+    def conform(self, op: str, args: dict, value):
+        """The answer checked against the op's declared shape (non-finite floats decoded); a mismatch is
+        Crashed: the worker broke the protocol (a Python submission cannot, through the ops; a raw write can)."""
+        shape = self.ANSWERS.get(op)
+        if shape is None:
+            return floats(value)
+        try:
+            return conform(shape(args) if callable(shape) else shape, value, f"{op}'s answer")
+        except ShapeError as e:
+            self.transport.restart()  # it may yet send the answer it owes: a fresh worker serves the next call
+            raise Crashed(f"{op}: the worker's answer breaks the protocol: {e}") from None
+
+    def adopt(self, path: Path) -> None:
+        """Remove `path` (a scratch folder this Impl depends on) when the Impl closes."""
+        self.scratch.append(path)
+
+    def close(self) -> None:
+        self.transport.close()
+        for path in self.scratch:
+            shutil.rmtree(path, ignore_errors=True)
+        self.scratch = []
