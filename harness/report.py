@@ -1,12 +1,15 @@
 """The verdict of one check as data: one TestResult per registry test, and the Report that holds them.
 
-`Report.to_json` is the only writer of the report schema (harness/schemas/check_report.schema.json)
-and validates what it writes; `Report.from_json` reads one back (ol grade reads its judges' reports).
+A Report is built once per check and never changed: a fact learned later (how the code ran, the name a class
+knows it by) makes a new one (`Report.but`). `Report.to_json` is the only writer of the report schema
+(harness/schemas/check_report.schema.json); `Report.from_json` reads one back and validates it: a report is
+checked where it crosses from another process (a judge's stdout, a Dask worker, the ledger on disk) and nowhere
+else (ol's own tests hold what to_json writes to the schema).
 Renderers (harness.render) turn a Report into console text, JUnit XML, CSV rows and Gradescope's
 results.json; none of them spells a field the Report does not give.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from functools import lru_cache
 import json
 from pathlib import Path
@@ -17,7 +20,7 @@ from .outcomes import Outcome
 SCHEMA = Path(__file__).resolve().parent / "schemas" / "check_report.schema.json"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TestResult:
     name: str
     kind: str
@@ -26,7 +29,10 @@ class TestResult:
     message: str = ""
     points: float = 0.0
     max_points: float = 1.0
-    pitfalls: list[str] = field(default_factory=list)  # the chapter's known pitfalls for this test
+    pitfalls: tuple[str, ...] = ()  # the chapter's known pitfalls for this test
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pitfalls", tuple(self.pitfalls))
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "outcome": self.outcome.value, "duration_s": self.duration_s,
@@ -35,24 +41,32 @@ class TestResult:
     @classmethod
     def from_json(cls, d: dict) -> "TestResult":
         return cls(d["name"], d["kind"], Outcome(d["outcome"]), d["duration_s"], d["message"], d.get("points", 0.0),
-                   d.get("max_points", 1.0), list(d.get("pitfalls", [])))
+                   d.get("max_points", 1.0), tuple(d.get("pitfalls", ())))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
     chapter: str
     submission: str
     ref_deps: bool
-    tests: list[TestResult]
+    tests: tuple[TestResult, ...]
     duration_s: float = 0.0
     golden: str = ""
     fresh_seed: int | None = None  # the seed of fresh cases, when the check graded on them
-    pitfall_matches: list[dict] = field(default_factory=list)  # mutants whose answers the submission's match
+    pitfall_matches: tuple[dict, ...] = ()  # mutants whose answers the submission's match
     ungraded: str | None = None  # why no grade could be given (the judge failed, not the submission's answers)
     load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
     sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.sandbox.confine), in-process (trusted), None: unknown
     language: str | None = None  # python | rust (harness.languages); None: unknown (an ungraded submission)
     rejected: str | None = None  # why the upload is no submission (the layout function's reason): 0 points, every test failed
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tests", tuple(self.tests))
+        object.__setattr__(self, "pitfall_matches", tuple(self.pitfall_matches))
+
+    def but(self, **changes) -> "Report":
+        """This report with `changes` (field=value): a new Report, this one unchanged."""
+        return replace(self, **changes)
 
     @classmethod
     def for_ungraded(cls, chapter, name: str, ref_deps: bool, reason: str) -> "Report":
@@ -90,7 +104,6 @@ class Report:
                             "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
                 "pitfall_matches": list(self.pitfall_matches), "ungraded": self.ungraded,
                 "load_error": self.load_error, "sandbox": self.sandbox, "language": self.language, "rejected": self.rejected}
-        validate(data)
         return data
 
     @classmethod

@@ -39,10 +39,18 @@ def pack_chapter(path: Path) -> str | None:
     return None
 
 
+def given(config, fact: str):
+    """What `ol check` derived once and handed on (harness.check.runner's plugin: ol_chapter, ol_golden, ol_impl),
+    or None under a plain `pytest`, where each module's fixtures derive it themselves."""
+    return next((getattr(p, fact) for p in config.pluginmanager.get_plugins() if getattr(p, fact, None) is not None), None)
+
+
 # chapter, impl and golden are per module: a chapter's graded tests are one module, and one selftest
 # session may run several packs' tests, each against its own chapter.
 @pytest.fixture(scope="module")
 def chapter(request):
+    if (handed := given(request.config, "ol_chapter")) is not None:
+        return handed
     name = request.config.option.chapter or pack_chapter(request.node.path)
     if name is None:
         pytest.fail("this test is in no chapter pack; pass --chapter NAME")
@@ -60,9 +68,8 @@ def ref():
 @pytest.fixture(scope="module")
 def impl(request, chapter):
     """The implementation under test: the one `ol check` opened and loaded (it closes it), or one opened here."""
-    given = next((p.ol_impl for p in request.config.pluginmanager.get_plugins() if getattr(p, "ol_impl", None)), None)
-    if given is not None:
-        yield given
+    if (handed := given(request.config, "ol_impl")) is not None:
+        yield handed
         return
     from ..subjects.open import open_impl
 
@@ -74,6 +81,8 @@ def impl(request, chapter):
 
 @pytest.fixture(scope="module")
 def golden(request, chapter):
+    if (handed := given(request.config, "ol_golden")) is not None:
+        return handed
     path = request.config.option.golden or chapter.golden
     with open(path) as f:
         return json.load(f)

@@ -55,8 +55,13 @@ class _Loader:
 
 
 class _Collector:
-    def __init__(self, impl=None, loader: _Loader | None = None) -> None:
+    """The plugin run_check hands pytest: the facts it derived once (the chapter, the golden document, the loaded
+    implementation) go to the fixtures of every test module, and each test's outcome comes back."""
+
+    def __init__(self, impl=None, loader: _Loader | None = None, chapter: Chapter | None = None,
+                 golden: dict | None = None) -> None:
         self._impl, self._loader = impl, loader
+        self.ol_chapter, self.ol_golden = chapter, golden
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
 
@@ -154,6 +159,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     how the code ran (`sandbox`: a worker's mode, default harness.sandbox.confine.choose(); or in-process).
     A damaged golden file stops it before any test runs (harness.check.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
+    doc = json.loads(Path(golden).read_text())  # the golden document, parsed once: the tests' and the hints'
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
     label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
@@ -163,15 +169,14 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     try:
         impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
         loader = _Loader(impl)
-        collector = _Collector(impl, loader)
+        collector = _Collector(impl, loader, chapter, doc)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only, language), plugins=[collector])
         failure = loader.wait()
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
-            rep.sandbox, rep.language = mode, lang
-            return rep
+            return rep.but(sandbox=mode, language=lang)
     finally:
         if loader is not None:
             loader.thread.join()  # bounded by the load's deadline; the worker is not closed under its feet
@@ -196,5 +201,5 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
                  language=lang)
     if not rep.ok and chapter.mutants:
-        rep.pitfall_matches = pitfall_matches(chapter, json.loads(Path(golden).read_text()), answers)
+        return rep.but(pitfall_matches=pitfall_matches(chapter, doc, answers))
     return rep

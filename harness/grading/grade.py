@@ -114,7 +114,7 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
     def done(task, result: dict) -> None:
         report = Report.from_json(result["report"])
         if report.language is None and report.rejected is None:  # a rejected entry has none
-            report.language = language_of(chapter, by_name[task.parcel.name])
+            report = report.but(language=language_of(chapter, by_name[task.parcel.name]))
         ledger.record(report, result["wall_s"], task.parcel.digest, result["where"])
         events.finished(report, result["wall_s"], result["where"])
 

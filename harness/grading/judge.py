@@ -141,8 +141,7 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     elapsed = time.perf_counter() - start
     if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
         report = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
-        report.sandbox, report.language = sandbox, language_of(chapter, sub)
-        return report, elapsed
+        return report.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
     report = None
     if problem is None:
         try:
@@ -150,7 +149,5 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
         except (ValueError, OlError) as e:
             problem = f"the judge's report was unreadable ({e})"
     if report is None:
-        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem)
-        report.sandbox, report.language = sandbox, language_of(chapter, sub)
-    report.submission = sub.name
-    return report, elapsed
+        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem).but(sandbox=sandbox, language=language_of(chapter, sub))
+    return report.but(submission=sub.name), elapsed

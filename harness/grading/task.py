@@ -233,7 +233,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
         box.chmod(0o711)
         try:
             def verdict(report) -> dict:
-                report.sandbox = run_.mode.name
+                report = report.but(sandbox=run_.mode.name)
                 return {"report": _shown_as(report.to_json(), str(sub), task.shown), "wall_s": 0.0, "where": _where()}
 
             sub = box / "in" / task.parcel.name

@@ -221,7 +221,7 @@ def test_a_submission_too_large_to_copy_is_refused_and_leaves_no_worker_folder(t
     """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed. (The
     upload's own walk refuses such a folder first, harness.subjects.upload.ENTRY_CAP; lifted here, the copy's cap is
     the one left to refuse it: the defence behind the first.)"""
-    from harness.subjects.open import upload
+    from harness.subjects import upload
     from harness.sandbox.confine import COPY_CAP_FILES
     from harness.subjects.open import open_impl
 

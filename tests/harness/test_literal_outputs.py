@@ -7,6 +7,7 @@ of a submission whose code raises a hostile message, one `ol grade` of a class w
 the same of what the student's code really produces, through the worker and the judge."""
 
 import csv
+from dataclasses import replace
 import io
 import json
 import os
@@ -74,7 +75,7 @@ def test_csv_neutralises_every_text_cell_a_spreadsheet_would_run_and_keeps_numbe
     reports = [report(n) for n in names]
     reports.append(report("-ungraded", ungraded="-rf: the judge refused it as input"))
     negative = report("negative")
-    negative.tests[0].points = -1.5  # a negative number ol itself wrote stays a number
+    negative = negative.but(tests=(replace(negative.tests[0], points=-1.5), *negative.tests[1:]))  # a negative number ol wrote stays a number
     reports.append(negative)
     result = {"tests": [t.name for t in CH.tests], "reports": reports, "wall_s": [1.25] * len(reports)}
     rows = list(csv.DictReader(io.StringIO(grades_csv(result))))
