@@ -390,12 +390,12 @@ def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
         with Progress(console=err, transient=True) as progress:
             task = progress.add_task(f"{name}: reference and mutants", total=len(ported(ch, name, mutant_set)) + 1)
             result = kill_matrix(ch, jobs, on_done=lambda label: progress.advance(task), language=name, mutant_set=mutant_set)
-        result["duration_s"] = round(time.perf_counter() - start, 2)
-        results.append(result)
+        results.append(result.timed(time.perf_counter() - start))
     show.kill_matrices(out, results)
     if json_path:
-        _write_json(json_path, results[0] if len(results) == 1 else {"chapter": ch.chapter, "languages": results})
-    raise Exit(0 if all(r["ok"] for r in results) else 1)
+        data = [r.to_json() for r in results]
+        _write_json(json_path, data[0] if len(data) == 1 else {"chapter": ch.chapter, "languages": data})
+    raise Exit(0 if all(r.ok for r in results) else 1)
 
 
 @main.command()

@@ -50,107 +50,83 @@ def hints(out, rep: Report) -> None:
         out.print(f"[bold]hint:[/] {line}")
 
 
-def kill_matrices(out, results: list[dict]) -> None:
-    """One kill matrix per language; several side by side (a grid of tables) when the terminal is wide enough."""
+def kill_matrices(out, results: list) -> None:
+    """One kill matrix (harness.staff.mutants.KillMatrix) per language; several side by side (a grid of tables) when
+    the terminal is wide enough."""
     from rich.columns import Columns
 
     if len(results) == 1:
         return kill_matrix(out, results[0])
     out.print(Columns([_matrix_table(r) for r in results], equal=False, expand=False))
     for r in results:
-        out.print(f"[bold]{r['language']}[/]")
+        out.print(f"[bold]{r.language}[/]")
         _matrix_summary(out, r)
 
 
-def kill_matrix(out, result: dict) -> None:
+def kill_matrix(out, result) -> None:
     out.print(_matrix_table(result))
     _matrix_summary(out, result)
 
 
-def _matrix_table(result: dict) -> Table:
-    if "set" in result:
-        return _set_table(result)
-    lang = f" ({result['language']})" if result.get("language", "python") != "python" else ""
-    t = Table(title=f"{result['chapter']}{lang}: kill matrix (x = test fails; [bold]X[/] = the named test)")
+VERDICT_STYLE = {"caught": "green", "caught elsewhere": "yellow", "timeout": "yellow"}
+
+
+def _matrix_table(result) -> Table:
+    """x = the test fails; X = a test meant to catch the mutant fails (its named test, or one it is expected_by);
+    ! = a test meant to catch it passes."""
+    lang = f" ({result.language})" if result.language != "python" else ""
+    meant = "the named test" if result.set is None else "a test it is expected_by; ! = an expected test passes"
+    where = "" if result.set is None else f", mutant set {result.set}"
+    t = Table(title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant})")
     t.add_column("subject")
-    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
-    for name in result["tests"]:
-        t.add_column(short[name], justify="center")
+    for i in range(len(result.tests)):
+        t.add_column(str(i + 1), justify="center")
     t.add_column("verdict")
-    t.add_row("reference", *["x" if n in result["reference_failed_tests"] else "." for n in result["tests"]],
-              "[green]passes all[/]" if result["reference_passes"] else "[red]FAILS[/]")
-    for m in result["mutants"]:
-        cells = [("[bold]X[/]" if n == m["must_fail"] else "x") if n in m["failed_tests"] else
-                 ("[red]![/]" if n == m["must_fail"] else ".") for n in result["tests"]]
-        colour = "green" if m["killed_by_named"] else "red"
-        t.add_row(m["id"], *cells, f"[{colour}]{m['verdict']}[/]" + ("" if m["killed_by_named"] else f" ({m['must_fail']})"))
+    t.add_row("reference", *["x" if n in result.reference_failed_tests else "." for n in result.tests],
+              "[green]passes all[/]" if result.reference_passes else "[red]FAILS[/]")
+    for m in result.mutants:
+        cells = [("[bold]X[/]" if n in m.expected else "x") if n in m.failed_tests else
+                 ("[red]![/]" if n in m.expected else ".") for n in result.tests]
+        if result.set is None:
+            verdict = f"[{'green' if m.killed_by_named else 'red'}]{m.verdict.value}[/]" + ("" if m.killed_by_named else f" ({m.must_fail})")
+        else:
+            verdict = f"[{VERDICT_STYLE.get(m.verdict.value, 'red')}]{m.verdict.value}[/]"
+        t.add_row(m.id, *cells, verdict)
     return t
 
 
-def _matrix_summary(out, result: dict) -> None:
-    if "set" in result:
-        return _set_summary(out, result)
-    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
-    out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
-    if result.get("not_ported"):
-        out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
-    for m in result["mutants"]:
-        if m["problem"]:
-            out.print(f"[red]{m['id']} unviable:[/] {escape(m['problem'])}", markup=True)
-    killed = sum(m["killed_by_named"] for m in result["mutants"])
-    named = sum(m["hint_names_it"] for m in result["mutants"])
-    out.print(f"{killed} of {len(result['mutants'])} mutants caught by their named test; "
-              f"reference {'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s")
-    out.print(f"pitfall hints: name the mutant for {named} of {len(result['mutants'])} graded as submissions; "
-              f"{'none' if not result['reference_hints'] else ', '.join(result['reference_hints'])} for the reference")
-
-
-def _set_table(result: dict) -> Table:
-    """A further set's matrix: x = the test fails, X = a test the mutant is expected_by fails, ! = an expected test passes."""
-    lang = f" ({result['language']})" if result.get("language", "python") != "python" else ""
-    t = Table(title=f"{result['chapter']}{lang}, mutant set {result['set']}: kill matrix "
-                    "(x = test fails; [bold]X[/] = a test it is expected_by; ! = an expected test passes)")
-    t.add_column("subject")
-    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
-    for name in result["tests"]:
-        t.add_column(short[name], justify="center")
-    t.add_column("verdict")
-    t.add_row("reference", *["x" if n in result["reference_failed_tests"] else "." for n in result["tests"]],
-              "[green]passes all[/]" if result["reference_passes"] else "[red]FAILS[/]")
-    colour = {"caught": "green", "caught elsewhere": "yellow", "timeout": "yellow"}
-    for m in result["mutants"]:
-        cells = [("[bold]X[/]" if n in m["expected_by"] else "x") if n in m["failed_tests"] else
-                 ("[red]![/]" if n in m["expected_by"] else ".") for n in result["tests"]]
-        t.add_row(m["id"], *cells, f"[{colour.get(m['verdict'], 'red')}]{m['verdict']}[/]")
-    return t
-
-
-def _set_summary(out, result: dict) -> None:
-    short = {name: str(i + 1) for i, name in enumerate(result["tests"])}
-    out.print("tests: " + "; ".join(f"{short[n]} {n}" for n in result["tests"]))
-    if result.get("not_ported"):
-        out.print(f"[red]no {result['language']} port of:[/] {', '.join(result['not_ported'])}", markup=True)
-    for mid, why in result.get("not_applicable", {}).items():
-        out.print(f"not counted in {result['language']}: {mid} ({why})", markup=False)
-    by_id = {m["id"]: m for m in result["mutants"]}
-    for m in result["mutants"]:
-        if m["problem"]:
-            out.print(f"[red]{m['id']} unviable:[/] {escape(m['problem'])}", markup=True)
-    for mid in result["findings"]:
+def _matrix_summary(out, result) -> None:
+    out.print("tests: " + "; ".join(f"{i + 1} {n}" for i, n in enumerate(result.tests)))
+    if result.not_ported:
+        out.print(f"[red]no {result.language} port of:[/] {', '.join(result.not_ported)}", markup=True)
+    for mid, why in result.not_applicable:
+        out.print(f"not counted in {result.language}: {mid} ({why})", markup=False)
+    for m in result.mutants:
+        if m.problem:
+            out.print(f"[red]{m.id} unviable:[/] {escape(m.problem)}", markup=True)
+    if result.set is None:
+        killed = sum(m.killed_by_named for m in result.mutants)
+        named = sum(m.hint_names_it for m in result.mutants)
+        out.print(f"{killed} of {len(result.mutants)} mutants caught by their named test; "
+                  f"reference {'passes all' if result.reference_passes else 'FAILS'}; {result.duration_s}s")
+        out.print(f"pitfall hints: name the mutant for {named} of {len(result.mutants)} graded as submissions; "
+                  f"{', '.join(result.reference_hints) or 'none'} for the reference")
+        return
+    by_id = {m.id: m for m in result.mutants}
+    for mid in result.findings:
         m = by_id[mid]
-        out.print(f"[yellow]finding {mid}[/]: killed only by {', '.join(m['failed_tests'])}, not by a test it is expected_by "
-                  f"({', '.join(m['expected_by'])}); rule: {escape(m['rule'])}", markup=True)
-    for mid in result["survivors"]:
+        out.print(f"[yellow]finding {mid}[/]: killed only by {', '.join(m.failed_tests)}, not by a test it is expected_by "
+                  f"({', '.join(m.expected_by)}); rule: {escape(m.rule)}", markup=True)
+    for mid in result.survivors:
         m = by_id[mid]
-        out.print(f"[red]survivor {mid}[/]: {escape(m['rule'])}\n    expected_by {', '.join(m['expected_by'])}; "
-                  f"differs on: {escape(m['differs_on'])}", markup=True)
-    caught = sum(m["verdict"] == "caught" for m in result["mutants"])
-    pct = f"{100 * result['kill_rate']:.1f} %"
-    colour = "green" if result["ok"] else "red"
-    out.print(f"[bold {colour}]{result['killed']} of {result['total']} mutants killed ({pct}; the set passes at "
-              f"{100 * result['threshold']:g} %)[/]: {caught} caught by a test of their expected_by, {len(result['findings'])} "
-              f"only by other tests (findings), {len(result['survivors'])} survive; reference "
-              f"{'passes all' if result['reference_passes'] else 'FAILS'}; {result['duration_s']}s", markup=True)
+        out.print(f"[red]survivor {mid}[/]: {escape(m.rule)}\n    expected_by {', '.join(m.expected_by)}; "
+                  f"differs on: {escape(m.differs_on)}", markup=True)
+    caught = sum(m.verdict.value == "caught" for m in result.mutants)
+    colour = "green" if result.ok else "red"
+    out.print(f"[bold {colour}]{result.killed} of {result.total} mutants killed ({100 * result.kill_rate:.1f} %; the set passes at "
+              f"{100 * result.threshold:g} %)[/]: {caught} caught by a test of their expected_by, {len(result.findings)} "
+              f"only by other tests (findings), {len(result.survivors)} survive; reference "
+              f"{'passes all' if result.reference_passes else 'FAILS'}; {result.duration_s}s", markup=True)
 
 
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:

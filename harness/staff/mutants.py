@@ -8,6 +8,7 @@ outside its `expected_by` is a finding (caught elsewhere), reported but not a ca
 """
 
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 import os
 
 from ..check.runner import run_check
@@ -54,6 +55,126 @@ def ported(chapter: Chapter, language: str, mutant_set: str = DEFAULT_SET) -> li
             and (m.patch is not None if language == "python" else language in m.patches)]
 
 
+@dataclass(frozen=True)
+class MutantRow:
+    """One mutant's line of a kill matrix. A named pitfall (the default set) has its `pitfall` and the test that
+    `must_fail`; a further set's mutant has its `rule`, `misconception`, the tests it is `expected_by` and the input
+    it `differs_on`."""
+
+    id: str
+    verdict: MutantVerdict
+    failed_tests: tuple[str, ...]
+    problem: str = ""  # why it is unviable (its patch does not apply, it does not build)
+    pitfall: str = ""
+    must_fail: str = ""
+    hints: tuple[str, ...] = ()  # the pitfall hints `ol check` gives it graded as a submission
+    rule: str = ""
+    misconception: str = ""
+    expected_by: tuple[str, ...] = ()
+    differs_on: str = ""
+
+    @property
+    def expected(self) -> tuple[str, ...]:
+        """The tests meant to catch it: its named test, or those it is expected_by."""
+        return (self.must_fail,) if self.must_fail else self.expected_by
+
+    @property
+    def killed(self) -> bool:
+        return bool(self.failed_tests)
+
+    @property
+    def killed_by_named(self) -> bool:
+        return self.verdict is MutantVerdict.CAUGHT
+
+    @property
+    def hint_names_it(self) -> bool:
+        return bool(self.hints) and self.hints[0] == self.id
+
+    def to_json(self) -> dict:
+        if self.must_fail:
+            return {"id": self.id, "pitfall": self.pitfall, "must_fail": self.must_fail, "verdict": self.verdict.value,
+                    "failed_tests": list(self.failed_tests), "killed_by_named": self.killed_by_named, "problem": self.problem,
+                    "hints": list(self.hints), "hint_names_it": self.hint_names_it}
+        return {"id": self.id, "rule": self.rule, "misconception": self.misconception, "expected_by": list(self.expected_by),
+                "differs_on": self.differs_on, "verdict": self.verdict.value, "failed_tests": list(self.failed_tests),
+                "killed": self.killed, "killed_by_expected": [t for t in self.failed_tests if t in self.expected_by],
+                "problem": self.problem}
+
+
+@dataclass(frozen=True)
+class KillMatrix:
+    """A mutant set against the chapter's tests in one language: the reference's line and each mutant's. `set` is
+    None for the named pitfalls (each must be caught by its named test), else a further set's name (passing at
+    SET_KILL_THRESHOLD killed by any test)."""
+
+    chapter: str
+    language: str
+    tests: tuple[str, ...]
+    reference_passes: bool
+    reference_failed_tests: tuple[str, ...]
+    reference_hints: tuple[str, ...]
+    mutants: tuple[MutantRow, ...]
+    not_ported: tuple[str, ...]  # mutants with no port in this language (and no reason why not): never caught
+    set: str | None = None
+    set_size: int = 0  # the further set's mutants, in every language
+    not_applicable: tuple[tuple[str, str], ...] = ()  # (id, why the language cannot make it)
+    duration_s: float = 0.0
+
+    @property
+    def killed(self) -> int:
+        return sum(m.killed for m in self.mutants)
+
+    @property
+    def threshold(self) -> float:
+        return SET_KILL_THRESHOLD
+
+    @property
+    def total(self) -> int:
+        """A further set's mutants that count here: a mutant with no port (and no reason it cannot have one) is not killed."""
+        return self.set_size - len(self.not_applicable)
+
+    @property
+    def kill_rate(self) -> float:
+        return self.killed / self.total if self.total else 0.0
+
+    @property
+    def survivors(self) -> list[str]:
+        return [m.id for m in self.mutants if not m.killed and not m.problem]
+
+    @property
+    def unviable(self) -> list[str]:
+        return [m.id for m in self.mutants if m.problem]
+
+    @property
+    def findings(self) -> list[str]:
+        return [m.id for m in self.mutants if m.verdict is MutantVerdict.CAUGHT_ELSEWHERE]
+
+    @property
+    def ok(self) -> bool:
+        if self.set is None:
+            return self.reference_passes and all(m.killed_by_named for m in self.mutants) and not self.not_ported
+        return (self.reference_passes and not self.not_ported and not self.unviable
+                and self.kill_rate >= SET_KILL_THRESHOLD)
+
+    def timed(self, seconds: float) -> "KillMatrix":
+        return replace(self, duration_s=round(seconds, 2))
+
+    def to_json(self) -> dict:
+        data = {"chapter": self.chapter, "language": self.language}
+        if self.set is not None:
+            data["set"] = self.set
+        data["reference_passes"] = self.reference_passes
+        if self.set is None:
+            data["reference_hints"] = list(self.reference_hints)
+        data["reference_failed_tests"] = list(self.reference_failed_tests)
+        data |= {"tests": list(self.tests), "mutants": [m.to_json() for m in self.mutants], "not_ported": list(self.not_ported)}
+        if self.set is not None:
+            data |= {"not_applicable": dict(self.not_applicable), "killed": self.killed, "total": self.total,
+                     "kill_rate": self.kill_rate, "threshold": self.threshold, "survivors": self.survivors,
+                     "unviable": self.unviable, "findings": self.findings}
+        return data | {"ok": self.ok, "duration_s": self.duration_s}
+
+
 def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, language: str) -> tuple[dict, dict]:
     reports: dict[str, Report | None] = {}
     problems: dict[str, str] = {}
@@ -71,60 +192,33 @@ def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, langu
     return reports, problems
 
 
+def _failed(rep: Report | None) -> tuple[str, ...]:
+    return () if rep is None else tuple(t.name for t in rep.tests if not t.outcome.passed)
+
+
 def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, language: str = "python",
-                mutant_set: str = DEFAULT_SET) -> dict:
+                mutant_set: str = DEFAULT_SET) -> KillMatrix:
     """Run the reference and every mutant of the set in `language` (in parallel processes; a compiled
     language's reference and mutants each build first, confined); `on_done(label)` after each."""
     chapter.language(language)
-    if mutant_set != DEFAULT_SET:
-        return _set_matrix(chapter, jobs, on_done, language, mutant_set)
-    mutants = ported(chapter, language)
-    subjects = ["reference"] + [f"mutant:{m.id}" for m in mutants]
-    reports, problems = _run(chapter, subjects, jobs, on_done, language)
-    ref = reports["reference"]
-    rows = []
-    for m in mutants:
-        rep = reports[f"mutant:{m.id}"]
-        v = verdict(rep, m.must_fail)
-        hints = [] if rep is None else [h["id"] for h in rep.pitfall_matches]
-        rows.append({"id": m.id, "pitfall": m.pitfall, "must_fail": m.must_fail, "verdict": v.value,
-                        "failed_tests": [] if rep is None else [t.name for t in rep.tests if not t.outcome.passed],
-                        "killed_by_named": v is MutantVerdict.CAUGHT, "problem": problems.get(f"mutant:{m.id}", ""),
-                        "hints": hints, "hint_names_it": bool(hints) and hints[0] == m.id})
-    missing = [m.id for m in chapter.mutants if m not in mutants]  # a pitfall with no port in this language
-    return {"chapter": chapter.chapter, "language": language, "reference_passes": ref.ok,
-            "reference_hints": [h["id"] for h in ref.pitfall_matches],
-            "reference_failed_tests": [t.name for t in ref.tests if not t.outcome.passed],
-            "tests": [t.name for t in chapter.tests], "mutants": rows, "not_ported": missing,
-            "ok": ref.ok and all(m["killed_by_named"] for m in rows) and not missing}
-
-
-def _set_matrix(chapter: Chapter, jobs: int | None, on_done, language: str, mutant_set: str) -> dict:
-    """A further set's kill matrix: every test each mutant fails, killed or not, caught by an expected test
-    or only elsewhere (a finding), and whether the set reaches SET_KILL_THRESHOLD."""
-    every = chapter.mutant_set(mutant_set)
+    further = mutant_set != DEFAULT_SET
+    every = chapter.mutant_set(mutant_set) if further else chapter.mutants
     mutants = ported(chapter, language, mutant_set)
     reports, problems = _run(chapter, ["reference"] + [f"mutant:{m.id}" for m in mutants], jobs, on_done, language)
     ref = reports["reference"]
     rows = []
     for m in mutants:
-        rep = reports[f"mutant:{m.id}"]
-        v = set_verdict(rep, m.expected_by)
-        failed = [] if rep is None else [t.name for t in rep.tests if not t.outcome.passed]
-        rows.append({"id": m.id, "rule": m.rule, "misconception": m.misconception, "expected_by": list(m.expected_by),
-                     "differs_on": m.differs_on, "verdict": v.value, "failed_tests": failed, "killed": bool(failed),
-                     "killed_by_expected": [t for t in failed if t in m.expected_by],
-                     "problem": problems.get(f"mutant:{m.id}", "")})
-    na = {m.id: m.not_applicable[language] for m in every if language in m.not_applicable and m not in mutants}
-    missing = [m.id for m in every if m not in mutants and m.id not in na]
-    killed = sum(r["killed"] for r in rows)
-    total = len(every) - len(na)  # a mutant with no port (and no reason it cannot have one) counts as not killed
-    rate = killed / total if total else 0.0
-    return {"chapter": chapter.chapter, "language": language, "set": mutant_set, "reference_passes": ref.ok,
-            "reference_failed_tests": [t.name for t in ref.tests if not t.outcome.passed],
-            "tests": [t.name for t in chapter.tests], "mutants": rows, "not_ported": missing, "not_applicable": na,
-            "killed": killed, "total": total, "kill_rate": rate, "threshold": SET_KILL_THRESHOLD,
-            "survivors": [r["id"] for r in rows if not r["killed"] and not r["problem"]],
-            "unviable": [r["id"] for r in rows if r["problem"]],
-            "findings": [r["id"] for r in rows if r["verdict"] == MutantVerdict.CAUGHT_ELSEWHERE.value],
-            "ok": ref.ok and not missing and not any(r["problem"] for r in rows) and rate >= SET_KILL_THRESHOLD}
+        rep, problem = reports[f"mutant:{m.id}"], problems.get(f"mutant:{m.id}", "")
+        if further:
+            rows.append(MutantRow(m.id, set_verdict(rep, m.expected_by), _failed(rep), problem, rule=m.rule,
+                                  misconception=m.misconception, expected_by=tuple(m.expected_by), differs_on=m.differs_on))
+        else:
+            hints = () if rep is None else tuple(h["id"] for h in rep.pitfall_matches)
+            rows.append(MutantRow(m.id, verdict(rep, m.must_fail), _failed(rep), problem, pitfall=m.pitfall,
+                                  must_fail=m.must_fail, hints=hints))
+    na = tuple((m.id, m.not_applicable[language]) for m in every
+               if language in getattr(m, "not_applicable", {}) and m not in mutants)
+    missing = tuple(m.id for m in every if m not in mutants and m.id not in dict(na))
+    return KillMatrix(chapter.chapter, language, tuple(t.name for t in chapter.tests), ref.ok, _failed(ref),
+                      tuple(h["id"] for h in ref.pitfall_matches), tuple(rows), missing,
+                      mutant_set if further else None, len(every), na if further else ())

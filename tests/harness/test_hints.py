@@ -18,15 +18,15 @@ CH = load_chapter("L10.8")
 @pytest.mark.slow(s=23)
 def test_the_hint_names_each_mutant_and_nothing_else():
     result = kill_matrix(CH, jobs=2)
-    assert result["reference_hints"] == [], f"the reference must get no hint: {result['reference_hints']}"
-    for m in result["mutants"]:
-        assert m["hints"] == [m["id"]], f"{m['id']}: the hint must name it alone, got {m['hints']}"
+    assert result.reference_hints == (), f"the reference must get no hint: {result.reference_hints}"
+    for m in result.mutants:
+        assert m.hints == (m.id,), f"{m.id}: the hint must name it alone, got {m.hints}"
 
 
 def test_a_fresh_stub_gets_no_hint(tmp_path):
     write_stub(CH, tmp_path / "ws")
     rep = run_check(CH, str(tmp_path / "ws"), ref_deps=True)
-    assert rep.passed == 0 and rep.pitfall_matches == [], rep.pitfall_matches
+    assert rep.passed == 0 and rep.pitfall_matches == (), rep.pitfall_matches
 
 
 def test_a_submission_through_the_worker_is_named_by_its_pitfall(tmp_path):
