@@ -20,7 +20,7 @@ class UsageError(OlError):
 
 class UnknownChapter(UsageError):
     def __init__(self, chapter: str, known: list[str]) -> None:
-        super().__init__(f"unknown chapter {chapter!r}: ol knows {', '.join(known)}. Check the spelling (e.g. 'L10.8').")
+        super().__init__(f"unknown chapter {chapter!r}: ol knows {', '.join(known)}. Check the spelling.")
 
 
 class BadSubmission(UsageError):

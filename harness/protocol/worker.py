@@ -24,7 +24,7 @@ def _load_ops(path: str):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ops", required=True)
-    ap.add_argument("--package", default="tinyllm")
+    ap.add_argument("--package", required=True, help="the package the submission holds (its chapter's language table says)")
     ap.add_argument("--package-dir", required=True)
     ap.add_argument("--own", action="append", default=[], help="a student's file (relative): failures show its frames")
     ap.add_argument("--in", dest="fd_in", type=int, required=True)

@@ -117,23 +117,23 @@ def _mutmut_version() -> tuple[int, ...]:
         raise RuntimeError("mutmut is not installed: .venv/bin/pip install -e '.[dev]'") from e
 
 
-def _write_config(scratch: Path, mutate: tuple[str, ...], tests_dir: str, deselect: list[str]) -> None:
+def _write_config(scratch: Path, package: str, mutate: tuple[str, ...], tests_dir: str, deselect: list[str]) -> None:
     pyproject = scratch / "pyproject.toml"
     text = pyproject.read_text()
     text = re.sub(r"(?ms)^\[tool\.mutmut\]\n.*?(?=^\[|\Z)", "", text)  # ours replaces any other
     targets = [f"src/{m}" for m in mutate]
-    others = sorted(str(p.relative_to(scratch)) for p in (scratch / "src" / "tinyllm").rglob("*.py")
+    others = sorted(str(p.relative_to(scratch)) for p in (scratch / "src" / package).rglob("*.py")
                     if str(p.relative_to(scratch)) not in targets)
     extra = []
     for nodeid in deselect:
         extra += ["--deselect", nodeid]
     text += (
         "\n[tool.mutmut]\n"
-        + (f"source_paths = {_toml_list(['src/tinyllm'])}\n"
+        + (f"source_paths = {_toml_list([f'src/{package}'])}\n"
            f"only_mutate = {_toml_list(targets)}\n"
            f"pytest_add_cli_args_test_selection = {_toml_list([tests_dir])}\n"
            if _mutmut_version() >= (3, 8) else  # the older names of the same settings
-           f"paths_to_mutate = {_toml_list(['src/tinyllm'])}\n"
+           f"paths_to_mutate = {_toml_list([f'src/{package}'])}\n"
            f"tests_dir = {_toml_list([tests_dir])}\n")
         + f"do_not_mutate = {_toml_list(others)}\n"
         f"also_copy = {_toml_list(ALSO_COPY)}\n"
@@ -241,7 +241,7 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
         if on_progress:
             on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
         deselected = _baseline_failures(scratch, tests_dir)
-        _write_config(scratch, mutate, tests_dir, [d["nodeid"] for d in deselected])
+        _write_config(scratch, ch.language("python").package, mutate, tests_dir, [d["nodeid"] for d in deselected])
         cmd = _mutmut_command(max_children)
         code, tail = _run_mutmut(scratch, cmd, on_progress)
         if not (scratch / "mutants").is_dir():

@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..paths import REPO
 from ..registry import Chapter, load_chapter
 
 ID = re.compile(r"^R-[A-Z]{2}-\d{2}$")
@@ -58,6 +59,10 @@ class Domain:
 
 def rules_path(ch: Chapter) -> Path:
     return ch.pack_dir / "tests" / "rules.toml"
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def markdown_path(ch: Chapter) -> Path:
@@ -172,7 +177,7 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
         "(`spec.pyi`), `spec/sampling.md`, `spec/pcg32.md` and the chapter state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
         "contract leaves free (any answer passes); **elsewhere** names where a rule outside this chapter's",
-        "interface is graded. The chapter's tests live in `chapters/L10_8/tests/` (the issue's `tests/L10_8/`).",
+        f"interface is graded. The chapter's tests live in `{_shown(rules_path(ch).parent)}/`.",
         "",
         f"{len(rules)} rules: {counts['test']} tested, {counts['free']} free, {counts['elsewhere']} graded elsewhere.",
         "",
@@ -205,7 +210,10 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
 
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
-    ch = load_chapter(args[0] if args else "L10.8")
+    if len(args) != 1:
+        print("usage: python -m harness.staff.rules CHAPTER [--check]", file=sys.stderr)
+        return 2
+    ch = load_chapter(args[0])
     rules = load_rules(ch)
     bad = problems(ch, rules) + domain_problems(ch, load_domains(ch))
     for p in bad:
