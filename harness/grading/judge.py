@@ -14,6 +14,7 @@ import subprocess
 import time
 
 from ..errors import BadSubmission, OlError
+from ..languages import LANGUAGES
 from ..paths import REPO
 from ..registry import Chapter
 from ..report import Report
@@ -86,17 +87,18 @@ def _one_line(text: str, cap: int = 300) -> str:
 
 
 def judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+           uids, run_env: dict[str, str], shown: str | None, forks) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
     `uids`: mode uid, the run's harness.sandbox.uids.UidPool: this judge's worker takes a uid no process owns, and every
     process of it is killed before the uid goes back (a daemon it left cannot reach the next student's worker).
     `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
     `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine.
+    `run_env`: what the run made for the submission's language (harness.languages: Language.run_env).
     `forks`: the run's harness.grading.zygote.Zygote (start_zygote), whose fork the judge is."""
     uid = uids.take() if uids is not None else None
     try:
-        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, template, shown, forks)
+        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, run_env, shown, forks)
     finally:
         if uid is not None:
             uids.give(uid)
@@ -109,27 +111,26 @@ def start_zygote(chapter: str, sandbox: str, home: Path) -> zygote.Zygote:
 
 
 def judge_env(sandbox: str) -> dict:
-    """The environment every judge of a grading run shares (each adds its own TMPDIR, and its uid and
-    template where it has them)."""
+    """The environment every judge of a grading run shares (each adds its own TMPDIR, its uid where it has one, and
+    what the run made for its language), with each language's own (harness.languages: Language.judge_env)."""
     env = {k: v for k, v in os.environ.items() if k not in JUDGE_ENV_DROP}
+    for lang in LANGUAGES.values():
+        env |= lang.judge_env
     return env | {"PYTHONPATH": str(REPO), "OL_SANDBOX": sandbox,
-                  "OL_RUST_CACHE": "0",  # every Rust submission builds clean: no build output shared between students
                   "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.protocol.wire.SPIN_S)
 
 
 def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-               uid: int | None, template: Path | None, shown: str | None, forks) -> tuple[Report, float]:
+               uid: int | None, run_env: dict[str, str], shown: str | None, forks) -> tuple[Report, float]:
     argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(golden), "--json", "-"]
     if ref_deps:
         argv.append("--ref-deps")
     tmp = scratch / "judge.tmp"  # the judge's temporary files (a bounded name, whatever the entry's): removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
-    env = judge_env(sandbox) | {"TMPDIR": str(tmp)}
+    env = judge_env(sandbox) | run_env | {"TMPDIR": str(tmp)}
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
-    if template is not None:  # a Rust submission's build starts from the run's build of the given crates
-        env["OL_RUST_TEMPLATE"] = str(template)
     start = time.perf_counter()
     refused = None
     try:

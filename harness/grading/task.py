@@ -53,7 +53,7 @@ from pathlib import Path
 
 from ..check.golden import fresh_golden
 from ..errors import OlError
-from ..languages import rust
+from .. import languages
 from ..registry import load_chapter
 from ..report import Report
 from ..sandbox.bwrap import reachable_by_other
@@ -98,13 +98,12 @@ class _Run:
     scratch: Path
     uids: object | None  # harness.sandbox.uids.UidPool, mode uid only
     golden: Path | None = None
-    template: Path | None = None
-    template_made: bool = False
+    language_env: dict[str, dict[str, str]] = field(default_factory=dict)  # by language: Language.run_env's, made once
     zygote: object | None = None  # harness.grading.zygote.Zygote: this run's judges are its forks
     users: int = 0
     last_used: float = 0.0
     golden_lock: threading.Lock = field(default_factory=threading.Lock)
-    template_lock: threading.Lock = field(default_factory=threading.Lock)
+    language_lock: threading.Lock = field(default_factory=threading.Lock)
     zygote_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def fresh_golden(self) -> Path:
@@ -127,15 +126,14 @@ class _Run:
             self.uids.close()  # its uids' leases: free for another run on this machine
         shutil.rmtree(self.scratch, ignore_errors=True)
 
-    def rust_template(self) -> Path | None:
-        """bwrap: the given crates' build this machine keeps for the harness version (harness.languages.rust.machine_template);
-        None in other modes."""
-        with self.template_lock:
-            if not self.template_made:
-                if self.mode.name == "bwrap" and "rust" in self.chapter.languages:
-                    self.template = rust.machine_template(self.chapter, self.mode, version_of(self.chapter)["digest"])
-                self.template_made = True
-            return self.template
+    def env_for(self, name: str) -> dict[str, str]:
+        """What this run made for the judges of a submission in language `name` (Language.run_env: Rust's build of
+        the given crates, in bwrap), made by the first such judge, then shared."""
+        with self.language_lock:
+            if name not in self.language_env:
+                hook = languages.language(name).run_env
+                self.language_env[name] = hook(self.chapter, self.mode, version_of(self.chapter)["digest"]) if hook else {}
+            return self.language_env[name]
 
 
 _runs: dict[tuple, _Run] = {}  # this process's runs, by (chapter, seed, version digest): read and changed under _runs_lock
@@ -250,9 +248,8 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                     return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
             if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
                 return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
-            template = run_.rust_template() if language == "rust" else None
             report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
-                                  run_.uids, template, task.shown, run_.forks())
+                                       run_.uids, run_.env_for(language), task.shown, run_.forks())
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
         finally:

@@ -18,7 +18,7 @@ from typing import Callable
 from ..errors import UsageError
 from ..paths import REPO
 from ..sandbox.confine import readable_copy, readable_file
-from . import rust
+from . import rust, rust_image
 
 # What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
 # of the harness (not the registry, not the reference's location), no fixture, test or oracle.
@@ -34,6 +34,19 @@ class WorkerLaunch:
 
 
 @dataclass(frozen=True)
+class ImageSteps:
+    """What an autograder image (Gradescope's setup.sh and run_autograder) does for a language, as bash: `setup`
+    after ol's Python environment is made, `after_private` once the answers are the grader's alone, `run_env` before
+    each `ol check`; `summary` is the middle of the sentence `ol gradescope` says about what setup.sh installs.
+    "{chapter}" in them is the chapter's name."""
+
+    setup: str = ""
+    after_private: str = ""
+    run_env: str = ""
+    summary: str = ""
+
+
+@dataclass(frozen=True)
 class Language:
     name: str
     worker: Callable[["object", Path, Path], WorkerLaunch]  # (chapter, package dir, worker's own folder)
@@ -41,6 +54,11 @@ class Language:
     # command is given (what the build made there), the build confined like the worker; None: the source
     # runs as it is, as Python's does
     build: Callable[["object", Path, Path, "object"], Path] | None = None
+    # A class's grading run: (chapter, sandbox mode, harness version digest) -> what the environment of each judge
+    # of a submission in this language adds, made once per run and shared (Rust: the given crates' build)
+    run_env: Callable[["object", "object", str], dict[str, str]] | None = None
+    judge_env: dict[str, str] = field(default_factory=dict)  # what every judge of a class's run holds, for this language
+    image: ImageSteps = ImageSteps()
 
     def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
         return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
@@ -73,8 +91,18 @@ def _rust_build(chapter, package_dir: Path, scratch: Path, mode) -> Path:
     return rust.build(chapter, package_dir, scratch, mode)
 
 
+def _rust_run_env(chapter, mode, version_digest: str) -> dict[str, str]:
+    """bwrap: the given crates' build this machine keeps for the harness version (rust.machine_template), which every
+    Rust submission's build of the run starts from; nothing in other modes (a build starts clean there)."""
+    if mode.name != "bwrap":
+        return {}
+    return {rust.TEMPLATE_ENV: str(rust.machine_template(chapter, mode, version_digest))}
+
+
 LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step
-             "rust": Language("rust", _rust_worker, _rust_build)}
+             "rust": Language("rust", _rust_worker, _rust_build, _rust_run_env,
+                              {"OL_RUST_CACHE": "0"},  # every Rust submission of a class builds clean: no output shared
+                              ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY))}
 
 
 def language(name: str) -> Language:

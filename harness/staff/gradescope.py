@@ -10,12 +10,9 @@ unless results.json says so, what run_autograder printed. So:
   python3.11-venv from universe; 24.04's is 3.12, which may lack venv), makes ol's .venv and installs
   everything into it (`./ol --help`), and records the interpreter: run_autograder needs no network.
 * One bundle takes an upload in any of the chapter's languages: the layout function tells which, as
-  `ol check` does. For a chapter with a Rust track, setup.sh also installs cargo and rustc from the
-  image's own archive (unless the judge already finds a toolchain) and builds the Rust reference once,
-  confined as a submission's build is (harness.languages.rust.prebuild_template): a toolchain or sandbox that
-  cannot build Rust fails the image's build, not every Rust upload, and in bwrap the build is the
-  template every Rust upload's build starts from, so run_autograder compiles only the student's crate,
-  offline (the workspace has no dependency but its own path crates).
+  `ol check` does. Each language adds its own steps to both scripts (harness.languages: Language.image;
+  a compiled language installs its toolchain and builds its reference once, confined as an upload's build
+  is, so that a machine that cannot build fails the image's build, not every upload).
 * The fresh cases' seed is drawn when the bundle is built and kept in it, so every submission, and
   every regrade, is graded on the same cases. run_autograder prints ol's output (which names the
   seed) to its stdout, which stays hidden; results.json never holds the seed.
@@ -37,12 +34,12 @@ import zipfile
 from pathlib import Path
 
 from ..grading.judge import refusal_in
+from ..languages import language
 from ..paths import REPO
 from ..render.gradescope import grader_failed, killed, redact, upload_rejected
 
 SEED_FILE = ".ol-assignment-seed"  # in source/: the fresh cases' seed, fixed for the assignment when the bundle is built
 PYTHON_FILE = ".ol-python"  # in source/, written by setup.sh: the interpreter it chose, for run_autograder
-RUST_TEMPLATE = ".ol-rust-template"  # in source/, made by setup.sh (bwrap): the Rust reference's build (harness.languages.rust)
 META_FILE = ".ol-gradescope.json"  # in source/: the chapter's tests and what to upload, for a results.json without a report
 FALLBACK_FILE = ".ol-grader-failed.json"  # in source/: the results.json for when no Python can write one, rendered at build time
 SIGNALLED = 128  # bash's exit status for a process killed by signal N is 128 + N
@@ -66,10 +63,8 @@ venv_py="${OL_VENV:-$src/.venv}/bin/python"                  # the environment .
 private="$(mktemp -d)"   # the judge writes here: a report the submission planted in results/ is never read
 mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
 chmod 0711 "$private" "$private/tmp"  # the uid fallback's worker reaches its own folder in tmp/ by name, lists nothing
-template="$src/{rust_template}"  # setup.sh's build of the Rust reference (bwrap only): a Rust build starts from a copy
-[ -d "$template" ] || template=""
-# A Rust build never uses a cache: every submission is graded in a fresh container, so one would only be written.
-TMPDIR="$private/tmp" OL_PYTHON="$py" OL_RUST_CACHE=0 OL_RUST_TEMPLATE="$template" \
+{language_run_env}
+TMPDIR="$private/tmp" OL_PYTHON="$py" \
   bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "@$src/{seed_file}" --gradescope "$private/results.json" 2>&1
 code=$?
 echo "run_autograder: ol check exited $code"
@@ -129,50 +124,15 @@ OL_PYTHON="$py" bash ./ol --help >/dev/null   # makes the environment and instal
 echo "$py" > "$src/{python_file}"
 echo "setup.sh: ol runs on $py ($("$py" --version 2>&1)) in ${OL_VENV:-$src/.venv}"
 venv_py="${OL_VENV:-$src/.venv}/bin/python"
-{setup_rust_toolchain}
+{language_setup}
 # Where the container refuses user namespaces, workers run as uid 65534 with no namespace (harness/sandbox/confine.py):
 # the answers (the reference, the packs' golden files, tests and mutants, the samples) and the seed are made
 # the grader's (root's) alone, so that uid cannot read them. The judge copies what a worker needs.
 for private in reference chapters examples tests {seed_file}; do
   [ ! -e "$src/$private" ] || chmod -R go-rwx "$src/$private"
 done
-{setup_rust_template}
+{language_after_private}
 """
-
-# The chapter has a Rust track: setup.sh's Rust steps (after the Python ones, which give harness.languages.rust its Python).
-SETUP_RUST_TOOLCHAIN = r"""# Rust: cargo and rustc >= 1.75 (the manifests' rust-version), found the way the judge finds them (harness.languages.rust:
-# rustc on PATH, else ~/.cargo/bin; a test's machine has them, and skips the install), else installed from the
-# base image's archive. Both of Gradescope's bases package 1.75 as plain `cargo` and `rustc` on amd64
-# (packages.ubuntu.com; documentation.ubuntu.com, "Available Rust versions"): Ubuntu 22.04 in jammy-updates and
-# jammy-security (1.75.0+dfsg0ubuntu1~bpo0-0ubuntu0.22.04.1; jammy as released, and its other architectures, have
-# 1.58), Ubuntu 24.04 in noble itself (1.75.0+dfsg0ubuntu1-0ubuntu7). rustc depends on gcc, binutils and libc6-dev
-# (the linker it calls), so nothing recommended is needed. The toolchain lands in /usr, where the uid fallback's
-# worker uid can run it too.
-rust_probe() { PYTHONPATH="$src" "$venv_py" -m harness.staff.gradescope rust-toolchain; }
-if [ "${OL_SETUP_RUST:-1}" = 0 ]; then
-  echo "setup.sh: OL_SETUP_RUST=0: no Rust set up; a Rust upload is reported as a grader failure, not graded" >&2
-elif ! rust_probe; then
-  echo "setup.sh: installing cargo and rustc from the distribution" >&2
-  apt_install --no-install-recommends cargo rustc || true   # the probe says what is still missing
-  rust_probe || { echo "setup.sh: still no Rust 1.75 or newer the judge can use after apt-get (its output is above):" \
-                       "choose Gradescope's Ubuntu 22.04 or 24.04 base image (amd64)" >&2; exit 1; }
-fi
-"""
-
-SETUP_RUST_TEMPLATE = r"""# The Rust reference built once, confined as every Rust upload's build is, after the answers were made private (as
-# when grading): proves this image can build Rust, and in bwrap leaves the template each build copies. It holds the
-# reference's source and compiled worker, so it is the grader's (root's) alone; the judge copies what a build needs.
-if [ "${OL_SETUP_RUST:-1}" != 0 ]; then
-  rm -rf "$src/{rust_template}"
-  PYTHONPATH="$src" "$venv_py" -m harness.staff.gradescope rust-template "$src" ||
-    { echo "setup.sh: the Rust reference does not build here (above), so no Rust upload could be graded" >&2; exit 1; }
-  if [ -e "$src/{rust_template}" ]; then
-    chown -R 0:0 "$src/{rust_template}" 2>/dev/null || true
-    chmod -R go-rwx "$src/{rust_template}"
-  fi
-fi
-"""
-
 
 @dataclass
 class Bundle:
@@ -220,15 +180,15 @@ def _harness_files(out_zip: Path) -> tuple[list[str], list[str], list[str]]:
     return sorted(tracked + new), new, skipped
 
 
-def _script(text: str, chapter, rust: bool | None = None) -> str:
-    """A script with its placeholders filled (not str.format: bash has braces of its own); setup.sh's Rust
-    steps only for a chapter with a Rust track."""
-    rust = "rust" in chapter.languages if rust is None else rust
-    steps = {"setup_rust_toolchain": SETUP_RUST_TOOLCHAIN if rust else "", "setup_rust_template": SETUP_RUST_TEMPLATE if rust else ""}
+def _script(text: str, chapter) -> str:
+    """A script with its placeholders filled (not str.format: bash has braces of its own): each language of the
+    chapter adds its own steps (harness.languages: Language.image)."""
+    images = [language(name).image for name in chapter.languages]
+    steps = {"language_setup": "".join(i.setup for i in images), "language_after_private": "".join(i.after_private for i in images),
+             "language_run_env": "".join(i.run_env for i in images)}
     for key, value in steps.items():  # first: the steps hold placeholders of their own
         text = text.replace("{" + key + "}\n", value)
-    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "python_file": PYTHON_FILE, "fallback_file": FALLBACK_FILE,
-             "rust_template": RUST_TEMPLATE}
+    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "python_file": PYTHON_FILE, "fallback_file": FALLBACK_FILE}
     for key, value in names.items():
         text = text.replace("{" + key + "}", value)
     return text
@@ -269,8 +229,8 @@ def summary(b: Bundle, chapter: str, seed: int) -> tuple[list[str], list[str]]:
              f"  same cases in a rebuild: ol gradescope {chapter} --seed {seed}",
              f"  replay one grade:        ol check {chapter} --submission UPLOAD --ref-deps-if-missing --fresh {seed}",
              "next: Gradescope > Configure Autograder > upload the zip, base image Ubuntu 22.04 or 24.04 (setup.sh installs",
-             "  Python 3.11+ and ol's packages" + (" and Rust 1.75+ (cargo, rustc), and builds the Rust reference once,"
-                                                  if "rust" in b.languages else "") + " while the image builds; grading then needs no network)"]
+             "  Python 3.11+ and ol's packages" + "".join(language(name).image.summary for name in b.languages)
+             + " while the image builds; grading then needs no network)"]
     if len(b.languages) > 1:
         lines.append(f"one assignment takes uploads in {' or '.join(b.languages)}: each is graded in the language it is in")
     warnings = []
@@ -356,62 +316,8 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
     return grader_failed(meta["tests"], code), f"grader failure: {why}"
 
 
-# ---- setup.sh's Rust steps ----
-
-def rust_toolchain() -> int:
-    """The toolchain the judge would build with, said; 1 (with the reason) when there is none it can use."""
-    from ..errors import UsageError
-    from ..languages.rust import toolchain
-
-    try:
-        tc = toolchain()
-    except UsageError as e:
-        print(f"setup.sh: {e}", file=sys.stderr)
-        return 1
-    print(f"setup.sh: Rust {'.'.join(map(str, tc.version))}: {tc.rustc} and {tc.cargo}")
-    return 0
-
-
-def rust_template(source: Path) -> int:
-    """Build the Rust reference into source/RUST_TEMPLATE in the mode grading confines builds in. In bwrap it
-    stays: every Rust upload's build starts from a copy (OL_RUST_TEMPLATE). Elsewhere it only proved the
-    build works, and goes: harness.languages.rust reuses a build only at bwrap's fixed paths."""
-    import shutil
-    import time
-
-    from ..sandbox.confine import choose
-    from ..errors import OlError
-    from ..registry import load_chapter
-    from ..languages.rust import prebuild_template
-
-    chapter = load_chapter(json.loads((source / META_FILE).read_text())["chapter"])
-    dest = source / RUST_TEMPLATE
-    started = time.monotonic()
-    try:
-        mode = choose()
-        prebuild_template(chapter, dest, mode)
-    except OlError as e:
-        shutil.rmtree(dest, ignore_errors=True)
-        print(f"setup.sh: {e}", file=sys.stderr)
-        return 1
-    took = time.monotonic() - started
-    if mode.name == "bwrap":
-        print(f"setup.sh: built the Rust reference in the sandbox in {took:.1f} s: a Rust upload's build starts from it "
-              "and compiles only the student's crate")
-    else:
-        shutil.rmtree(dest, ignore_errors=True)
-        print(f"setup.sh: the Rust reference builds here ({mode.name} mode, {took:.1f} s); outside bwrap a Rust upload's "
-              "build starts clean and compiles all three crates")
-    return 0
-
-
 def main(argv: list[str]) -> int:
-    """python -m harness.staff.gradescope SOURCE CODE REPORT SUBMISSION RESULTS (run_autograder's last step);
-    python -m harness.staff.gradescope rust-toolchain | rust-template SOURCE (setup.sh's Rust steps)."""
-    if argv[:1] == ["rust-toolchain"]:
-        return rust_toolchain()
-    if argv[:1] == ["rust-template"]:
-        return rust_template(Path(argv[1]))
+    """python -m harness.staff.gradescope SOURCE CODE REPORT SUBMISSION RESULTS (run_autograder's last step)."""
     source, code, report, submission, results = Path(argv[0]), int(argv[1]), Path(argv[2]), Path(argv[3]), Path(argv[4])
     data, what = results_for(source, code, report, submission)
     seed = (source / SEED_FILE).read_text().strip() if (source / SEED_FILE).is_file() else ""

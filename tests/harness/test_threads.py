@@ -169,7 +169,7 @@ def test_a_run_s_fresh_cases_and_zygote_do_not_wait_behind_its_rust_template(tmp
 
     monkeypatch.setattr(rust, "machine_template", slow_template)
     monkeypatch.setattr("harness.grading.zygote.Zygote", FakeZygote)
-    builder = threading.Thread(target=run.rust_template)
+    builder = threading.Thread(target=run.env_for, args=("rust",))
     builder.start()
     try:
         assert building.wait(10)
@@ -180,7 +180,7 @@ def test_a_run_s_fresh_cases_and_zygote_do_not_wait_behind_its_rust_template(tmp
     finally:
         release.set()
         builder.join()
-    assert run.rust_template() == tmp_path / "template"
+    assert run.env_for("rust") == {"OL_RUST_TEMPLATE": str(tmp_path / "template")}
 
 
 def test_a_run_s_parts_are_made_once_by_threads_asking_at_once(tmp_path, monkeypatch):
@@ -200,8 +200,9 @@ def test_a_run_s_parts_are_made_once_by_threads_asking_at_once(tmp_path, monkeyp
     monkeypatch.setattr("harness.grading.zygote.Zygote", FakeZygote)
     monkeypatch.setattr(rust, "machine_template", template)
     zygotes = at_once(lambda _: run.forks(), list(range(THREADS)))
-    templates = at_once(lambda _: run.rust_template(), list(range(THREADS)))
-    assert len({id(z) for z in zygotes}) == 1 and len(made) == 2 and set(templates) == {tmp_path / "template"}
+    envs = at_once(lambda _: run.env_for("rust"), list(range(THREADS)))
+    assert len({id(z) for z in zygotes}) == 1 and len(made) == 2
+    assert len({id(e) for e in envs}) == 1 and envs[0] == {"OL_RUST_TEMPLATE": str(tmp_path / "template")}
 
 
 def test_one_thread_at_a_time_builds_the_machine_s_rust_template(monkeypatch):
