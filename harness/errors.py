@@ -7,6 +7,9 @@ Exit codes (the contract of every `ol` command):
   3  the harness itself failed (a bug in ol: please report it with the output)
 """
 
+from dataclasses import dataclass
+from typing import Callable
+
 from .outcomes import Outcome
 
 
@@ -43,12 +46,32 @@ class SubmissionFailure(Exception):
     outcome = Outcome.ERROR
 
 
+def _python_stub_hit(message: str) -> str:
+    """The function a Python stub's NotImplementedError names ("rollback: not implemented yet")."""
+    return message.split(": ", 1)[0] if message.endswith("not implemented yet") else ""
+
+
+def _python_frame(f: dict) -> str:
+    """One frame of the student's own code, as Python prints a traceback."""
+    return f"\n  {f.get('file')}, line {f.get('line')}, in {f.get('function')}" + (f"\n    {f.get('source')}" if f.get("source") else "")
+
+
+@dataclass(frozen=True)
+class Words:
+    """How a language's failures read (harness.languages: Language.words): the function whose stub body ran, read
+    from the exception's message ("" when none), and one frame of the student's own code."""
+
+    stub_hit: Callable[[str], str] = _python_stub_hit
+    frame: Callable[[dict], str] = _python_frame
+
+
 class Raised(SubmissionFailure):
     """The implementation raised an exception."""
 
-    def __init__(self, op: str, data: dict, language: str = "python") -> None:
+    def __init__(self, op: str, data: dict, language: str = "python", words: Words = Words()) -> None:
         self.op = op
         self.language = language
+        self.words = words
         self.type = data.get("type", "Exception")
         self.message = data.get("message", "")
         self.spec_error = bool(data.get("spec_error"))
@@ -65,15 +88,9 @@ class Raised(SubmissionFailure):
         self.called, self.call = called, call
         self.args = (self.describe(),)
 
-    def _hit(self) -> str:
-        """The function whose stub body ran: todo!("...") names it in Rust, the stub's message in Python."""
-        if self.language == "rust":
-            return self.message.split(": ", 1)[1] if ": " in self.message else ""  # "not yet implemented: rollback"
-        return self.message.split(": ", 1)[0] if self.message.endswith("not implemented yet") else ""
-
     def _not_implemented(self) -> str:
         """One line: `not implemented: f`, f the function the test called; another when its stub is what ran."""
-        called, hit = self.called or self.op, self._hit()
+        called, hit = self.called or self.op, self.words.stub_hit(self.message)
         if not hit or hit == called or called.endswith(("." + hit, "::" + hit)):
             return f"not implemented: {called}"
         return f"not implemented: {hit} (the test called {called}, which needs it)"
@@ -87,13 +104,9 @@ class Raised(SubmissionFailure):
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
     def where(self) -> str:
-        """The innermost lines of the student's own files, as Python prints a traceback (as rustc points at
-        a line, for Rust)."""
-        if self.language == "rust":
-            return "".join(f"\n  --> {f.get('file')}:{f.get('line')}" + (f"\n   | {f.get('source')}" if f.get("source") else "")
-                           for f in self.frames)
-        return "".join(f"\n  {f.get('file')}, line {f.get('line')}, in {f.get('function')}" +
-                       (f"\n    {f.get('source')}" if f.get("source") else "") for f in self.frames)
+        """The innermost lines of the student's own files, as the language shows them (a Python traceback's lines,
+        rustc's arrows)."""
+        return "".join(self.words.frame(f) for f in self.frames)
 
     def describe(self) -> str:
         if self.not_implemented:

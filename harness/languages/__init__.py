@@ -15,7 +15,7 @@ from pathlib import Path
 import sys
 from typing import Callable
 
-from ..errors import UsageError
+from ..errors import UsageError, Words
 from ..paths import REPO
 from ..sandbox.confine import readable_copy, readable_file
 from . import rust, rust_image
@@ -59,6 +59,7 @@ class Language:
     run_env: Callable[["object", "object", str], dict[str, str]] | None = None
     judge_env: dict[str, str] = field(default_factory=dict)  # what every judge of a class's run holds, for this language
     image: ImageSteps = ImageSteps()
+    words: Words = Words()  # how its failures read (the stub's function, a frame of the student's code)
 
     def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
         return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
@@ -102,7 +103,8 @@ def _rust_run_env(chapter, mode, version_digest: str) -> dict[str, str]:
 LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step
              "rust": Language("rust", _rust_worker, _rust_build, _rust_run_env,
                               {"OL_RUST_CACHE": "0"},  # every Rust submission of a class builds clean: no output shared
-                              ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY))}
+                              ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY),
+                              Words(rust.stub_hit, rust.frame))}
 
 
 def language(name: str) -> Language:

@@ -238,6 +238,16 @@ def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
     return "", ""
 
 
+def stub_hit(message: str) -> str:
+    """The function a todo!() names: "not yet implemented: rollback"."""
+    return message.split(": ", 1)[1] if ": " in message else ""
+
+
+def frame(f: dict) -> str:
+    """One frame of the student's own code, as rustc points at a line."""
+    return f"\n  --> {f.get('file')}:{f.get('line')}" + (f"\n   | {f.get('source')}" if f.get("source") else "")
+
+
 TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
 # bwrap: where every build runs inside its sandbox. One path for all, so that the output of one build (the
 # grading run's template) is up to date for another: cargo's fingerprints hold the paths they were made at.

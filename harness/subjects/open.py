@@ -98,7 +98,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
                 shutil.rmtree(path, ignore_errors=True)
             raise
     impl.transport = WorkerTransport(lambda home: spec.worker(chapter, package_dir, home), mode,
-                                     language=lang, source_root=source_root)
+                                     language=lang, source_root=source_root, words=spec.words)
     return impl
 
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from ..errors import Crashed, Raised, Timeout
+from ..errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
 from ..sandbox.bwrap import Limits
@@ -64,10 +64,11 @@ class WorkerTransport:
     kind = "worker"
 
     def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "python",
-                 source_root: Path | None = None) -> None:
+                 source_root: Path | None = None, words: Words = Words()) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
         self.mode = mode      # how it is confined (harness.sandbox.confine)
-        self.language = language  # the submission's language: errors are worded in its terms
+        self.language = language  # the submission's language: errors are worded in its terms (words)
+        self.words = words
         self.source_root = source_root  # the judge's copy of its sources: the line a frame names is read there
         self.proc: subprocess.Popen | None = None
         self.request_id = 0
@@ -301,7 +302,7 @@ class WorkerTransport:
     def _raise(self, op: str, data):
         if not isinstance(data, dict):
             self._fail(Crashed(f"{op}: the worker's error is not an object"))
-        raise Raised(op, with_sources(data, self.source_root), self.language)
+        raise Raised(op, with_sources(data, self.source_root), self.language, self.words)
 
 
 SOURCE_LINE_CAP = 200  # characters of a source line shown under a frame

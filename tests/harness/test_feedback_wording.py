@@ -8,13 +8,14 @@ from chapters.L10_8.client import Client
 from chapters.L10_8.judge.judging import short, tokens_differ
 from chapters.L10_8.judge.replay import Expected, parting
 from harness.errors import Raised
+from harness.languages import language as language_named
 from harness.transport.feedback import call_text, expected_got, where_differ
 from harness.registry import load_chapter
 from harness.languages.stub import make_stub
 
 
 def _stub_error(op: str, args: dict, message: str, language: str) -> str:
-    e = Raised(op, {"type": "NotImplementedError", "message": message}, language)
+    e = Raised(op, {"type": "NotImplementedError", "message": message}, language, language_named(language).words)
     e.name_call(Client.called(op, args, language))
     return str(e)
 
@@ -56,7 +57,7 @@ def test_the_python_stub_names_each_method_with_its_class():
 
 def _raised(op: str, args: dict, data: dict, language: str = "python") -> str:
     """What Impl.call makes of an exception the implementation raised inside `op(args)`."""
-    e = Raised(op, data, language)
+    e = Raised(op, data, language, language_named(language).words)
     called = Client.called(op, args, language)
     e.name_call(called, call_text(called, Client.shown_args(None, op, args)))
     return str(e)
