@@ -11,11 +11,13 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
+from . import stage
 from .confine import Mode
-from .errors import OlError, SubmissionFailure
+from .errors import OlError, SubmissionFailure, UsageError
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
 from .outcomes import Outcome
@@ -55,10 +57,19 @@ class _Loader:
 
 
 class _Collector:
-    def __init__(self, impl=None, loader: _Loader | None = None) -> None:
-        self._impl, self._loader = impl, loader
+    def __init__(self, impl=None, loader: _Loader | None = None, only: list[str] | None = None,
+                 on_result: Callable[[str, Outcome, float, str], None] | None = None) -> None:
+        self._impl, self._loader, self._only, self._on_result = impl, loader, only, on_result
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
+
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        """`only`: exactly the named tests run (a name never selects another it is part of, as -k's substrings would)."""
+        if not self._only:
+            return
+        keep = [i for i in items if i.originalname.removeprefix("test_") in self._only]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
     @property
     def ol_impl(self):
@@ -87,6 +98,8 @@ class _Collector:
             self.results[name] = (kind, rep.duration, message)
         elif rep.when == "teardown" and rep.failed and name in self.results and self.results[name][0] is Outcome.PASS:
             self.results[name] = (Outcome.ERROR, rep.duration, f"teardown failed:\n{rep.longreprtext[-MESSAGE_CAP:]}")
+        if rep.when == "teardown" and name in self.results and self._on_result is not None:
+            self._on_result(name, *self.results[name])  # the test's final outcome, as it finishes
 
 
 def _plain(e: BaseException) -> str:
@@ -99,7 +112,8 @@ def _plain(e: BaseException) -> str:
 
 
 def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
-                only: list[str] | None, language: str | None = None) -> list[str]:
+                language: str | None = None) -> list[str]:
+    """pytest's command line for the chapter's tests; which of them run is the collector's (`only`)."""
     args = [*map(str, chapter.tests_files), "-p", "harness.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
@@ -110,9 +124,35 @@ def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: st
         args += ["--lang", language]
     if golden:
         args += ["--golden", str(golden)]
-    if only:
-        args += ["-k", " or ".join(only)]
     return args
+
+
+def select(chapter: Chapter, expression: str) -> list[str]:
+    """The chapter's tests that pytest's `-k EXPRESSION` selects (a case-insensitive substring of a test's name;
+    `and`, `or`, `not`, parentheses), in the chapter's order; a malformed expression or one that selects no test
+    is a UsageError naming the tests."""
+    from _pytest.mark import expression as grammar  # pytest's own -k grammar
+
+    names = [t.name for t in chapter.tests]
+    malformed = (getattr(grammar, "ParseError", SyntaxError), SyntaxError)  # pytest 8 raises ParseError, 9 SyntaxError
+    try:
+        compiled = grammar.Expression.compile(expression)
+    except malformed as e:
+        why = getattr(e, "message", None) or getattr(e, "msg", None) or str(e)
+        raise UsageError(f"-k {expression!r} is not a test expression ({why}): write words of test names joined by "
+                         "and, or, not, e.g. -k 'hand_example and not greedy'") from None
+
+    def matches(name: str):
+        def part(sub: str, /, **kwargs) -> bool:
+            if kwargs:
+                raise UsageError(f"-k {expression!r}: a test name takes no arguments ({sub}(...))")
+            return sub.lower() in name.lower()
+        return part
+
+    chosen = [n for n in names if compiled.evaluate(matches(n))]
+    if not chosen:
+        raise UsageError(f"no test of {chapter.chapter} matches -k {expression!r}; its tests: {', '.join(names)}")
+    return chosen
 
 
 def _load(impl) -> SubmissionFailure | None:
@@ -149,24 +189,31 @@ def sandbox_of(impl) -> str:
 
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
               golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None,
-              sandbox: Mode | None = None, language: str | None = None) -> Report:
-    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test, and says
-    how the code ran (`sandbox`: a worker's mode, default harness.confine.choose(); or in-process).
+              sandbox: Mode | None = None, language: str | None = None,
+              on_result: Callable[[str, Outcome, float, str], None] | None = None,
+              on_stage: Callable[[str], None] | None = None) -> Report:
+    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test (per test of
+    `only`, exact names, when given), and says how the code ran (`sandbox`: a worker's mode, default
+    harness.confine.choose(); or in-process). `on_result(name, outcome, seconds, message)` is called as each
+    test finishes, from this thread; `on_stage(text)` hears what runs before the tests (a build's progress).
     A damaged golden file stops it before any test runs (harness.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
     label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
-    impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
+    with stage.reporting(on_stage):
+        impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
     mode, lang = sandbox_of(impl), language_of(impl)
     loader = None
     try:
         impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
         loader = _Loader(impl)
-        collector = _Collector(impl, loader)
+        if on_stage is not None:
+            on_stage("loading the submission, running the tests")
+        collector = _Collector(impl, loader, only, on_result)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only, language), plugins=[collector])
+            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, language), plugins=[collector])
         failure = loader.wait()
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
