@@ -6,6 +6,7 @@ worded for a student and, for a test that did not pass, the chapter's known pitf
 """
 
 import contextlib
+import contextvars
 import io
 import json
 import threading
@@ -35,31 +36,48 @@ LOAD_DEADLINE_S = 27.0
 
 
 class _Loader:
-    """`load` in a thread of its own, so that the worker's start and the submission's import overlap the
-    judge's own start (pytest, the chapter's tests and helpers); `wait` gives its failure, or None."""
+    """The submission opened (a compiled language's build included), its worker started and its code loaded, in a
+    thread of its own, so that all of it overlaps the judge's own start (pytest, the chapter's tests and helpers).
+    The thread stays until `release`: bwrap's --die-with-parent follows the thread that started the worker.
+    `wait` gives the load's failure, or None; the judge's own error (a sandbox that cannot start) is re-raised."""
 
-    def __init__(self, impl) -> None:
-        self.impl, self.failure, self.error = impl, None, None
-        self.thread = threading.Thread(target=self._run, name="ol-load", daemon=True)
+    def __init__(self, open_impl: Callable[[], object], on_stage: Callable[[str], None] | None) -> None:
+        self.impl, self.failure, self.error = None, None, None
+        self._open, self._on_stage = open_impl, on_stage
+        self.loaded, self._released = threading.Event(), threading.Event()
+        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
+        self.thread = threading.Thread(target=context.run, args=(self._run,), name="ol-load", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         try:
+            self.impl = self._open()
+            self.impl.transport.spawn()
+            if self._on_stage is not None:
+                self._on_stage("loading the submission, running the tests")
             self.failure = _load(self.impl)
-        except BaseException as e:  # noqa: BLE001 -- the judge's own error (a sandbox that cannot start): re-raised
+        except BaseException as e:  # noqa: BLE001 -- the judge's own error, or a bad submission: re-raised by wait()
             self.error = e
+        finally:
+            self.loaded.set()
+        self._released.wait()
 
     def wait(self) -> SubmissionFailure | None:
-        self.thread.join()
+        self.loaded.wait()
         if self.error is not None:
             raise self.error
         return self.failure
 
+    def release(self) -> None:
+        """After the worker is closed: the thread ends."""
+        self._released.set()
+        self.thread.join()
+
 
 class _Collector:
-    def __init__(self, impl=None, loader: _Loader | None = None, only: list[str] | None = None,
+    def __init__(self, loader: _Loader, only: list[str] | None = None,
                  on_result: Callable[[str, Outcome, float, str], None] | None = None) -> None:
-        self._impl, self._loader, self._only, self._on_result = impl, loader, only, on_result
+        self._loader, self._only, self._on_result = loader, only, on_result
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
 
@@ -75,9 +93,13 @@ class _Collector:
     def ol_impl(self):
         """The loaded implementation the plugin's `impl` fixture hands to every test, once its load is done;
         a submission that did not load ends the session before any test runs (run_check reports it)."""
-        if self._loader is not None and self._loader.wait() is not None:
+        try:
+            failure = self._loader.wait()
+        except BaseException:  # noqa: BLE001 -- run_check re-raises it
+            failure = True
+        if failure is not None:
             pytest.exit("the submission did not load", returncode=pytest.ExitCode.INTERRUPTED)
-        return self._impl
+        return self._loader.impl
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -117,6 +139,7 @@ def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: st
     args = [*map(str, chapter.tests_files), "-p", "harness.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "--capture=sys",  # not the descriptors: the build's progress, from the loader's thread, reaches the terminal
             f"--rootdir={chapter.pack_dir}"]
     if ref_deps:
         args.append("--ref-deps")
@@ -176,6 +199,12 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                   load_error=_plain(failure).removeprefix("load: "))
 
 
+def _opened(chapter: Chapter, submission: str, ref_deps: bool, transport: str, sandbox: Mode | None, language: str | None,
+            on_stage: Callable[[str], None] | None):
+    with stage.reporting(on_stage):
+        return open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
+
+
 def language_of(impl) -> str:
     """The language the Impl's code is in: its worker's, or Python (trusted code in this process)."""
     return getattr(impl.transport, "language", None) or "python"
@@ -201,28 +230,24 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
     label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
-    with stage.reporting(on_stage):
-        impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
-    mode, lang = sandbox_of(impl), language_of(impl)
-    loader = None
+    loader = _Loader(lambda: _opened(chapter, submission, ref_deps, transport, sandbox, language, on_stage), on_stage)
     try:
-        impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
-        loader = _Loader(impl)
-        if on_stage is not None:
-            on_stage("loading the submission, running the tests")
-        collector = _Collector(impl, loader, only, on_result)
+        collector = _Collector(loader, only, on_result)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, language), plugins=[collector])
-        failure = loader.wait()
+        failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
+        impl = loader.impl
+        mode, lang = sandbox_of(impl), language_of(impl)
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
             rep.sandbox, rep.language = mode, lang
             return rep
     finally:
-        if loader is not None:
-            loader.thread.join()  # bounded by the load's deadline; the worker is not closed under its feet
-        impl.close()
+        loader.loaded.wait()  # bounded by the build's and the load's deadlines; the worker is not closed under its feet
+        if loader.impl is not None:
+            loader.impl.close()
+        loader.release()
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error

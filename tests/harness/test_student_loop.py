@@ -1,0 +1,88 @@
+"""The student's loop (issue 29): `ol check -k` runs only the selected tests, judged as in a whole check; each
+test's line is printed as it finishes, the summary last; a selection is pytest's -k over the chapter's names."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.check import run_check, select
+from harness.errors import UsageError
+from harness.outcomes import Outcome
+from harness.registry import load_chapter
+
+REPO = Path(__file__).resolve().parents[2]
+CH = load_chapter("L10.8")
+NAMES = [t.name for t in CH.tests]
+
+
+def ol(*args, cwd: Path, timeout=300):
+    return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+@pytest.mark.parametrize("expr, want", [
+    ("hand_example", ["hand_example_prompt_lookup", "ngram_draft_hand_example", "hand_example_greedy_verify",
+                      "hand_example_sampled_step", "rollback_hand_example"]),
+    ("rollback and not hand", ["rollback_drops_one_reference_only", "blocks_conserved_across_rollbacks"]),
+    ("HAND_EXAMPLE_PROMPT", ["hand_example_prompt_lookup"]),  # pytest's -k: case-insensitive
+    ("(greedy or sampled) and spec", ["greedy_spec_equals_greedy_without_spec", "sampled_spec_keeps_the_target_distribution"]),
+])
+def test_k_selects_as_pytest_does_over_the_chapters_names(expr, want):
+    assert select(CH, expr) == want
+
+
+@pytest.mark.parametrize("expr, why", [("zzz", "no test of L10.8 matches"), ("hand and (", "is not a test expression"),
+                                       ("hand(x=1)", "takes no arguments")])
+def test_a_k_that_selects_nothing_or_does_not_parse_is_a_usage_error_naming_the_tests(expr, why):
+    with pytest.raises(UsageError) as e:
+        select(CH, expr)
+    assert why in str(e.value)
+
+
+def test_only_the_selected_tests_run_and_each_is_told_as_it_finishes():
+    """`only` names exact tests (none whose name contains another's runs too); on_result hears each once, with the
+    outcome the report keeps, before run_check returns."""
+    heard = []
+    rep = run_check(CH, "reference", only=["rollback_hand_example", "hand_example_greedy_verify"],
+                    on_result=lambda name, outcome, seconds, message: heard.append((name, outcome)))
+    assert [t.name for t in rep.tests] == ["hand_example_greedy_verify", "rollback_hand_example"]
+    assert sorted(heard) == sorted((t.name, t.outcome) for t in rep.tests) and all(o is Outcome.PASS for _, o in heard)
+
+
+@pytest.mark.slow(s=7)
+def test_a_failing_selection_is_judged_as_in_the_whole_check():
+    """The mutant s08 (the bonus token from the last draft's row) fails hand_example_greedy_verify alone as in a whole
+    check: the same outcome and message."""
+    whole = {t.name: t for t in run_check(CH, "mutant:s08").tests}
+    alone = run_check(CH, "mutant:s08", only=["hand_example_greedy_verify"]).tests
+    assert [t.name for t in alone] == ["hand_example_greedy_verify"]
+    assert alone[0].outcome is Outcome.FAIL and (alone[0].outcome, alone[0].message) == (
+        whole["hand_example_greedy_verify"].outcome, whole["hand_example_greedy_verify"].message)
+
+
+@pytest.mark.slow(s=4)
+def test_ol_check_k_from_another_folder_prints_the_lines_then_the_summary(tmp_path):
+    r = ol("check", "L10.8", "--submission", "reference", "-k", "rollback and not hand", "--json", "r.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    tests = [line for line in lines if line.startswith("test ")]
+    assert sorted(line.split()[1] for line in tests) == ["blocks_conserved_across_rollbacks", "rollback_drops_one_reference_only"]
+    assert all(" ... pass (" in line for line in tests) and "\x1b[" not in r.stdout  # a pipe: plain lines
+    summary = next(i for i, line in enumerate(lines) if "2 of 2 passed" in line)
+    assert summary > max(lines.index(t) for t in tests)
+    assert "ran 2 of the 16 tests" in r.stdout
+    report = json.loads((tmp_path / "r.json").read_text())  # the JSON stays the whole (selected) report
+    assert [t["name"] for t in report["tests"]] == ["rollback_drops_one_reference_only", "blocks_conserved_across_rollbacks"]
+
+
+@pytest.mark.slow(s=6)
+def test_ol_check_test_names_exact_tests_and_refuses_when_none_is_one(tmp_path):
+    r = ol("check", "L10.8", "--submission", "reference", "--test", "rollback_hand_example", "--test", "mine", cwd=tmp_path)
+    assert r.returncode == 0 and [line.split()[1] for line in r.stdout.splitlines() if line.startswith("test ")] == ["rollback_hand_example"]
+    r = ol("check", "L10.8", "--submission", "reference", "--test", "mine", cwd=tmp_path)
+    assert r.returncode == 2 and "no test of L10.8 matches --test mine" in r.stderr and "rollback_hand_example" in r.stderr
+    assert "Traceback" not in r.stderr and "passed" not in r.stdout
