@@ -86,3 +86,57 @@ def test_ol_check_test_names_exact_tests_and_refuses_when_none_is_one(tmp_path):
     r = ol("check", "L10.8", "--submission", "reference", "--test", "mine", cwd=tmp_path)
     assert r.returncode == 2 and "no test of L10.8 matches --test mine" in r.stderr and "rollback_hand_example" in r.stderr
     assert "Traceback" not in r.stderr and "passed" not in r.stdout
+
+
+class FakeTransport:
+    """Answers every call with `answer` (a value, or a failure as the worker transport reports one)."""
+
+    def __init__(self, answer, language="python") -> None:
+        self.answer, self.language, self.restarted = answer, language, 0
+
+    def run(self, op, args, callbacks, deadline_s):
+        from harness.impl import CallInfo
+
+        answer = self.answer(op, args, deadline_s) if callable(self.answer) else self.answer
+        return CallInfo(op, error=answer) if isinstance(answer, Exception) else CallInfo(op, value=answer)
+
+    def restart(self) -> None:
+        self.restarted += 1
+
+
+def fake_impl(answer, language="python"):
+    impl = getattr(CH.module("client"), CH.client_class)(None, "fake")
+    impl.transport = FakeTransport(answer, language)
+    return impl
+
+
+@pytest.mark.parametrize("language, name", [("python", "SpecConfig.parse"), ("rust", "SpecConfig::parse_with")])
+def test_a_wrong_type_returned_is_a_fail_in_the_contracts_words(language, name):
+    from harness.errors import SubmissionFailure
+
+    impl = fake_impl({"draft": "prompt_lookup", "k": 4.0, "max_ngram": 3, "min_ngram": 1}, language)
+    with pytest.raises(SubmissionFailure) as e:
+        impl.parse_config("prompt_lookup", 4)
+    assert e.value.outcome is Outcome.FAIL and impl.transport.restarted == 1
+    text = str(e.value)
+    assert text.startswith(f"{name}(") and "returned the wrong type: result.k is 4.0" in text and "expected an integer" in text, text
+    assert "spec_config_parse" not in text and "protocol" not in text
+
+
+@pytest.mark.parametrize("language, name", [("python", "RunnerTarget.extend"), ("rust", "RunnerTarget::extend")])
+def test_a_timeout_or_a_crash_names_the_contracts_function_not_the_op(language, name):
+    from harness.errors import Crashed, SubmissionFailure, Timeout
+    from harness.impl import describe_call
+
+    target = getattr(CH.module("client"), "RunnerProxy", None)
+    crash = fake_impl(Crashed("runner_target_call: the worker process exited with code 3 before answering"), language)
+    hang = fake_impl(lambda op, args, deadline_s: Timeout(f"{describe_call(op, args, deadline_s)}: no answer within the deadline"),
+                     language)
+    for impl, outcome, rest in ((crash, Outcome.CRASHED, ": the worker process exited with code 3"),
+                                (hang, Outcome.TIMEOUT, "with a deadline of 30 s: no answer within the deadline")):
+        proxy = target(impl, 7) if target is not None else None
+        with pytest.raises(SubmissionFailure) as e:
+            proxy.extend([1, 2]) if proxy is not None else impl.call("runner_target_call", {"target": 7, "method": "extend", "ids": [1, 2]})
+        text = str(e.value)
+        assert e.value.outcome is outcome and text.startswith(name) and rest in text, text
+        assert "runner_target_call" not in text and "target=7" not in text, text
