@@ -32,7 +32,7 @@ from rich.text import Text
 
 from . import wire
 from .confine import answers_exposed, choose, exposure_advice
-from .diff import case_literal, run_diff
+from .diff import case_literal, run_diff, sections_for
 from .errors import BadSubmission, OlError, UsageError
 from .golden import check_fixtures, fresh_golden, verify as verify_golden, write_fixtures
 from .layout import detect
@@ -353,29 +353,45 @@ def _demo(ch) -> None:
 
 @main.command()
 @click.argument("chapter")
-@click.option("--submission", default=None, help="reference | mutant:ID | a folder, file or zip (default ./py)")
-@click.option("--ref-deps", is_flag=True)
+@click.option("--submission", default=None,
+              help="reference | mutant:ID | a folder, file or zip (default: this folder's workspace, ./rust or ./py, as ol check)")
+@click.option("--ref-deps", is_flag=True, help="keep your chapter file, take earlier chapters' modules from the reference")
 @click.option("--json", "json_path", default=None, help="write the divergences as JSON")
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
 @click.option("--lang", default=None, help="python or rust (the reference's or a mutant's; a submission's comes from its layout)")
-@click.option("--case", "case_id", default=None, help="print this golden case as a test you can paste (with --lang rust: a #[test])")
-def diff(chapter, submission, ref_deps, json_path, show_all, lang, case_id) -> None:
-    """The differential view: the submission against every golden case."""
+@click.option("--only", default=None, metavar="NAME",
+              help="one section (prompt_lookup, ngram, verify, generate, rollback) or the function whose cases it holds "
+                   "(verify_draft, ngram_draft, ...)")
+@click.option("--case", "case_id", default=None, metavar="ID",
+              help="print this golden case as a test to paste: a pytest function (Python), a #[test] (with --lang rust, "
+                   "or from a Rust workspace)")
+def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id) -> None:
+    """The differential view: the submission against every golden case, sections in the chapter's order."""
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)
+    sections_for(ch.module("cases"), only)  # an unknown --only is a usage error before anything runs
     if case_id is not None:
         verify_golden(ch)
-        sys.stdout.write(case_literal(ch, case_id, lang or "python") + "\n")  # verbatim: no wrapping, no markup
+        sys.stdout.write(case_literal(ch, case_id, lang or _workspace_language(ch)) + "\n")  # verbatim: no wrapping, no markup
         raise Exit(0)
     submission = submission or _default_submission(ch, lang, out) or ch.language().default_workspace
     validate(ch, submission, lang)
     verify_golden(ch)
-    result = run_diff(ch, submission, ref_deps, language=lang)
+    result = run_diff(ch, submission, ref_deps, language=lang, only=only)
     show.diff(out, result, show_all)
     if json_path:
         _write_json(json_path, result)
-    raise Exit(0 if result["divergent"] == 0 else 1)
+    raise Exit(0 if result["divergent"] == 0 and not result.get("load_error") else 1)
+
+
+def _workspace_language(ch) -> str:
+    """The language of the workspace here (this folder, or ./rust, ./py: the chapter's own first), else python."""
+    for name in sorted(ch.languages, key=lambda n: n != ch.default_language):
+        spec = ch.language(name)
+        if Path(spec.student_file).is_file() or (Path(spec.default_workspace) / spec.student_file).is_file():
+            return name
+    return "python"
 
 
 @main.command()

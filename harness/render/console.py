@@ -157,6 +157,10 @@ def _set_summary(out, result: dict) -> None:
 
 
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
+    if result.get("load_error"):  # as `ol check` tells it: one message, no case run
+        out.print("[bold red]Your submission could not be loaded[/], so no golden case ran:")
+        out.print(lit(result["load_error"]))
+        return
     for name, sec in result["sections"].items():
         n = len(sec["divergent"])
         out.print(f"[bold]{name}[/]: {n} of {sec['total']} cases diverge")

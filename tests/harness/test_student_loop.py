@@ -140,3 +140,65 @@ def test_a_timeout_or_a_crash_names_the_contracts_function_not_the_op(language, 
         text = str(e.value)
         assert e.value.outcome is outcome and text.startswith(name) and rest in text, text
         assert "runner_target_call" not in text and "target=7" not in text, text
+
+
+def test_every_option_of_diff_check_and_start_has_help_text():
+    import click
+
+    from harness.cli import main
+
+    for name in ("diff", "check", "start"):
+        missing = [p.opts[0] for p in main.commands[name].params if isinstance(p, click.Option) and not p.help]
+        assert not missing, f"ol {name}: options without help text: {missing}"
+
+
+@pytest.mark.slow(s=11)
+def test_diff_sections_come_in_the_chapters_order_and_only_narrows_them(tmp_path):
+    r = ol("diff", "L10.8", "--submission", "mutant:s03", "--json", "all.json", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert list(json.loads((tmp_path / "all.json").read_text())["sections"]) == ["prompt_lookup", "ngram", "verify", "generate", "rollback"]
+    r = ol("diff", "L10.8", "--submission", "mutant:s03", "--only", "ngram_draft", "--json", "ng.json", cwd=tmp_path)
+    got = json.loads((tmp_path / "ng.json").read_text())
+    assert r.returncode == 1 and list(got["sections"]) == ["ngram"] and got["divergent"] > 0  # s03: n-gram ties to the highest id
+    assert "verify:" not in r.stdout and "ngram:" in r.stdout
+    r = ol("diff", "L10.8", "--submission", "mutant:s03", "--only", "verify", cwd=tmp_path)
+    assert r.returncode == 0 and "0 divergent cases" in r.stdout  # s03's slip shows in no verification case
+    r = ol("diff", "L10.8", "--only", "nope", cwd=tmp_path)
+    assert r.returncode == 2 and "verify_draft" in r.stderr and r.stdout == ""
+
+
+@pytest.mark.slow(s=3)
+def test_diff_of_a_submission_that_does_not_load_is_one_message(tmp_path):
+    assert ol("start", "L10.8", "--lang", "python", cwd=tmp_path).returncode == 0
+    r = ol("diff", "L10.8", "--lang", "python", cwd=tmp_path)  # the stub without L10.1's modules: no --ref-deps
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.startswith("Your submission could not be loaded") and "No module named 'tinyllm.kv'" in r.stdout
+    assert len(r.stdout.splitlines()) < 10 and "divergent" not in r.stdout, r.stdout
+
+
+@pytest.mark.slow(s=4)
+@pytest.mark.parametrize("case", ["v050", "v000", "pl000", "ng010", "r000"])
+def test_a_case_for_a_python_student_is_a_pytest_function_that_holds_on_the_reference(tmp_path, case):
+    import shutil
+
+    r = ol("diff", "L10.8", "--case", case, cwd=tmp_path)  # no workspace here: Python's form
+    assert r.returncode == 0 and f"def test_golden_{case}():" in r.stdout, r.stdout[:500]
+    shutil.copytree(REPO / "reference/tinyllm", tmp_path / "tinyllm")
+    (tmp_path / f"test_golden_{case}.py").write_text(r.stdout)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"test_golden_{case}.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 0 and "1 passed" in run.stdout, run.stdout[-2000:]
+
+
+@pytest.mark.slow(s=4)
+def test_a_pasted_python_case_catches_its_pitfall(tmp_path):
+    """v050 shows s07 (u_resample drawn only on rejection): the sample with that bug fails the pasted test."""
+    import shutil
+
+    shutil.copytree(REPO / "reference/tinyllm", tmp_path / "tinyllm")
+    shutil.copyfile(REPO / "examples/submissions/s07-draws-u-resample-only-on-rejection/tinyllm/infer/spec.py",
+                    tmp_path / "tinyllm/infer/spec.py")
+    (tmp_path / "test_golden_v050.py").write_text(ol("diff", "L10.8", "--case", "v050", cwd=tmp_path).stdout)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_golden_v050.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert run.returncode == 1 and "the generator's next u32" in run.stdout, run.stdout[-2000:]
