@@ -202,3 +202,41 @@ def test_a_pasted_python_case_catches_its_pitfall(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_golden_v050.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert run.returncode == 1 and "the generator's next u32" in run.stdout, run.stdout[-2000:]
+
+
+FAKE_PYTHON = """#!/bin/sh
+# A stand-in interpreter for ./ol's first setup: `-m venv DIR` makes DIR/bin/python (this script again), `-m pip`
+# prints what pip prints while it collects and installs, anything else is the real interpreter.
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
+if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
+  case "$*" in *"-e "*) ;; *) exit 0 ;; esac
+  for p in numpy scipy pytest rich click; do echo "Collecting $p>=1"; echo "  Downloading $p-1.0.whl (1.0 MB)"; done
+  echo "Installing collected packages: numpy, scipy, pytest, rich, click"
+  echo "Successfully installed click-1 numpy-1 pytest-1 rich-1 scipy-1"
+  printf '#!/bin/sh\\n' > "$(dirname "$0")/ol"; chmod +x "$(dirname "$0")/ol"
+  exit 0
+fi
+exec REAL "$@"
+"""
+
+
+@pytest.mark.slow(s=2)
+def test_the_first_setup_says_what_it_installs_how_far_and_the_next_step(tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text(FAKE_PYTHON.replace("REAL", sys.executable))
+    fake.chmod(0o755)
+    env = {**os.environ, "OL_VENV": str(tmp_path / "venv"), "OL_PYTHON": str(fake)}
+    r = subprocess.run([str(REPO / "ol"), "tests", "L10.8"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("ol: first run: setting up") and "numpy" in lines[0]
+    steps = [line for line in lines if line.startswith("ol: [")]
+    assert [s[:9] for s in steps[:3]] == ["ol: [1/3]", "ol: [2/3]", "ol: [3/3]"], lines
+    packages = [line for line in lines if "package " in line]
+    assert [p.split()[-1] for p in packages] == ["numpy>=1", "scipy>=1", "pytest>=1", "rich>=1", "click>=1"], lines
+    assert packages[-1].startswith("ol: [3/3]   package 5:")
+    assert any("installing the 5 packages collected" in line for line in lines)
+    assert lines[-1].startswith("ol: ready in ") and lines[-1].endswith("now running: ol tests L10.8"), lines
+    assert "hand_example_prompt_lookup" in r.stdout  # then the command itself ran
+    r = subprocess.run([str(REPO / "ol"), "tests", "L10.8"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert r.returncode == 0 and r.stderr == "", r.stderr  # set up once: a second run says nothing of it
