@@ -12,6 +12,8 @@ times, each as a fresh process from the student's folder:
   cargo build -p tl-worker    the same edit built as the judge builds it: the crate and the worker binary
   ol check                    `ol check L10.8` in the folder holding ./rust: the judge's sandboxed build, the tests
   cargo test                  `cargo test` in ./rust: its front end (crates/tl-check) runs the same judge
+  judge's build               within ol check: from its line `ol: building your crate` to `ol: loading` (the
+                              sandboxed cargo build; pytest's start runs meanwhile)
 
 Cold rows remove every build first (./rust/target and the judge's cache); warm rows follow a built state
 and one edit. The tests' own time is the sum of the tests' durations in `ol check`'s report; the figure the
@@ -53,7 +55,9 @@ class Student:
         # cargo test's front end runs this checkout's ol with this interpreter
         (self.ws / ".ol-command").write_text(f"env PYTHONPATH={REPO} {sys.executable} -m harness.cli\n")
         self.spec = self.ws / "crates/tl-engine/src/spec.rs"
-        self.original = (REPO / "reference/rust/crates/tl-engine/src/spec.rs").read_text()
+        # the reference's spec.rs without its own #[cfg(test)] module: a student's file with no #[test] of theirs
+        # (cargo test would run those after the judge's, a build of the crate in test mode: their own cost)
+        self.original = (REPO / "reference/rust/crates/tl-engine/src/spec.rs").read_text().split("#[cfg(test)]")[0]
         self.edits = 0
         self.edit()
 
@@ -65,8 +69,9 @@ class Student:
         shutil.rmtree(self.ws / "target", ignore_errors=True)
         shutil.rmtree(self.cache, ignore_errors=True)
 
-    def run(self, row: str) -> tuple[float, float | None]:
-        """Seconds `row` takes, and for ol check the tests' own seconds (from its report)."""
+    def run(self, row: str) -> tuple[float, float | None, float | None]:
+        """Seconds `row` takes; for ol check, the tests' own seconds (from its report) and its build's (from its
+        lines: `ol: building ...` to `ol: loading ...`, as they arrive)."""
         report = None
         if row == CHECK:
             fd, report = tempfile.mkstemp(prefix="ol-loop-", suffix=".json")
@@ -76,36 +81,49 @@ class Student:
                      CHECK: (CLI + ["check", "L10.8", "--json", str(report)], self.home),
                      TEST: (["cargo", "test", "--offline", "-q"], self.ws)}[row]
         start = time.perf_counter()
-        r = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=self.env)
+        proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
+        seen, lines = {}, []
+        for line in proc.stdout:
+            lines.append(line)
+            for mark in ("ol: building your crate", "ol: loading"):
+                if line.startswith(mark):
+                    seen.setdefault(mark, time.perf_counter())
+        proc.wait()
         took = time.perf_counter() - start
-        if r.returncode != 0:
-            sys.exit(f"{row} failed ({r.returncode}):\n{r.stdout[-3000:]}{r.stderr[-3000:]}")
+        if proc.returncode != 0:
+            sys.exit(f"{row} failed ({proc.returncode}):\n{''.join(lines)[-4000:]}")
         if report is None:
-            return took, None
+            return took, None, None
         tests = json.loads(Path(report).read_text())["tests"]
         os.unlink(report)
-        return took, sum(t["duration_s"] for t in tests)
+        build = seen["ol: loading"] - seen["ol: building your crate"] if len(seen) == 2 else None
+        return took, sum(t["duration_s"] for t in tests), build
 
 
 def measure(student: Student, repeat: int) -> tuple[dict[str, list[float]], list[float]]:
     times: dict[str, list[float]] = {}
     tests: list[float] = []
+    builds: dict[str, list[float]] = {"judge's build (cold)": [], "judge's build (warm)": []}
     rows = (BUILD, BUILD_WORKER, CHECK, TEST)
     for _ in range(repeat):
         for row in rows:  # cold: nothing built anywhere
             student.clean()
             student.edit()
-            took, own = student.run(row)
+            took, own, build = student.run(row)
             times.setdefault(f"{row} (cold)", []).append(took)
+            if build is not None:
+                builds["judge's build (cold)"].append(build)
         for row in rows:  # warm: everything built, then one edit
             student.run(BUILD_WORKER)
             student.run(CHECK)
             student.edit()
-            took, own = student.run(row)
+            took, own, build = student.run(row)
             times.setdefault(f"{row} (warm)", []).append(took)
             if own is not None:
                 tests.append(own)
-    return times, tests
+            if build is not None:
+                builds["judge's build (warm)"].append(build)
+    return {**times, **builds}, tests
 
 
 def main() -> int:
@@ -125,7 +143,7 @@ def main() -> int:
     print(f"the tests' own time (median, from ol check's report): {own:.2f} s")
     print(f"{'edit -> verdict':<28} {'median s':>9} {'x cargo build':>14} {'(t - tests) / build':>20}  goal")
     ratios = {}
-    for k, v in med.items():
+    for k, v in sorted(med.items(), key=lambda kv: "cold" not in kv[0]):
         base = med[f"{BUILD} ({'cold' if 'cold' in k else 'warm'})"]
         line = f"{k:<28} {v:9.2f} {v / base:14.2f}"
         if k.startswith((CHECK, TEST)):
