@@ -217,8 +217,23 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         console.print(f"ran {len(only)} of the {len(ch.tests)} tests ({'-k ' + repr(keyword) if keyword else 'by name'}); "
                       f"without -k, `ol check {ch.chapter}` runs them all", markup=False)
     show.hints(console, rep)
+    if not rep.ok and not rep.load_error:
+        console.print(_next_step(ch, rep, click.get_current_context()), markup=False)
     _write_outputs(rep, json_path, junit, gradescope)
     raise Exit(0 if rep.ok else 1)
+
+
+def _next_step(ch, rep, ctx) -> str:
+    """After a failing check: how to rerun the first failing test alone, and see the cases, in the language graded."""
+    failed = next(t.name for t in rep.tests if not t.outcome.passed)
+    flags = "".join(f" {p.opts[0]} {ctx.params[p.name]}" if not p.is_flag else f" {p.opts[0]}"
+                    for p in ctx.command.params if p.name in ("submission", "ref_deps", "lang")
+                    and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT)
+    lang = rep.language or "python"
+    again = f"`ol check {ch.chapter}{flags} -k {failed}`" + (f" (or `cargo test -- {failed}` in the workspace)" if lang == "rust" else "")
+    case = "a #[test] for spec.rs" if lang == "rust" else "a pytest function"
+    return (f"next ({lang.capitalize()}): {again} reruns {failed} alone; `ol diff {ch.chapter}{flags}` shows the golden cases "
+            f"you get wrong, `ol diff {ch.chapter} --case ID` prints one as {case}")
 
 
 def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:

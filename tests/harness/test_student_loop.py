@@ -240,3 +240,12 @@ def test_the_first_setup_says_what_it_installs_how_far_and_the_next_step(tmp_pat
     assert "hand_example_prompt_lookup" in r.stdout  # then the command itself ran
     r = subprocess.run([str(REPO / "ol"), "tests", "L10.8"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0 and r.stderr == "", r.stderr  # set up once: a second run says nothing of it
+
+
+@pytest.mark.slow(s=3)
+def test_a_failing_check_ends_with_the_next_step_in_its_language(tmp_path):
+    r = ol("check", "L10.8", "--submission", "mutant:s08", "-k", "greedy_verify", cwd=tmp_path)
+    last = r.stdout.strip().splitlines()[-1]
+    assert r.returncode == 1 and last.startswith(
+        "next (Python): `ol check L10.8 --submission mutant:s08 -k hand_example_greedy_verify` reruns"), r.stdout[-1500:]
+    assert "a pytest function" in last and "cargo" not in last
