@@ -385,7 +385,8 @@ def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)
-    sections_for(ch.module("cases"), only)  # an unknown --only is a usage error before anything runs
+    if only is not None:
+        sections_for(ch.module("cases"), only)  # an unknown --only is a usage error before anything runs
     if case_id is not None:
         verify_golden(ch)
         sys.stdout.write(case_literal(ch, case_id, lang or _workspace_language(ch)) + "\n")  # verbatim: no wrapping, no markup

@@ -20,11 +20,11 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
     as `ol check` tells it, and no case is run."""
     from .check import LOAD_DEADLINE_S  # here: harness.check imports pytest (0.36 s), which the CLI loads only to run
 
-    cases = chapter.module("cases")
-    shown = sections_for(cases, only)
     golden = json.loads(open(golden_path or chapter.golden).read())
     impl = open_impl(chapter, submission, ref_deps, language_name=language)
     try:
+        cases = chapter.module("cases")
+        shown = sections_for(cases, only)
         try:
             impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
         except SubmissionFailure as e:
