@@ -249,3 +249,17 @@ def test_a_failing_check_ends_with_the_next_step_in_its_language(tmp_path):
     assert r.returncode == 1 and last.startswith(
         "next (Python): `ol check L10.8 --submission mutant:s08 -k hand_example_greedy_verify` reruns"), r.stdout[-1500:]
     assert "a pytest function" in last and "cargo" not in last
+
+
+@pytest.mark.slow(s=4)
+def test_at_a_terminal_the_lines_come_above_a_live_bar_then_the_summary(tmp_path):
+    from tests.harness.tty_kit import at_a_terminal
+
+    code, text = at_a_terminal([sys.executable, "-m", "harness.cli", "check", "L10.8", "--submission", "reference",
+                                "-k", "rollback_hand_example or greedy_verify"], cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert code == 0, text
+    import re
+
+    tests = [m.start() for m in re.finditer(r"test (hand_example_greedy_verify|rollback_hand_example) \.\.\. pass \(", text)]
+    assert len(tests) == 2 and "2/2" in text and max(tests) < text.index("2 of 2 passed"), text  # the bar counted both
