@@ -203,6 +203,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         if seed is not None:
             golden = _fresh_cases(ch, seed)
             console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
+        console.print(Text.assemble((f"{ch.chapter} on ", "bold"), lit(submission), " (--ref-deps)" if ref_deps else ""))
         with CheckProgress(console, len(only or ch.tests)) as progress:
             rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang,
                             only=only, on_result=progress.finished, on_stage=progress.stage)
