@@ -127,6 +127,13 @@ class Timeout(SubmissionFailure):
     outcome = Outcome.TIMEOUT
 
 
+class WrongType(SubmissionFailure):
+    """The implementation's function returned a value of the wrong type or shape (k = 4.0 where an int is due):
+    a wrong answer, told as such."""
+
+    outcome = Outcome.FAIL
+
+
 class Crashed(SubmissionFailure):
     """The worker process died (exit, signal, out of memory) or broke the protocol."""
 

@@ -120,6 +120,7 @@ class Chapter:
     default_language: str = "python"  # graded when a folder holds workspaces of several languages
     mutant_sets: dict[str, tuple[RuleMutantSpec, ...]] = field(default_factory=dict)  # further sets, by name
     mutant_set_manifests: dict[str, Path] = field(default_factory=dict)  # a further set's name -> its manifest
+    student_map: dict[str, str] = field(default_factory=dict)  # a path the chapter's text names -> where it is in ol
 
     def test(self, name: str) -> TestSpec:
         for t in self.tests:
@@ -394,7 +395,8 @@ def load_chapter(chapter: str) -> Chapter:
                      data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()},
                      worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()},
                      default_language=d.get("default_language", next(iter(languages))),
-                     mutant_set_manifests={name: pack / path for name, path in _set_paths(d.get("mutant_sets", {})).items()})
+                     mutant_set_manifests={name: pack / path for name, path in _set_paths(d.get("mutant_sets", {})).items()},
+                     student_map={str(k): str(v) for k, v in d.get("student_map", {}).items()})
         unknown = [n for n in ch.worker_sees if n not in ch.data]
         if unknown:
             raise ValueError(f"worker_sees names {unknown}, which [data] does not define")

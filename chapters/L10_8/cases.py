@@ -78,10 +78,26 @@ def _draft_row(section: str, c: dict, got, error) -> dict | None:
             "first_differing_token": None if error else _first_diff(c["expect"], got), "notes": ""}
 
 
-def diff_cases(impl, golden: dict, ref) -> dict[str, dict]:
-    """section -> {"total": n, "divergent": [row, ...]}"""
+# `ol diff`'s sections in the chapter's order (its section 4 table), and the contract's functions each one calls
+CHAPTER_ORDER = ("prompt_lookup", "ngram", "verify", "generate", "rollback")
+FUNCTIONS = {"prompt_lookup": "prompt_lookup", "ngram_draft": "ngram", "verify_draft": "verify", "generate": "generate",
+             "generate_stream": "generate", "rollback": "rollback"}
+
+
+def sections_for(only: str | None) -> tuple[str, ...] | None:
+    """The sections `ol diff --only NAME` shows: NAME a section or a contract function; None: no such name."""
+    if only is None:
+        return CHAPTER_ORDER
+    name = only.strip().lower().removesuffix("()")
+    if name in CHAPTER_ORDER:
+        return (name,)
+    return (FUNCTIONS[name],) if name in FUNCTIONS else None
+
+
+def diff_cases(impl, golden: dict, ref, sections_shown: tuple[str, ...] = CHAPTER_ORDER) -> dict[str, dict]:
+    """section -> {"total": n, "divergent": [row, ...]}, in the chapter's order"""
     sections = {}
-    for section in SECTIONS:
+    for section in sections_shown:
         rows = []
         for c in golden.get(section, []):
             full = section == "verify"  # a verify answer keeps its logprobs here: they are compared with a tolerance

@@ -121,6 +121,64 @@ def rust(section: str, c: dict) -> str:
     ])
 
 
+def _py_floats(xs) -> str:
+    return "[" + ", ".join("float('-inf')" if v in ("-inf", float("-inf")) else repr(float(v)) for v in xs) + "]"
+
+
+def _py_body(section: str, c: dict) -> list[str] | None:
+    e = c.get("expect")
+    if section == "verify":
+        rows = ",\n        ".join(f"np.array({_py_floats(r)}, dtype=np.float32)" for r in c["rows"])
+        probs = "None" if c["draft_probs"] is None else "[" + ", ".join(_py_floats(q) for q in c["draft_probs"]) + "]"
+        params = ", ".join(f"{k}={int(v) if k == 'top_k' else float(v)!r}" for k in PARAM_FIELDS
+                           if (v := c["params"].get(k)) is not None)
+        return [f"    rows = [\n        {rows},\n    ]",
+                f"    rng = Pcg32.from_seed({int(c['seed'])})",
+                f"    v = verify_draft(rows, {list(map(int, c['draft']))}, {probs}, SamplingParams({params}),",
+                f"                     {list(map(int, c['prompt']))}, {list(map(int, c['output']))}, rng)",
+                f"    assert list(v.tokens) == {list(map(int, e['tokens']))}, 'emitted tokens'",
+                f"    assert v.n_accepted == {int(e['n_accepted'])}, 'drafts accepted'",
+                f"    assert rng.next_u32() == {int(e['next_u32'])}, \"the generator's next u32 (how many uniforms you drew)\"",
+                f"    want = {_py_floats(e['logprobs'])}",
+                "    assert len(v.logprobs) == len(want)",
+                f"    assert all(abs(g - w) <= {LOGPROB_TOL:g} for g, w in zip(v.logprobs, want)), f'logprobs {{list(v.logprobs)}} != {{want}}'"]
+    if section == "prompt_lookup":
+        return [f"    assert list(prompt_lookup({list(map(int, c['ctx']))}, {c['k']}, {c['max_ngram']}, {c['min_ngram']})) == "
+                f"{list(map(int, e))}"]
+    if section == "ngram":
+        return [f"    assert list(ngram_draft({list(map(int, c['ctx']))}, {c['k']}, {c['n']})) == {list(map(int, e))}"]
+    if section == "rollback":
+        return [f"    pool = KvPool({c['num_blocks']}, {c['block_tokens']})",
+                "    table = []",
+                f"    for fill in {list(c['fills'])}:",
+                "        b = pool.alloc()",
+                "        pool.set_fill(b, fill)",
+                "        table.append(b)",
+                f"    assert rollback(pool, table, {c['keep']}) == {e['released']}, 'blocks released'",
+                f"    assert [pool.fill(b) for b in table] == {list(e['fills'])}, \"the kept blocks' fills\""]
+    return None
+
+
 def python(section: str, c: dict) -> str:
-    return (f"# Golden case {c['id']} ({section}; {', '.join(c.get('tags', []))}): its inputs and expected answer.\n"
-            + json.dumps({k: v for k, v in c.items() if k != "pitfalls"}, indent=1))
+    """The case as a pytest function over the student's `tinyllm` (py/, as `ol start L10.8 --lang python` lays it out)."""
+    body = _py_body(section, c)
+    tags = ", ".join(c.get("tags", []))
+    if body is None:
+        return (f"# {c['id']} ({section}; {tags}) runs on the judge's fake target, which lives in the judge: it has\n"
+                f"# no literal form. Its inputs and expected answer:\n# {json.dumps({k: v for k, v in c.items() if k != 'pitfalls'})}")
+    name = c["id"].lower()
+    return "\n".join([
+        f"# Golden case {c['id']} ({section}; {tags}): save as test_golden_{name}.py in py/ (beside tinyllm/),",
+        f"# then `python -m pytest test_golden_{name}.py` there.",
+        "import numpy as np",
+        "",
+        "from tinyllm.infer.sampling import SamplingParams",
+        "from tinyllm.infer.spec import ngram_draft, prompt_lookup, rollback, verify_draft",
+        "from tinyllm.kv import KvPool",
+        "from tinyllm.rng import Pcg32",
+        "",
+        "",
+        f"def test_golden_{name}():",
+        *body,
+        "",
+    ])

@@ -7,23 +7,46 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
-from ..errors import UsageError
+from ..errors import SubmissionFailure, UsageError
 from ..registry import Chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
 
 
-def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_path=None, language: str | None = None) -> dict:
+def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_path=None, language: str | None = None,
+             only: str | None = None) -> dict:
+    """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or the
+    contract function whose cases it is). A submission that does not load (or compile) is one `load_error`,
+    as `ol check` tells it, and no case is run."""
+    from .runner import LOAD_DEADLINE_S  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
+
     golden = json.loads(open(golden_path or chapter.golden).read())
     impl = open_impl(chapter, submission, ref_deps, language_name=language)
     try:
-        sections = chapter.module("cases").diff_cases(impl, golden, pristine())
+        cases = chapter.module("cases")
+        shown = sections_for(cases, only)
+        try:
+            impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
+        except SubmissionFailure as e:
+            why = f"your crate did not compile: {e.first_error}\n{e}" if getattr(e, "first_error", "") else str(e)
+            return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
+                    "load_error": why.removeprefix("load: ")}
+        sections = cases.diff_cases(impl, golden, pristine(), shown)
     finally:
         impl.close()
     by_tag = Counter(t for s in sections.values() for r in s["divergent"] for t in r["tags"])
     return {"chapter": chapter.chapter, "submission": submission, "sections": sections,
             "by_tag": dict(sorted(by_tag.items(), key=lambda kv: -kv[1])),
             "divergent": sum(len(s["divergent"]) for s in sections.values())}
+
+
+def sections_for(cases, only: str | None) -> tuple[str, ...]:
+    """The sections --only names (a section or a contract function), or a UsageError listing both."""
+    shown = cases.sections_for(only)
+    if shown is None:
+        raise UsageError(f"--only {only!r} is neither a section of the golden file ({', '.join(cases.CHAPTER_ORDER)}) nor a "
+                         f"function whose cases it holds ({', '.join(cases.FUNCTIONS)})")
+    return shown
 
 
 def case_literal(chapter: Chapter, case_id: str, language: str) -> str:

@@ -6,15 +6,18 @@ worded for a student and, for a test that did not pass, the chapter's known pitf
 """
 
 import contextlib
+import contextvars
 import io
 import json
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
-from ..errors import OlError, SubmissionFailure
+from .. import stage
+from ..errors import OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..registry import Chapter
 from ..report import Report, TestResult
@@ -33,45 +36,76 @@ LOAD_DEADLINE_S = 27.0
 
 
 class _Loader:
-    """`load` in a thread of its own, so that the worker's start and the submission's import overlap the
-    judge's own start (pytest, the chapter's tests and helpers); `wait` gives its failure, or None."""
+    """The submission opened (a compiled language's build included), its worker started and its code loaded, in a
+    thread of its own, so that all of it overlaps the judge's own start (pytest, the chapter's tests and helpers).
+    The thread stays until `release`: bwrap's --die-with-parent follows the thread that started the worker.
+    `wait` gives the load's failure, or None; the judge's own error (a sandbox that cannot start) is re-raised."""
 
-    def __init__(self, impl) -> None:
-        self.impl, self.failure, self.error = impl, None, None
-        self.thread = threading.Thread(target=self._run, name="ol-load", daemon=True)
+    def __init__(self, open_impl: Callable[[], object], on_stage: Callable[[str], None] | None) -> None:
+        self.impl, self.failure, self.error = None, None, None
+        self._open, self._on_stage = open_impl, on_stage
+        self.loaded, self._released = threading.Event(), threading.Event()
+        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
+        self.thread = threading.Thread(target=context.run, args=(self._run,), name="ol-load", daemon=True)
         self.thread.start()
 
     def _run(self) -> None:
         try:
+            self.impl = self._open()
+            self.impl.transport.spawn()
+            if self._on_stage is not None:
+                self._on_stage("loading the submission, running the tests")
             self.failure = _load(self.impl)
-        except BaseException as e:  # noqa: BLE001 -- the judge's own error (a sandbox that cannot start): re-raised
+        except BaseException as e:  # noqa: BLE001 -- the judge's own error, or a bad submission: re-raised by wait()
             self.error = e
+        finally:
+            self.loaded.set()
+        self._released.wait()
 
     def wait(self) -> SubmissionFailure | None:
-        self.thread.join()
+        self.loaded.wait()
         if self.error is not None:
             raise self.error
         return self.failure
 
+    def release(self) -> None:
+        """After the worker is closed: the thread ends."""
+        self._released.set()
+        self.thread.join()
+
 
 class _Collector:
     """The plugin run_check hands pytest: the facts it derived once (the chapter, the golden document, the loaded
-    implementation) go to the fixtures of every test module, and each test's outcome comes back."""
+    implementation) go to the fixtures of every test module; `only` selects the tests; each test's outcome comes
+    back (to `on_result` too, as each finishes)."""
 
-    def __init__(self, impl=None, loader: _Loader | None = None, chapter: Chapter | None = None,
+    def __init__(self, loader: _Loader, only: list[str] | None = None,
+                 on_result: Callable[[str, Outcome, float, str], None] | None = None, chapter: Chapter | None = None,
                  golden: dict | None = None) -> None:
-        self._impl, self._loader = impl, loader
+        self._loader, self._only, self._on_result = loader, only, on_result
         self.ol_chapter, self.ol_golden = chapter, golden
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
+
+    def pytest_collection_modifyitems(self, config, items) -> None:
+        """`only`: exactly the named tests run (a name never selects another it is part of, as -k's substrings would)."""
+        if not self._only:
+            return
+        keep = [i for i in items if i.originalname.removeprefix("test_") in self._only]
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
 
     @property
     def ol_impl(self):
         """The loaded implementation the plugin's `impl` fixture hands to every test, once its load is done;
         a submission that did not load ends the session before any test runs (run_check reports it)."""
-        if self._loader is not None and self._loader.wait() is not None:
+        try:
+            failure = self._loader.wait()
+        except BaseException:  # noqa: BLE001 -- run_check re-raises it
+            failure = True
+        if failure is not None:
             pytest.exit("the submission did not load", returncode=pytest.ExitCode.INTERRUPTED)
-        return self._impl
+        return self._loader.impl
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -92,6 +126,8 @@ class _Collector:
             self.results[name] = (kind, rep.duration, message)
         elif rep.when == "teardown" and rep.failed and name in self.results and self.results[name][0] is Outcome.PASS:
             self.results[name] = (Outcome.ERROR, rep.duration, f"teardown failed:\n{rep.longreprtext[-MESSAGE_CAP:]}")
+        if rep.when == "teardown" and name in self.results and self._on_result is not None:
+            self._on_result(name, *self.results[name])  # the test's final outcome, as it finishes
 
 
 def _plain(e: BaseException) -> str:
@@ -104,10 +140,12 @@ def _plain(e: BaseException) -> str:
 
 
 def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
-                only: list[str] | None, language: str | None = None) -> list[str]:
+                language: str | None = None) -> list[str]:
+    """pytest's command line for the chapter's tests; which of them run is the collector's (`only`)."""
     args = [*map(str, chapter.tests_files), "-p", "harness.check.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "--capture=sys",  # not the descriptors: the build's progress, from the loader's thread, reaches the terminal
             f"--rootdir={chapter.pack_dir}"]
     if ref_deps:
         args.append("--ref-deps")
@@ -115,9 +153,35 @@ def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: st
         args += ["--lang", language]
     if golden:
         args += ["--golden", str(golden)]
-    if only:
-        args += ["-k", " or ".join(only)]
     return args
+
+
+def select(chapter: Chapter, expression: str) -> list[str]:
+    """The chapter's tests that pytest's `-k EXPRESSION` selects (a case-insensitive substring of a test's name;
+    `and`, `or`, `not`, parentheses), in the chapter's order; a malformed expression or one that selects no test
+    is a UsageError naming the tests."""
+    from _pytest.mark import expression as grammar  # pytest's own -k grammar
+
+    names = [t.name for t in chapter.tests]
+    malformed = (getattr(grammar, "ParseError", SyntaxError), SyntaxError)  # pytest 8 raises ParseError, 9 SyntaxError
+    try:
+        compiled = grammar.Expression.compile(expression)
+    except malformed as e:
+        why = getattr(e, "message", None) or getattr(e, "msg", None) or str(e)
+        raise UsageError(f"-k {expression!r} is not a test expression ({why}): write words of test names joined by "
+                         "and, or, not, e.g. -k 'hand_example and not greedy'") from None
+
+    def matches(name: str):
+        def part(sub: str, /, **kwargs) -> bool:
+            if kwargs:
+                raise UsageError(f"-k {expression!r}: a test name takes no arguments ({sub}(...))")
+            return sub.lower() in name.lower()
+        return part
+
+    chosen = [n for n in names if compiled.evaluate(matches(n))]
+    if not chosen:
+        raise UsageError(f"no test of {chapter.chapter} matches -k {expression!r}; its tests: {', '.join(names)}")
+    return chosen
 
 
 def _load(impl) -> SubmissionFailure | None:
@@ -141,6 +205,12 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                   load_error=_plain(failure).removeprefix("load: "))
 
 
+def _opened(chapter: Chapter, submission: str, ref_deps: bool, transport: str, sandbox: Mode | None, language: str | None,
+            on_stage: Callable[[str], None] | None):
+    with stage.reporting(on_stage):
+        return open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
+
+
 def language_of(impl) -> str:
     """The language the Impl's code is in: its worker's, or Python (trusted code in this process)."""
     return getattr(impl.transport, "language", None) or "python"
@@ -154,33 +224,36 @@ def sandbox_of(impl) -> str:
 
 def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
               golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None,
-              sandbox: Mode | None = None, language: str | None = None) -> Report:
-    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test, and says
-    how the code ran (`sandbox`: a worker's mode, default harness.sandbox.confine.choose(); or in-process).
+              sandbox: Mode | None = None, language: str | None = None,
+              on_result: Callable[[str, Outcome, float, str], None] | None = None,
+              on_stage: Callable[[str], None] | None = None) -> Report:
+    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test (per test of
+    `only`, exact names, when given), and says how the code ran (`sandbox`: a worker's mode, default
+    harness.sandbox.confine.choose(); or in-process). `on_result(name, outcome, seconds, message)` is called as each
+    test finishes, from this thread; `on_stage(text)` hears what runs before the tests (a build's progress).
     A damaged golden file stops it before any test runs (harness.check.golden.verify)."""
     golden = str(verify_golden(chapter, golden))
     doc = json.loads(Path(golden).read_text())  # the golden document, parsed once: the tests' and the hints'
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
     label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
-    impl = open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
-    mode, lang = sandbox_of(impl), language_of(impl)
-    loader = None
+    loader = _Loader(lambda: _opened(chapter, submission, ref_deps, transport, sandbox, language, on_stage), on_stage)
     try:
-        impl.transport.spawn()  # from this thread, which outlives the worker; its hello and load overlap pytest's start
-        loader = _Loader(impl)
-        collector = _Collector(impl, loader, chapter, doc)
+        collector = _Collector(loader, only, on_result, chapter, doc)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, only, language), plugins=[collector])
-        failure = loader.wait()
+            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, language), plugins=[collector])
+        failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
+        impl = loader.impl
+        mode, lang = sandbox_of(impl), language_of(impl)
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
             return rep.but(sandbox=mode, language=lang)
     finally:
-        if loader is not None:
-            loader.thread.join()  # bounded by the load's deadline; the worker is not closed under its feet
-        impl.close()
+        loader.loaded.wait()  # bounded by the build's and the load's deadlines; the worker is not closed under its feet
+        if loader.impl is not None:
+            loader.impl.close()
+        loader.release()
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error

@@ -26,13 +26,14 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from ..check.diff import case_literal, run_diff
+from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
 from ..errors import BadSubmission, OlError, UsageError
 from ..languages.stub import write_rust_workspace, write_stub
 from ..paths import REPO
 from ..registry import load_chapter
 from ..render import console as show
+from ..render.check_progress import CheckProgress
 from ..render.console import lit
 from ..render.gradescope import results_json
 from ..sandbox.confine import answers_exposed, choose, exposure_advice
@@ -86,28 +87,39 @@ def tests(chapter: str) -> None:
 @click.argument("chapter")
 @click.argument("workspace", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="overwrite an existing file")
-@click.option("--lang", default="python", help="the language you write the chapter in: python (default) or rust")
-def start(chapter: str, workspace: Path | None, force: bool, lang: str) -> None:
-    """Write the stub of the chapter's file into WORKSPACE (default ./py, or ./rust with --lang rust)."""
+@click.option("--lang", default=None, metavar="LANG",
+              help="the language you write the chapter in (default: the chapter's own, rust for L10.8; or python)")
+def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -> None:
+    """Write the stub of the chapter's file into WORKSPACE (default ./rust for a Rust chapter, ./py with --lang python)."""
     ch = load_chapter(chapter)
-    ws = workspace or Path(ch.language(lang).default_workspace)
+    lang = lang or ch.default_language
+    spec = ch.language(lang)  # an unknown language: a usage error naming the chapter's
+    ws = workspace or Path(spec.default_workspace)
+    flags = "" if ws.resolve() == Path(spec.default_workspace).resolve() else f" --submission {ws}"
     if lang == "rust":
         path, standing_in = write_rust_workspace(ch, ws, force)
-        out.print(f"wrote the cargo workspace {ws}: {path} has every item of the contract (spec/rust.md), "
+        out.print(f"wrote the cargo workspace {ws} (Rust): {path} has every item of the contract (spec/rust.md), "
                   "each body todo!(); its doc comment is the rule.")
         if standing_in:
             out.print(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference (L10.1 is not yours yet; "
-                      "each file says so at its top).")
-        flags = "" if str(ws) == ch.language(lang).default_workspace else f" --submission {ws}"
-        out.print(f"next: `ol check {ch.chapter}{flags}`, or `cargo test` in {ws}")
+                      "each file says so at its top): no --ref-deps needed.")
+        out.print(f"where the chapter's files are in ol: {_student_map()}")
+        out.print(f"next (Rust): `ol check {ch.chapter}{flags}` here, or `cargo test` in {ws} "
+                  f"(one test: `cargo test -- hand_example_prompt_lookup`, or `ol check {ch.chapter}{flags} -k hand_example`)")
         return
     path, missing = write_stub(ch, ws, force, lang)
-    out.print(f"wrote {path}: every function raises NotImplementedError; its docstring is the rule.")
-    flags = "" if str(ws) == ch.language().default_workspace else f" --submission {ws}"
+    out.print(f"wrote {path} ({lang.capitalize()}): every function raises NotImplementedError; its docstring is the rule.")
     if missing:
         out.print(f"your workspace has no {', '.join(missing)} yet (earlier chapters), so take them from the reference:")
         flags += " --ref-deps"
-    out.print(f"next: `ol check {ch.chapter}{flags}`")
+    if ch.default_language != lang and "--submission" not in flags:
+        flags += f" --lang {lang}"  # a folder holding both workspaces grades the chapter's own language first
+    out.print(f"where the chapter's files are in ol: {_student_map()}")
+    out.print(f"next ({lang.capitalize()}): `ol check {ch.chapter}{flags}`")
+
+
+def _student_map() -> str:
+    return str(REPO / "docs" / "student.md")
 
 
 def _fresh_cases(ch, seed: int) -> str:
@@ -138,13 +150,22 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
                    "@FILE: the seed in FILE, on no command line)")
 @click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
 @click.option("--lang", default=None, help="python or rust: the reference's or a mutant's language, or the only one to look for")
-def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang) -> None:
-    """Run the chapter's tests on a submission; the exit code is the verdict."""
+@click.option("-k", "keyword", default=None, metavar="EXPR",
+              help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
+                   "(e.g. -k hand_example, -k 'verify and not greedy')")
+@click.option("--test", "exact", multiple=True, metavar="NAME",
+              help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
+def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang,
+          keyword, exact) -> None:
+    """Run the chapter's tests on a submission; the exit code is the verdict.
+
+    Each test's line is printed as it finishes, the failures' messages and the summary last."""
     from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
+    only = _selection(ch, keyword, exact)
     seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
     if submission is None:
@@ -161,17 +182,55 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         if seed is not None:
             golden = _fresh_cases(ch, seed)
             console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
-        rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang)
+        console.print(Text.assemble((f"{ch.chapter} on ", "bold"), lit(submission), " (--ref-deps)" if ref_deps else ""))
+        with CheckProgress(console, len(only or ch.tests)) as progress:
+            rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang,
+                            only=only, on_result=progress.finished, on_stage=progress.stage)
     except BadSubmission as e:
         if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
             _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
         if gradescope:  # the bundle's judge: the same refusal, read by harness.staff.gradescope (a rejected upload)
             _write_json(gradescope, {"refused": str(e)})
         raise
-    show.report(console, rep)
+    show.report(console, rep, table=False)
+    if only:
+        console.print(f"ran {len(only)} of the {len(ch.tests)} tests ({'-k ' + repr(keyword) if keyword else 'by name'}); "
+                      f"without -k, `ol check {ch.chapter}` runs them all", markup=False)
     show.hints(console, rep)
+    if not rep.ok and not rep.load_error:
+        console.print(_next_step(ch, rep, click.get_current_context()), markup=False)
     _write_outputs(rep, json_path, junit, gradescope)
     raise Exit(0 if rep.ok else 1)
+
+
+def _next_step(ch, rep, ctx) -> str:
+    """After a failing check: how to rerun the first failing test alone, and see the cases, in the language graded."""
+    failed = next(t.name for t in rep.tests if not t.outcome.passed)
+    flags = "".join(f" {p.opts[0]} {ctx.params[p.name]}" if not p.is_flag else f" {p.opts[0]}"
+                    for p in ctx.command.params if p.name in ("submission", "ref_deps", "lang")
+                    and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT)
+    lang = rep.language or "python"
+    again = f"`ol check {ch.chapter}{flags} -k {failed}`" + (f" (or `cargo test -- {failed}` in the workspace)" if lang == "rust" else "")
+    case = "a #[test] for spec.rs" if lang == "rust" else "a pytest function"
+    return (f"next ({lang.capitalize()}): {again} reruns {failed} alone; `ol diff {ch.chapter}{flags}` shows the golden cases "
+            f"you get wrong, `ol diff {ch.chapter} --case ID` prints one as {case}")
+
+
+def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:
+    """The tests -k and --test choose (both: the tests either names), in the chapter's order; None: all of them.
+    A --test name that is no test is left out (cargo test passes its filters, some naming the student's own
+    #[test]s); none chosen at all is a usage error naming the tests."""
+    from ..check.runner import select
+
+    if keyword is None and not exact:
+        return None
+    names = [t.name for t in ch.tests]
+    chosen = {n for n in exact if n in names}
+    if keyword is not None:
+        chosen |= set(select(ch, keyword))
+    if not chosen:
+        raise UsageError(f"no test of {ch.chapter} matches --test {' --test '.join(exact)}; its tests: {', '.join(names)}")
+    return [n for n in names if n in chosen]
 
 
 def _default_submission(ch, lang: str | None, console) -> str | None:
@@ -207,7 +266,7 @@ def _no_submission(ch, lang: str | None, given: list[str]) -> str:
     folders = " or ".join(f"./{ch.language(n).default_workspace}" for n in langs)
     why = (f"the demo takes no {', '.join(given)}: it runs for `ol check {ch.chapter}` alone, at a terminal" if given
            else f"the demo runs only at a terminal, for `ol check {ch.chapter}` alone")
-    start = f"ol start {ch.chapter}" + (f" --lang {lang}" if lang and lang != "python" else "")  # start's default: python
+    start = f"ol start {ch.chapter}" + (f" --lang {lang}" if lang and lang != ch.default_language else "")  # start's default
     return f"no submission at {folders} (looked in {Path.cwd()}): pass --submission PATH, or make one with `{start}` ({why})"
 
 
@@ -249,8 +308,9 @@ def _demo(ch) -> None:
     """No workspace here: show what a check looks like, on the reference and on a sample with a known bug."""
     from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
-    ws = ch.language().default_workspace
-    out.print(f"[bold]No submission at ./{ws}[/] (run `ol start {ch.chapter}` to make one). "
+    ws = " or ./".join(ch.language(n).default_workspace for n in sorted(ch.languages, key=lambda n: n != ch.default_language))
+    out.print(f"[bold]No submission at ./{ws}[/] (run `ol start {ch.chapter}` to make one, in {ch.default_language}; "
+              "`--lang python` for Python). "
               "Showing the demo: the reference, then a sample submission with a known bug.\n")
     ref = run_check(ch, "reference")
     show.report(out, ref)
@@ -268,29 +328,46 @@ def _demo(ch) -> None:
 
 @main.command()
 @click.argument("chapter")
-@click.option("--submission", default=None, help="reference | mutant:ID | a folder, file or zip (default ./py)")
-@click.option("--ref-deps", is_flag=True)
+@click.option("--submission", default=None,
+              help="reference | mutant:ID | a folder, file or zip (default: this folder's workspace, ./rust or ./py, as ol check)")
+@click.option("--ref-deps", is_flag=True, help="keep your chapter file, take earlier chapters' modules from the reference")
 @click.option("--json", "json_path", default=None, help="write the divergences as JSON")
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
 @click.option("--lang", default=None, help="python or rust (the reference's or a mutant's; a submission's comes from its layout)")
-@click.option("--case", "case_id", default=None, help="print this golden case as a test you can paste (with --lang rust: a #[test])")
-def diff(chapter, submission, ref_deps, json_path, show_all, lang, case_id) -> None:
-    """The differential view: the submission against every golden case."""
+@click.option("--only", default=None, metavar="NAME",
+              help="one section (prompt_lookup, ngram, verify, generate, rollback) or the function whose cases it holds "
+                   "(verify_draft, ngram_draft, ...)")
+@click.option("--case", "case_id", default=None, metavar="ID",
+              help="print this golden case as a test to paste: a pytest function (Python), a #[test] (with --lang rust, "
+                   "or from a Rust workspace)")
+def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id) -> None:
+    """The differential view: the submission against every golden case, sections in the chapter's order."""
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)
+    if only is not None:
+        sections_for(ch.module("cases"), only)  # an unknown --only is a usage error before anything runs
     if case_id is not None:
         verify_golden(ch)
-        sys.stdout.write(case_literal(ch, case_id, lang or "python") + "\n")  # verbatim: no wrapping, no markup
+        sys.stdout.write(case_literal(ch, case_id, lang or _workspace_language(ch)) + "\n")  # verbatim: no wrapping, no markup
         raise Exit(0)
     submission = submission or _default_submission(ch, lang, out) or ch.language().default_workspace
     validate(ch, submission, lang)
     verify_golden(ch)
-    result = run_diff(ch, submission, ref_deps, language=lang)
+    result = run_diff(ch, submission, ref_deps, language=lang, only=only)
     show.diff(out, result, show_all)
     if json_path:
         _write_json(json_path, result)
-    raise Exit(0 if result["divergent"] == 0 else 1)
+    raise Exit(0 if result["divergent"] == 0 and not result.get("load_error") else 1)
+
+
+def _workspace_language(ch) -> str:
+    """The language of the workspace here (this folder, or ./rust, ./py: the chapter's own first), else python."""
+    for name in sorted(ch.languages, key=lambda n: n != ch.default_language):
+        spec = ch.language(name)
+        if Path(spec.student_file).is_file() or (Path(spec.default_workspace) / spec.student_file).is_file():
+            return name
+    return "python"
 
 
 for _command in (staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config, staff.selftest):

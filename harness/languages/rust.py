@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import stage
 from ..errors import BadSubmission, OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..paths import REPO
@@ -308,15 +309,41 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **how)
-    try:
-        out, err = proc.communicate(timeout=BUILD_DEADLINE_S)
-    except subprocess.TimeoutExpired:
+    timed_out = threading.Event()
+
+    def deadline() -> None:
+        timed_out.set()
         _kill(proc, mode)
-        raise BuildFailed(f"your crate did not finish compiling within {BUILD_DEADLINE_S:.0f} s "
-                          "(a const evaluation or a macro that never ends?)") from None
+
+    killer = threading.Timer(BUILD_DEADLINE_S, deadline)
+    killer.start()
+    chunks: list[bytes] = []
+    drain = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    drain.start()
+    try:
+        err = _follow(proc.stderr, cold=not (target / "debug").exists())
+        drain.join()
+        proc.wait()
     finally:
+        killer.cancel()
         reap(mode)
-    return proc, out.decode(errors="replace"), err.decode(errors="replace"), time.monotonic() - started
+    if timed_out.is_set():
+        raise BuildFailed(f"your crate did not finish compiling within {BUILD_DEADLINE_S:.0f} s "
+                          "(a const evaluation or a macro that never ends?)")
+    return proc, b"".join(chunks).decode(errors="replace"), err, time.monotonic() - started
+
+
+def _follow(stream, cold: bool) -> str:
+    """cargo's stderr, read as it comes: each `Compiling NAME` told to the listener (harness.stage); the whole text."""
+    lines = []
+    stage.say("building your crate with cargo" + (" (its first build here: the course's crates too, a minute at most)" if cold else ""))
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace")
+        lines.append(line)
+        words = line.split()
+        if words[:1] == ["Compiling"] and len(words) > 1:
+            stage.say(f"building: compiling {words[1]}")
+    return "".join(lines)
 
 
 def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:

@@ -64,11 +64,17 @@ def write_stub(chapter: Chapter, workspace: Path, force: bool = False, lang: str
 RUST_HEADER = ("// Written by `ol start {chapter} --lang rust` from the Rust reference ({what}). It stands in for your\n"
                "// own until you write it: replace it with yours whenever you like.\n")
 RUST_WORKSPACE = """\
-# Written by `ol start {chapter} --lang rust`. `cargo build` needs no registry; `cargo test` runs the judge.
+# Written by `ol start {chapter}`. `cargo build` needs no registry; `cargo test` runs the judge (crates/tl-check),
+# which builds your crate itself (sandboxed, incrementally, kept between checks): cargo test compiles nothing of yours.
 [workspace]
-members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker"]
+members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker", "crates/tl-check"]
+default-members = ["crates/tl-engine", "crates/tl-check"]
 resolver = "2"
 """
+# The student's copy of the engine's manifest: the judge's (harness.languages.rust.ENGINE_MANIFEST, which the grading build
+# writes itself), with the library's tests left to the front end (it runs your own #[test]s when you have some).
+STUDENT_LIB = ('[lib]\npath = "src/lib.rs"\ntest = false      # `cargo test` runs the judge, then your own #[test]s '
+               '(crates/tl-check)\ndoctest = false\n')
 
 
 def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
@@ -85,11 +91,12 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
     if not (workspace / "Cargo.toml").exists():
         (workspace / "Cargo.toml").write_text(RUST_WORKSPACE.format(chapter=chapter.chapter))
     if not (engine / "Cargo.toml").exists():
-        (engine / "Cargo.toml").write_text(ENGINE_MANIFEST.replace("Written by the judge (ol)", f"Written by `ol start {chapter.chapter}`"))
+        (engine / "Cargo.toml").write_text(ENGINE_MANIFEST.replace("Written by the judge (ol)", f"Written by `ol start {chapter.chapter}`")
+                                           .replace('[lib]\npath = "src/lib.rs"\n', STUDENT_LIB))
     (workspace / ".ol-command").write_text(f"{REPO / 'ol'}\n")  # cargo test's front end runs this ol
     if not (workspace / ".gitignore").exists():
         (workspace / ".gitignore").write_text("target/\n")
-    for crate in ("tl-json", "tl-worker"):  # the course's: always the current copy
+    for crate in ("tl-json", "tl-worker", "tl-check"):  # the course's: always the current copy
         dst = workspace / "crates" / crate
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(COURSE_CRATES / crate, dst, ignore=shutil.ignore_patterns("target"))

@@ -23,18 +23,21 @@ def lit(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
-def report(out, rep: Report) -> None:
+def report(out, rep: Report, table: bool = True) -> None:
+    """The report: its table of tests (table=False: the lines were printed as the tests finished), each
+    failure's message, then the summary."""
     if rep.load_error:
         out.print("[bold red]Your submission could not be loaded[/], so no test ran:")
         out.print(lit(rep.load_error))
         out.print(f"\n[bold red]0 of {len(rep.tests)} passed[/], score 0/{rep.max_score:g}, {rep.duration_s:.1f}s")
         return
-    t = Table(title=lit(f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}", "table.title"))
-    for col in ("test", "kind", "outcome", "time"):
-        t.add_column(col)
-    for r in rep.tests:
-        t.add_row(r.name, r.kind, f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", f"{r.duration_s:.2f}s")
-    out.print(t)
+    if table:
+        t = Table(title=lit(f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}", "table.title"))
+        for col in ("test", "kind", "outcome", "time"):
+            t.add_column(col)
+        for r in rep.tests:
+            t.add_row(r.name, r.kind, f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", f"{r.duration_s:.2f}s")
+        out.print(t)
     for r in rep.tests:
         if r.outcome.passed:
             continue
@@ -130,6 +133,10 @@ def _matrix_summary(out, result) -> None:
 
 
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
+    if result.get("load_error"):  # as `ol check` tells it: one message, no case run
+        out.print("[bold red]Your submission could not be loaded[/], so no golden case ran:")
+        out.print(lit(result["load_error"]))
+        return
     for name, sec in result["sections"].items():
         n = len(sec["divergent"])
         out.print(f"[bold]{name}[/]: {n} of {sec['total']} cases diverge")
@@ -188,3 +195,10 @@ def tests_table(out, ch) -> None:
     for s in ch.tests:
         t.add_row(s.name, s.kind, s.checks, s.why, f"{s.points:g}")
     out.print(t)
+    if ch.student_map:
+        m = Table(title=f"where the files {ch.chapter}'s text names are in ol (docs/student.md)")
+        for col in ("the chapter says", "in ol"):
+            m.add_column(col, overflow="fold")
+        for said, where in ch.student_map.items():
+            m.add_row(escape(said), escape(where))
+        out.print(m)

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from ..errors import Crashed, Raised, SubmissionFailure, Timeout
+from ..errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
 from .feedback import call_text
 from .shapes import ShapeError, conform
@@ -66,11 +66,14 @@ class Impl:
         self.calls = []
 
     def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
+        """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
+        language), never the protocol's op name."""
         deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
         if self.budget_end is not None:
             left = self.budget_end - time.monotonic()
             if left <= 0:
-                raise Timeout(f"{op}: the test's budget of {self.budget_s:.0f} s ran out (your code is too slow or stuck)")
+                raise Timeout(f"{self._called(op, args)}: the test's budget of {self.budget_s:.0f} s ran out "
+                              "(your code is too slow or stuck)")
             deadline_s = min(deadline_s, left)
         info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
         self.calls.append(info)
@@ -78,8 +81,26 @@ class Impl:
             if isinstance(info.error, Raised):
                 called = self.called(op, args, info.error.language)
                 info.error.name_call(called, call_text(called, self.shown_args(op, args)))
+            else:
+                self._rename(info.error, op, args, deadline_s)
             raise info.error
         return self.conform(op, args, info.value)
+
+    def _rename(self, error: SubmissionFailure, op: str, args: dict, deadline_s: float) -> None:
+        """A timeout or a crash the transport told with the op (`op: ...`, `op(args) with a deadline ...`), told
+        with the contract's call instead."""
+        text, called = str(error), self._called(op, args)
+        timed = describe_call(op, args, deadline_s)
+        if text.startswith(timed):
+            text = f"{call_text(called, self.shown_args(op, args))} with a deadline of {deadline_s:.3g} s{text[len(timed):]}"
+        elif text.startswith(f"{op}:"):
+            text = called + text[len(op):]
+        else:
+            return
+        error.args = (text, *error.args[1:])
+
+    def _called(self, op: str, args: dict) -> str:
+        return self.called(op, args, getattr(self.transport, "language", None) or "python")
 
     def called(self, op: str, args: dict, language: str) -> str:
         """The contract's name, in `language`, of the function `op` calls; a chapter's client maps its ops."""
@@ -91,16 +112,18 @@ class Impl:
         return args
 
     def conform(self, op: str, args: dict, value):
-        """The answer checked against the op's declared shape (non-finite floats decoded); a mismatch is
-        Crashed: the worker broke the protocol (a Python submission cannot, through the ops; a raw write can)."""
+        """The answer checked against the op's declared shape (non-finite floats decoded). A mismatch is the
+        student's function returning the wrong type (k = 4.0 where an int is due): a WrongType, a `fail` that says
+        so; the worker that died or sent what is no message of the protocol is Crashed, by the transport."""
         shape = self.ANSWERS.get(op)
         if shape is None:
             return floats(value)
         try:
-            return conform(shape(args) if callable(shape) else shape, value, f"{op}'s answer")
+            return conform(shape(args) if callable(shape) else shape, value, "result")
         except ShapeError as e:
             self.transport.restart()  # it may yet send the answer it owes: a fresh worker serves the next call
-            raise Crashed(f"{op}: the worker's answer breaks the protocol: {e}") from None
+            called = self._called(op, args)
+            raise WrongType(f"{call_text(called, self.shown_args(op, args))} returned the wrong type: {e}") from None
 
     def adopt(self, path: Path) -> None:
         """Remove `path` (a scratch folder this Impl depends on) when the Impl closes."""

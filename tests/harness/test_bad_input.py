@@ -90,14 +90,29 @@ def test_an_exception_shows_the_students_own_file_line_and_source(tmp_path):
 
 @pytest.mark.slow
 def test_start_prints_one_next_step_that_works(tmp_path):
-    r = ol("start", "L10.8", "ws", cwd=tmp_path)
+    r = ol("start", "L10.8", "ws", "--lang", "python", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    steps = [line for line in r.stdout.splitlines() if line.startswith("next:")]
-    assert steps == ["next: `ol check L10.8 --submission ws --ref-deps`"], r.stdout
-    r = ol("start", "L10.8", cwd=tmp_path)  # the default workspace, ./py: the command needs no --submission
-    assert [line for line in r.stdout.splitlines() if line.startswith("next:")] == ["next: `ol check L10.8 --ref-deps`"], r.stdout
-    r = ol("check", "L10.8", "--ref-deps", cwd=tmp_path)  # the printed step, as printed, runs the stub's check
+    steps = [line for line in r.stdout.splitlines() if line.startswith("next")]
+    assert steps == ["next (Python): `ol check L10.8 --submission ws --ref-deps`"], r.stdout
+    r = ol("start", "L10.8", "--lang", "python", cwd=tmp_path)  # the default workspace, ./py: no --submission
+    steps = [line for line in r.stdout.splitlines() if line.startswith("next")]
+    assert steps == ["next (Python): `ol check L10.8 --ref-deps --lang python`"], r.stdout
+    r = ol("check", "L10.8", "--ref-deps", "--lang", "python", cwd=tmp_path)  # the printed step, as printed, runs the stub's check
     assert r.returncode == 1 and "not implemented" in r.stdout, r.stdout[-2000:] + r.stderr
+
+
+def test_start_writes_the_chapters_own_language_and_says_so(tmp_path):
+    """L10.8 is a Rust chapter (its pack's default_language): `ol start L10.8` writes the cargo workspace, and its
+    hints name Rust and Rust's commands, never --ref-deps (the workspace holds L10.1's files already)."""
+    r = ol("start", "L10.8", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "rust/crates/tl-engine/src/spec.rs").is_file() and not (tmp_path / "py").exists()
+    steps = [line for line in r.stdout.splitlines() if line.startswith("next")]
+    assert len(steps) == 1 and steps[0].startswith("next (Rust): `ol check L10.8` here, or `cargo test` in rust"), r.stdout
+    assert "cargo test -- hand_example_prompt_lookup" in steps[0] and "--ref-deps" not in steps[0]
+    assert "docs/student.md" in r.stdout
+    r = ol("start", "L10.8", "--lang", "cobol", cwd=tmp_path)
+    assert r.returncode == 2 and "not graded in 'cobol'" in r.stderr
 
 
 def test_check_with_no_submission_here_is_refused_when_no_person_watches(tmp_path):
@@ -107,8 +122,8 @@ def test_check_with_no_submission_here_is_refused_when_no_person_watches(tmp_pat
     assert r.returncode == 2 and line.startswith(f"ol: no submission at ./rust or ./py (looked in {tmp_path})"), r.stderr
     assert "pass --submission PATH" in line and "`ol start L10.8`" in line and "only at a terminal" in line, line
     assert no_test_ran(r) and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stdout[-500:]
-    r = ol("check", "L10.8", "--lang", "rust", cwd=tmp_path)
-    assert r.returncode == 2 and "no submission at ./rust (" in first_line(r) and "`ol start L10.8 --lang rust`" in first_line(r)
+    r = ol("check", "L10.8", "--lang", "python", cwd=tmp_path)
+    assert r.returncode == 2 and "no submission at ./py (" in first_line(r) and "`ol start L10.8 --lang python`" in first_line(r)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -179,4 +194,5 @@ def test_a_first_setup_without_network_says_what_is_missing_in_one_line(tmp_path
     log = Path(lines[-1].rsplit("Full log: ", 1)[1].strip())
     assert log.is_file(), f"the log it names must exist: {log}"
     log.unlink()
-    assert len(lines) <= 2 and "Traceback" not in r.stderr, r.stderr
+    told = [line for line in lines[:-1] if not line.startswith(("ol: first run: setting up", "ol: ["))]  # its progress aside
+    assert told == [] and "Traceback" not in r.stderr, r.stderr

@@ -651,12 +651,12 @@ def test_protocol_garbage_is_one_crashed_call(tmp_path, how):
 
 
 WRONG_TYPES = {  # id -> (op, its args, the raw answer, words the message must hold)
-    "true for an id": ("prompt_lookup", HAND_PL, b"[7, true, 5]", ["answer[1]", "boolean", "expected an integer"]),
-    "7.0 for an id": ("prompt_lookup", HAND_PL, b"[7.0, 8.0, 5.0]", ["answer[0]", "7.0", "expected an integer"]),
-    "NaN for an id": ("prompt_lookup", HAND_PL, b"[NaN, 8, 5]", ["answer[0]", "nan", "expected an integer"]),
+    "true for an id": ("prompt_lookup", HAND_PL, b"[7, true, 5]", ["result[1]", "boolean", "expected an integer"]),
+    "7.0 for an id": ("prompt_lookup", HAND_PL, b"[7.0, 8.0, 5.0]", ["result[0]", "7.0", "expected an integer"]),
+    "NaN for an id": ("prompt_lookup", HAND_PL, b"[NaN, 8, 5]", ["result[0]", "nan", "expected an integer"]),
     "a string for ids": ("prompt_lookup", HAND_PL, b'"785"', ["'785'", "expected a list"]),
     "an object for ids": ("prompt_lookup", HAND_PL, b'{"0": 7, "1": 8, "2": 5}', ["expected a list"]),
-    "nested ids": ("prompt_lookup", HAND_PL, b"[[7], 8, 5]", ["answer[0]", "expected an integer"]),
+    "nested ids": ("prompt_lookup", HAND_PL, b"[[7], 8, 5]", ["result[0]", "expected an integer"]),
     "true for an int": ("blocks_for", dict(tokens=5, block_tokens=4), b"true", ["boolean", "expected an integer"]),
     "2.0 for an int": ("blocks_for", dict(tokens=5, block_tokens=4), b"2.0", ["2.0", "expected an integer"]),
     "a list for an object": ("spec_config_parse", dict(draft="ngram", k=3), b'["ngram", 3, 3, 1]',

@@ -37,9 +37,9 @@ def report(cwd: Path, *args) -> tuple[int, dict]:
 
 @pytest.fixture(scope="module")
 def started(tmp_path_factory) -> Path:
-    """A student's folder after `ol start L10.8 --lang rust` (the workspace is ./rust)."""
+    """A student's folder after `ol start L10.8` (the chapter's language, Rust: the workspace is ./rust)."""
     home = tmp_path_factory.mktemp("student")
-    r = ol("start", "L10.8", "--lang", "rust", cwd=home)
+    r = ol("start", "L10.8", cwd=home)
     assert r.returncode == 0, r.stdout + r.stderr
     return home
 
@@ -71,6 +71,44 @@ def test_cargo_test_in_the_workspace_runs_the_judge(started):
     lines = [line for line in r.stdout.splitlines() if line.startswith("test ") and line.endswith(("ok", "FAILED"))]
     assert len(lines) == 16 and all(line.endswith("FAILED") for line in lines), r.stdout[-3000:]
     assert "not implemented" in r.stdout and "test result: FAILED. 0 passed; 16 failed" in r.stdout
+
+
+def test_cargo_test_runs_only_the_named_test_and_builds_nothing_of_the_students(started, tmp_path):
+    """`cargo test -- NAME` hands the filter to the judge, which runs that test alone; cargo itself compiles only the
+    front end (crates/tl-check, no tl-engine dependency): the judge's sandboxed build is the crate's one build."""
+    home = workspace_with(started, tmp_path, REF_SPEC.read_text().split("#[cfg(test)]")[0])  # no #[test] of its own
+    ws = home / "rust"
+    r = subprocess.run(["cargo", "test", "--offline", "--", "hand_example_prompt_lookup"], cwd=ws, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    lines = [line for line in r.stdout.splitlines() if line.startswith("test ") and " ... " in line]
+    assert lines == ["test hand_example_prompt_lookup ... ok"], r.stdout[-3000:]
+    assert "test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 15 filtered out" in r.stdout
+    assert "Compiling tl-engine" not in r.stderr and not list((ws / "target").rglob("libtl_engine*")), r.stderr[-2000:]
+    assert "ol: building: compiling tl-engine" in r.stderr  # the judge's build, told as it goes
+    assert "your own #[test]s" not in r.stdout
+    # a #[test] of the student's own runs after the judge's, with the same filter
+    spec = ws / "crates/tl-engine/src/spec.rs"
+    spec.write_text(spec.read_text() + "\n#[test]\nfn mine_hand_example_prompt_lookup() { assert_eq!(1 + 1, 3); }\n")
+    r = subprocess.run(["cargo", "test", "--offline", "--", "hand_example_prompt_lookup"], cwd=ws, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode != 0 and "test hand_example_prompt_lookup ... ok" in r.stdout, r.stdout[-3000:]
+    assert "your own #[test]s" in r.stdout and "mine_hand_example_prompt_lookup" in r.stdout, r.stdout[-3000:]
+
+
+def test_the_judges_build_is_reused_and_incremental(started, tmp_path):
+    """A second check of the same workspace compiles nothing; an edit of spec.rs compiles the crate and the worker
+    linked to it, never the course's tl-json again."""
+    home = workspace_with(started, tmp_path, REF_SPEC.read_text())
+    first = ol("check", "L10.8", "-k", "hand_example_greedy", cwd=home)
+    again = ol("check", "L10.8", "-k", "hand_example_greedy", cwd=home)
+    spec = home / "rust/crates/tl-engine/src/spec.rs"
+    spec.write_text("// an edit\n" + spec.read_text())
+    edited = ol("check", "L10.8", "-k", "hand_example_greedy", cwd=home)
+    assert [r.returncode for r in (first, again, edited)] == [0, 0, 0], edited.stdout + edited.stderr
+    compiled = [[line.split()[-1] for line in r.stdout.splitlines() if line.startswith("ol: building: compiling")]
+                for r in (first, again, edited)]
+    assert compiled == [["tl-json", "tl-engine", "tl-worker"], [], ["tl-engine", "tl-worker"]], compiled
 
 
 def test_the_rust_reference_passes_every_test_through_the_rust_worker(tmp_path):

@@ -10,14 +10,24 @@
 //!
 //! libtest's own options are understood where they make sense: name filters (`cargo test -- NAME`),
 //! `--exact`, `--skip NAME`, `--ignored` (there are no ignored tests), `--list`; the others are
-//! accepted and ignored. The judge always runs every test; filters only choose what is reported.
+//! accepted and ignored. Filters go to the judge (`-k`, or `--test` with `--exact`): it runs only
+//! the selected tests, judged as in a whole check. Each test's line is printed as the judge finishes
+//! it (read from its console, stderr); the failures and the summary come last, from its report.
+//!
+//! This crate does not link `tl-engine`: `cargo test` compiles nothing of yours, and the judge's build
+//! (sandboxed, incremental, kept between checks under ~/.cache/ol/rust) is the one build an edit
+//! costs. Your own `#[test]`s (in a file of `crates/tl-engine/src` that is yours: not a stand-in `ol start`
+//! wrote, nor the given model.rs and runner_target.rs) run after the judge, with `cargo test -p tl-engine --lib` into `target/own`.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use tl_json::Json;
 
 const CHAPTER: &str = "L10.8";
+/// The course's modules in your crate (the judge builds its own copies): their tests are not yours.
+const GIVEN: [&str; 2] = ["model.rs", "runner_target.rs"];
 
 fn main() {
     let opts = Options::from_args();
@@ -34,22 +44,35 @@ fn main() {
         Ok(words) => words,
         Err(why) => fail(&format!(
             "cannot run the judge: {why}.\nSet OL to the `ol` command (OL=/path/to/ol cargo test), or rerun \
-             `ol start {CHAPTER} --lang rust` for this workspace, which writes {}.",
+             `ol start {CHAPTER}` for this workspace, which writes {}.",
             root.join(".ol-command").display()
         )),
     };
     let mut cmd = Command::new(&ol[0]);
     cmd.args(&ol[1..]).args(["check", CHAPTER, "--lang", "rust", "--submission"]).arg(&root).args(["--json", "-"]);
-    eprintln!("l10_8: running the judge on {} (it builds the crate again, then runs the chapter's tests)...", root.display());
-    let out = match cmd.stdin(Stdio::null()).output() {
-        Ok(out) => out,
+    cmd.args(opts.judge_selection());
+    eprintln!("l10_8: the judge builds your crate (sandboxed, incrementally) and runs the chapter's tests on {}", root.display());
+    let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
+        Ok(child) => child,
         Err(e) => fail(&format!(
-            "cannot run `{}`: {e}.\nSet OL to the `ol` command, or rerun `ol start {CHAPTER} --lang rust` for this workspace.",
+            "cannot run `{}`: {e}.\nSet OL to the `ol` command, or rerun `ol start {CHAPTER}` for this workspace.",
             ol.join(" ")
         )),
     };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let code = out.status.code();
+    let mut stdout = child.stdout.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        text
+    });
+    println!("\nrunning the judge's tests");
+    let (shown, stderr) = follow(child.stderr.take().expect("piped"));
+    let stdout = reader.join().unwrap_or_default();
+    let code = child.wait().ok().and_then(|s| s.code());
+    if code == Some(2) && stderr.contains(&format!("no test of {CHAPTER} matches")) {
+        println!("\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; all filtered out (no test of {CHAPTER} matches)\n");
+        std::process::exit(own_tests(&root, 0));
+    }
     if !matches!(code, Some(0) | Some(1)) {
         let how = code.map_or_else(|| "was killed by a signal".to_string(), |c| format!("exited {c}"));
         let what = match code {
@@ -60,12 +83,85 @@ fn main() {
         eprint!("{stderr}");
         fail(&format!("`ol check {CHAPTER}` {how}{what}; no verdict on your code. Its output is above."));
     }
-    let report = match std::str::from_utf8(&out.stdout).map_err(|e| e.to_string()).and_then(|t| tl_json::parse(t.trim())) {
+    let report = match std::str::from_utf8(&stdout).map_err(|e| e.to_string()).and_then(|t| tl_json::parse(t.trim())) {
         Ok(r @ Json::Obj(_)) => r,
         Ok(_) => fail_with(&stderr, "the judge's report is not a JSON object"),
         Err(e) => fail_with(&stderr, &format!("cannot read the judge's report: {e}")),
     };
-    std::process::exit(print_report(&report, &opts));
+    let verdict = print_report(&report, &shown, &stderr);
+    std::process::exit(own_tests(&root, verdict));
+}
+
+/// The judge's console, read as it comes: each `test NAME ... OUTCOME (S s)` line printed at once the
+/// libtest way, its lines saying what it builds passed on to stderr; (the tests shown, the rest of it).
+fn follow(stderr: impl Read) -> (Vec<String>, String) {
+    let (mut shown, mut rest) = (Vec::new(), String::new());
+    for line in BufReader::new(stderr).lines() {
+        let Ok(line) = line else { break };
+        if let Some((name, outcome)) = test_line(&line) {
+            println!("test {name} ... {}", if outcome == "pass" { "ok" } else { "FAILED" });
+            shown.push(name.to_string());
+        } else if line.starts_with("ol: building") || line.starts_with("ol: loading") {
+            eprintln!("{line}"); // what the judge does now (harness.render.check_progress's stage lines)
+        } else {
+            rest.push_str(&line);
+            rest.push('\n');
+        }
+    }
+    (shown, rest)
+}
+
+/// The chapter's number of tests when the judge ran a selection (its line `ran N of the M tests ...`).
+fn chapter_total(stderr: &str) -> Option<usize> {
+    let line = stderr.lines().find(|l| l.starts_with("ran "))?;
+    line.split(" of the ").nth(1)?.split_whitespace().next()?.parse().ok()
+}
+
+fn test_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("test ")?;
+    let (name, rest) = rest.split_once(" ... ")?;
+    let outcome = rest.split_whitespace().next()?;
+    Some((name, outcome))
+}
+
+/// Your own `#[test]`s, when a file of yours in crates/tl-engine/src has one: `cargo test -p tl-engine --lib`
+/// (same filters) into target/own, so it never waits on the outer cargo's lock. The exit code, worst of both.
+fn own_tests(root: &Path, verdict: i32) -> i32 {
+    let src = root.join("crates").join("tl-engine").join("src");
+    if !has_own_tests(&src) {
+        return verdict;
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    println!("your own #[test]s in crates/tl-engine/src (cargo test -p tl-engine --lib):");
+    let status = Command::new(cargo)
+        .args(["test", "--offline", "-q", "-p", "tl-engine", "--lib", "--target-dir"])
+        .arg(root.join("target").join("own"))
+        .arg("--manifest-path")
+        .arg(root.join("Cargo.toml"))
+        .arg("--")
+        .args(std::env::args().skip(1))
+        .status();
+    match status {
+        Ok(s) if s.success() => verdict,
+        Ok(_) => 101,
+        Err(e) => {
+            eprintln!("error: cannot run cargo for your own tests: {e}");
+            101
+        }
+    }
+}
+
+fn has_own_tests(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        if path.is_dir() {
+            return has_own_tests(&path);
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else { return false };
+        let given = GIVEN.iter().any(|g| path.file_name().map_or(false, |n| n == *g));
+        path.extension().map_or(false, |x| x == "rs") && !given && text.contains("#[test]") && !text.starts_with("// Written by `ol start")
+    })
 }
 
 fn fail(message: &str) -> ! {
@@ -175,9 +271,22 @@ impl Options {
         o
     }
 
-    fn selects(&self, name: &str) -> bool {
-        let hit = |f: &String| if self.exact { name == f } else { name.contains(f.as_str()) };
-        (self.filters.is_empty() || self.filters.iter().any(hit)) && !self.skips.iter().any(hit)
+    /// The judge's options for libtest's filters: `--test NAME` per filter with `--exact`, else one `-k`
+    /// expression (a filter is a substring of the name; `--skip` excludes).
+    fn judge_selection(&self) -> Vec<String> {
+        if self.exact && !self.filters.is_empty() {
+            return self.filters.iter().flat_map(|f| ["--test".to_string(), f.clone()]).collect();
+        }
+        let mut parts = Vec::new();
+        if !self.filters.is_empty() {
+            parts.push(format!("({})", self.filters.join(" or ")));
+        }
+        parts.extend(self.skips.iter().map(|s| format!("not {s}")));
+        if parts.is_empty() {
+            Vec::new()
+        } else {
+            vec!["-k".to_string(), parts.join(" and ")]
+        }
     }
 }
 
@@ -185,22 +294,22 @@ fn text<'a>(v: &'a Json, key: &str) -> &'a str {
     v.get(key).and_then(Json::as_str).unwrap_or("")
 }
 
-/// Print the report libtest's way; the exit code.
-fn print_report(report: &Json, opts: &Options) -> i32 {
+/// Print the report libtest's way (the tests not yet shown as they finished, then the failures and the
+/// summary); the exit code.
+fn print_report(report: &Json, shown: &[String], stderr: &str) -> i32 {
     if let Some(why) = report.get("ungraded").and_then(Json::as_str) {
         println!("\nol could not grade this workspace (not a verdict on your code): {why}");
         return 101;
     }
     let tests = report.get("tests").and_then(Json::as_array).unwrap_or(&[]);
-    let shown: Vec<&Json> = tests.iter().filter(|t| opts.selects(text(t, "name"))).collect();
-    let filtered = tests.len() - shown.len();
-    println!("\nrunning {} test{}", shown.len(), if shown.len() == 1 { "" } else { "s" });
     let mut failed = Vec::new();
-    for t in &shown {
+    for t in tests {
         let ok = text(t, "outcome") == "pass";
-        println!("test {} ... {}", text(t, "name"), if ok { "ok" } else { "FAILED" });
+        if !shown.iter().any(|s| s == text(t, "name")) {
+            println!("test {} ... {}", text(t, "name"), if ok { "ok" } else { "FAILED" });
+        }
         if !ok {
-            failed.push(*t);
+            failed.push(t);
         }
     }
     if !failed.is_empty() {
@@ -232,8 +341,9 @@ fn print_report(report: &Json, opts: &Options) -> i32 {
     }
     let secs = report.get("summary").and_then(|s| s.get("duration_s")).and_then(Json::as_f64).unwrap_or(0.0);
     let verdict = if failed.is_empty() { "ok" } else { "FAILED" };
+    let filtered = chapter_total(stderr).map_or(0, |total| total.saturating_sub(tests.len()));
     println!("\ntest result: {verdict}. {} passed; {} failed; 0 ignored; 0 measured; {filtered} filtered out; finished in {secs:.2}s\n",
-             shown.len() - failed.len(), failed.len());
+             tests.len() - failed.len(), failed.len());
     if failed.is_empty() {
         0
     } else {
