@@ -154,12 +154,14 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
 @click.option("--json", "json_path", default=None, help="write the report as JSON (-: to stdout, the console to stderr)")
 @click.option("--junit", default=None, help="write JUnit XML")
 @click.option("--gradescope", default=None, help="write a Gradescope results.json")
+@click.option("--html", "html_path", default=None, help="write the feedback page (HTML: each test's outcome, message, hint)")
 @click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
               help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed; "
                    "@FILE: the seed in FILE, on no command line)")
 @click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
 @click.option("--lang", default=None, help="python or rust: the reference's or a mutant's language, or the only one to look for")
-def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang) -> None:
+def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
+          lang) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict."""
     from .check import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
@@ -192,6 +194,12 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     show.report(console, rep)
     show.hints(console, rep)
     _write_outputs(rep, json_path, junit, gradescope)
+    if html_path:
+        from .grading.class_report import feedback_data  # here: jinja2's import, which only --html needs
+        from .render.html import feedback_page
+
+        Path(html_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(html_path).write_text(feedback_page(feedback_data(ch, rep)), encoding="utf-8")
     raise Exit(0 if rep.ok else 1)
 
 

@@ -21,7 +21,7 @@ from . import plots
 from .literal import visible
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-SCORE_BINS = 20  # at most: one bin a point below that
+SCORE_BINS = 20  # bars of the score histogram when the maximum is over 2 * SCORE_BINS points
 
 
 def _finalize(value):
@@ -60,7 +60,9 @@ def similarity_page(chapter: str, similarity: dict) -> str:
 
 def _plots(data: dict) -> dict:
     top = max(data["max_score"], 1)
-    bins = [i * top / min(SCORE_BINS, int(top) or 1) for i in range(min(SCORE_BINS, int(top) or 1) + 1)]
+    # one bar a point (centred on it) for a small whole maximum, else SCORE_BINS bars
+    bins = ([i - 0.5 for i in range(int(top) + 2)] if float(top).is_integer() and top <= 2 * SCORE_BINS
+            else [i * top / SCORE_BINS for i in range(SCORE_BINS + 1)])
     shown = {}
     if data["scores"]:
         shown["scores"] = Markup(plots.histogram(data["scores"], bins, f"score (of {top:g})"))
