@@ -34,7 +34,7 @@ class RosterError(UsageError):
 def read_roster(path: Path) -> dict[str, Student]:
     """submission name -> Student, from the CSV at `path`; a RosterError names what is wrong and where."""
     try:
-        text = path.read_bytes().decode("utf-8-sig")
+        text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise RosterError(f"--roster {path}: no such file; name {HELP}") from None
     except IsADirectoryError:
@@ -48,7 +48,7 @@ def read_roster(path: Path) -> dict[str, Student]:
 
 def parse_roster(text: str, where: str = "roster") -> dict[str, Student]:
     try:
-        rows = list(csv.reader(io.StringIO(text, newline="")))
+        rows = list(csv.reader(io.StringIO(text.removeprefix("\ufeff"), newline="")))  # a BOM: Excel's "CSV UTF-8"
     except csv.Error as e:
         raise RosterError(f"--roster {where}: not a CSV file ({e}); it must be {HELP}") from None
     rows = [r for r in rows if any(cell.strip() for cell in r)]
