@@ -105,8 +105,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
         if matched is not None:
             _roster_lines(err, matched)
-        if not no_similar:
-            _similarity(ch, submissions_dir, results_dir)
+        _similarity(ch, submissions_dir, results_dir, n, skip=no_similar)
         from .grading.class_report import write_report
 
         written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
@@ -122,16 +121,27 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
 
     main.add_command(grade)
 
-    def _similarity(ch, submissions_dir: Path, results_dir: Path) -> dict:
+    def _similarity(ch, submissions_dir: Path, results_dir: Path, n: int, skip: bool) -> None:
+        """The class's similar pairs into the results directory, for the report; none there when skipped or failed
+        (a previous run's would describe other code)."""
         from .grading.class_report import SIMILARITY, atomic_write
-        from .staff.similar import similar
 
-        found = similar(ch, submissions_dir)
+        (results_dir / SIMILARITY).unlink(missing_ok=True)
+        if skip:
+            return
+        err.print(f"ol: comparing the {n} submissions' code (ol similar; --no-similar skips it)")
+        try:
+            from .staff.similar import similar
+
+            found = similar(ch, submissions_dir)
+        except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
+            err.print(Text.assemble(("ol: the similarity could not be computed", "bold red"), " (the report has no such section): ",
+                                    lit(f"{type(e).__name__}: {e}")))
+            return
         atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
         if found["pairs"]:
             err.print(f"ol: {len(found['pairs']) + found['more']} pairs of submissions are unusually alike (ol similar): "
                       "see the report's similarity section")
-        return found
 
     @click.command()
     @click.argument("chapter")

@@ -162,10 +162,11 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
     loaded = load(results_dir)
     base = os.path.relpath(results_dir.resolve(), out.resolve().parent)
 
-    def link(name: str) -> str:
-        return quote(f"{base}/{feedback_file(results_dir, name).name}" if base != "." else feedback_file(results_dir, name).name)
+    def link(name: str) -> str:  # a path's bytes that are not UTF-8 percent-encoded as they are
+        page = feedback_file(results_dir, name).name
+        return quote(f"{base}/{page}" if base != "." else page, errors="surrogateescape")
 
-    back = quote(os.path.relpath(out.resolve(), results_dir.resolve()))
+    back = quote(os.path.relpath(out.resolve(), results_dir.resolve()), errors="surrogateescape")
     for r, wall in loaded["entries"]:
         atomic_write(feedback_file(results_dir, r.submission), html.feedback_page(feedback_data(chapter, r, wall, back)))
     data = class_data(chapter, loaded, link)

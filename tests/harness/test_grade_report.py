@@ -75,6 +75,17 @@ def test_ol_grade_with_a_roster_writes_ids_the_report_and_every_feedback_page(gr
     assert again.returncode == 0 and report.read_text() == raw, again.stderr
 
 
+@pytest.mark.slow(s=6)
+def test_a_rerun_with_no_similar_drops_the_previous_run_s_pairs(graded):
+    root, out, r = graded
+    assert r.returncode == 0, r.stderr
+    shutil.copytree(out / "grades-results", root / "copy", dirs_exist_ok=False)
+    rerun = ol("grade", "L10.8", root / "class", "--ref-deps", "--jobs", "2", "--no-similar", "--out", root / "copy.csv",
+               "--results-dir", root / "copy")  # every entry graded with this key: skipped, the report written again
+    assert rerun.returncode == 0 and "already graded with this key" in rerun.stdout, rerun.stdout + rerun.stderr
+    assert not (root / "copy" / ".similarity.json").exists() and 'id="similarity"' not in (root / "copy.html").read_text()
+
+
 @pytest.mark.slow(s=5)
 def test_ol_check_html_writes_the_student_s_feedback_page(tmp_path):
     r = ol("check", "L10.8", "--submission", EXAMPLES / SAMPLES[0], "--ref-deps", "--html", tmp_path / "feedback.html",
