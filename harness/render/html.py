@@ -44,7 +44,7 @@ def environment() -> Environment:
 def class_report(data: dict) -> str:
     """The class page of harness.grading.class_report.class_data's `data`."""
     return environment().get_template("class_report.html.j2").render(**data, plots=_plots(data),
-                                                                      pairs=_pairs(data.get("similarity")))
+                                                                      pairs=_pairs(data.get("similarity"), REPORT_VIEWS))
 
 
 def feedback_page(data: dict) -> str:
@@ -76,14 +76,31 @@ def _plots(data: dict) -> dict:
     return shown
 
 
-def _pairs(similarity: dict | None) -> list[dict]:
-    """Each flagged pair with its two sides cut into (text, matched) runs, long unmatched stretches folded."""
+def _pairs(similarity: dict | None, views: int | None = None) -> list[dict]:
+    """Each flagged pair; the first `views` (every one: None) with their two sides cut into (text, matched) runs,
+    long unmatched stretches folded, each side cut at SIDE_LINES lines."""
     if not similarity:
         return []
-    return [{**p, "sides": [segments(side["code"], side["slices"]) for side in p["sides"]]} for p in similarity["pairs"]]
+    return [{**p, "sides": [cut_lines(segments(side["code"], side["slices"])) for side in p["sides"]]
+             if views is None or i < views else []} for i, p in enumerate(similarity["pairs"])]
 
 
 CONTEXT = 3  # unmatched lines kept around a matched region; longer stretches are folded
+REPORT_VIEWS = 10  # pairs shown side by side in the class report (all of them: `ol similar --html`)
+SIDE_LINES = 400  # lines of one side shown; the rest is counted
+
+
+def cut_lines(runs: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    out, left = [], SIDE_LINES
+    for i, (text, matched) in enumerate(runs):
+        lines = text.split("\n")
+        if len(lines) - 1 < left:
+            out.append((text, matched))
+            left -= len(lines) - 1
+            continue
+        rest = sum(t.count("\n") for t, _ in runs[i:]) - left
+        return [*out, ("\n".join(lines[:left]), matched), (f"\n    ... {rest} more lines", False)]
+    return out
 
 
 def segments(code: str, slices: list[list[int]]) -> list[tuple[str, bool]]:

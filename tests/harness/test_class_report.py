@@ -206,3 +206,25 @@ def test_ol_report_refuses_a_folder_that_is_no_results_directory(tmp_path):
                        cwd=REPO, timeout=120)
     assert r.returncode == 2 and "not the results directory" in r.stderr, r.stderr
     assert load(tmp_path)["entries"] == []
+
+
+def test_the_similar_pairs_are_listed_all_and_the_first_shown_side_by_side_with_their_code_escaped(tmp_path):
+    from harness.grading.class_report import SIMILARITY
+    from harness.render.html import REPORT_VIEWS, SIDE_LINES
+
+    results = ledger_of(tmp_path, CLASS)
+    code = "def f():\n    return '</pre><script>alert(3)</script>'\n" + "x = 1\n" * (SIDE_LINES + 50)
+    side = {"code": code, "slices": [[0, len(code)]]}
+    pairs = [{"names": [f"a{i}", HOSTILE], "language": "python", "files": ["spec.py", "spec.py"], "scores": [0.9, 0.8],
+              "overlap": 100, "sides": [side, side]} for i in range(REPORT_VIEWS + 2)]
+    (results / SIMILARITY).write_text(json.dumps({"detector": "copydetect 0.5.0", "noise": 25, "threshold": 0.5, "compared": 14,
+                                                  "by_language": {"python": 14}, "given": True, "skipped": [], "pairs": pairs,
+                                                  "more": 3}))
+    raw = write_report(CH, results)["report"].read_text()
+    page = Page(raw)
+    table = raw[raw.index('id="pairs"'):raw.index("</table>", raw.index('id="pairs"'))]
+    assert table.count("<tr>") == REPORT_VIEWS + 3 and raw.count("<details") == REPORT_VIEWS
+    assert page.all_text.count("'</pre><script>alert(3)</script>'") == 2 * REPORT_VIEWS
+    assert page.all_text.count(f"... {50 + 2} more lines") == 2 * REPORT_VIEWS  # each side cut at SIDE_LINES lines
+    assert "and 3 more pairs" in page.all_text
+    assert_inert(page, raw)

@@ -102,3 +102,25 @@ def test_ol_similar_exits_1_on_a_flagged_pair_writes_escaped_html_and_the_result
 
 def test_the_cli_s_default_threshold_is_the_library_s():
     assert SIMILAR_THRESHOLD == sim.THRESHOLD
+
+
+def test_the_side_by_side_view_keeps_every_matched_character_and_folds_long_unmatched_runs():
+    from harness.render.html import CONTEXT, segments
+
+    code = "\n".join(f"line {i}" for i in range(40))
+    start, end = code.index("line 20"), code.index("line 22")
+    runs = segments(code, [[start, end]])
+    assert [m for _, m in runs] == [False, True, False] and runs[1][0] == code[start:end]
+    before, after = runs[0][0].split("\n"), runs[2][0].split("\n")
+    assert before[0] == "    ... 17 lines ..." and before[1:] == [f"line {i}" for i in range(17, 20)] + [""]
+    assert after[:CONTEXT + 1] == ["line 22", "line 23", "line 24", "line 25"] and after[-1] == "    ... 14 lines ..."
+    assert segments("short\ncode", [[0, 5]]) == [("short", True), ("\ncode", False)]
+
+
+def test_a_long_side_is_cut_and_counted():
+    from harness.render.html import SIDE_LINES, cut_lines
+
+    runs = [("a\n" * (SIDE_LINES - 1), False), ("b\nb\nb\n", True), ("c\n" * 10, False)]
+    cut = cut_lines(runs)
+    assert cut[0] == runs[0] and cut[1] == ("b", True) and cut[2] == ("\n    ... 12 more lines", False)
+    assert cut_lines(runs[:1]) == runs[:1]
