@@ -49,6 +49,7 @@ def graded(tmp_path_factory):
 
 
 @pytest.mark.slow(s=40)
+@pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
 def test_ol_grade_with_a_roster_writes_ids_the_report_and_every_feedback_page(graded):
     root, out, r = graded
     assert r.returncode == 0, r.stdout + r.stderr
@@ -76,6 +77,7 @@ def test_ol_grade_with_a_roster_writes_ids_the_report_and_every_feedback_page(gr
 
 
 @pytest.mark.slow(s=6)
+@pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
 def test_a_rerun_with_no_similar_drops_the_previous_run_s_pairs(graded):
     root, out, r = graded
     assert r.returncode == 0, r.stderr
@@ -127,6 +129,7 @@ def has_colour(pixels: np.ndarray, hex_colour: str) -> int:
 
 
 @pytest.mark.slow(s=25)
+@pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
 def test_the_report_and_a_feedback_page_render_in_headless_chromium(graded):
     browser = chromium()
     root, out, r = graded
