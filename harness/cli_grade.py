@@ -105,7 +105,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
         if matched is not None:
             _roster_lines(err, matched)
-        _similarity(ch, submissions_dir, results_dir, n, skip=no_similar)
+        kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
+        _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
         from .grading.class_report import write_report
 
         written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
@@ -121,7 +122,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
 
     main.add_command(grade)
 
-    def _similarity(ch, submissions_dir: Path, results_dir: Path, n: int, skip: bool) -> None:
+    def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
         """The class's similar pairs into the results directory, for the report; none there when skipped or failed
         (a previous run's would describe other code)."""
         from .grading.class_report import SIMILARITY, atomic_write
@@ -129,11 +130,11 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         (results_dir / SIMILARITY).unlink(missing_ok=True)
         if skip:
             return
-        err.print(f"ol: comparing the {n} submissions' code (ol similar; --no-similar skips it)")
+        err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
         try:
             from .staff.similar import similar
 
-            found = similar(ch, submissions_dir)
+            found = similar(ch, submissions_dir, only=kept)
         except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
             err.print(Text.assemble(("ol: the similarity could not be computed", "bold red"), " (the report has no such section): ",
                                     lit(f"{type(e).__name__}: {e}")))

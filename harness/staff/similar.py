@@ -48,10 +48,13 @@ def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
     return [(Path(spec.student_file).name, stub), *given]
 
 
-def sources(chapter, submissions_dir: Path) -> tuple[list[dict], list[dict]]:
-    """Each submission's chapter files as one document per submission, and the entries not compared (why)."""
+def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """Each submission's chapter files as one document per submission, and the entries not compared (why);
+    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission)."""
     docs, skipped = [], []
     for path in submissions_in(chapter, submissions_dir):
+        if only is not None and path.name not in only:
+            continue
         try:
             sub = detect(chapter, str(path))
         except BadSubmission as e:
@@ -91,9 +94,10 @@ def _fingerprint(name: str, code: str, boiler=None) -> CodeFingerprint:
     return CodeFingerprint(name, NOISE, 1, boilerplate=boiler, fp=io.StringIO(code))
 
 
-def similar(chapter, submissions_dir: Path, threshold: float = THRESHOLD) -> dict:
-    """The class's flagged pairs, the most alike first, each with both sides' code and matching character ranges."""
-    docs, skipped = sources(chapter, submissions_dir)
+def similar(chapter, submissions_dir: Path, threshold: float = THRESHOLD, only: set[str] | None = None) -> dict:
+    """The class's flagged pairs, the most alike first, each with both sides' code and matching character ranges
+    (`only`: of these entries alone)."""
+    docs, skipped = sources(chapter, submissions_dir, only)
     pairs, compared, by_language = [], 0, {}
     for lang in chapter.languages:
         mine = [d for d in docs if d["language"] == lang]
