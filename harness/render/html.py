@@ -63,7 +63,7 @@ def _plots(data: dict) -> dict:
     # one bar a point (centred on it) for a small whole maximum, else SCORE_BINS bars
     bins = ([i - 0.5 for i in range(int(top) + 2)] if float(top).is_integer() and top <= 2 * SCORE_BINS
             else [i * top / SCORE_BINS for i in range(SCORE_BINS + 1)])
-    shown = {}
+    shown = dict.fromkeys(("scores", "times", "tests", "pitfalls"))  # None: no such plot (no graded score, no pitfall hit)
     if data["scores"]:
         shown["scores"] = Markup(plots.histogram(data["scores"], bins, f"score (of {top:g})"))
     if data["times"]:

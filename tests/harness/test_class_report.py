@@ -228,3 +228,10 @@ def test_the_similar_pairs_are_listed_all_and_the_first_shown_side_by_side_with_
     assert page.all_text.count(f"... {50 + 2} more lines") == 2 * REPORT_VIEWS  # each side cut at SIDE_LINES lines
     assert "and 3 more pairs" in page.all_text
     assert_inert(page, raw)
+
+
+def test_a_class_with_no_graded_score_and_no_pitfall_still_gets_its_report(tmp_path):
+    results = ledger_of(tmp_path, [CLASS[5], CLASS[6]])  # rejected and ungraded: no score, no hint
+    page = Page(write_report(CH, results)["report"].read_text())
+    assert "score-histogram" not in page.ids and "pitfall-bars" not in page.ids and "time-histogram" in page.ids
+    assert "mean - median -" in " ".join(page.all_text.split())
