@@ -145,6 +145,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
 @click.option("--json", "json_path", default=None, help="write the report as JSON (-: to stdout, the console to stderr)")
 @click.option("--junit", default=None, help="write JUnit XML")
 @click.option("--gradescope", default=None, help="write a Gradescope results.json")
+@click.option("--html", "html_path", default=None, help="write the feedback page (HTML: each test's outcome, message, hint)")
 @click.option("--fresh", is_flag=False, flag_value="random", default=None, metavar="[SEED]",
               help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed; "
                    "@FILE: the seed in FILE, on no command line)")
@@ -155,8 +156,8 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
                    "(e.g. -k hand_example, -k 'verify and not greedy')")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
               help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
-def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, fresh, golden, lang,
-          keyword, exact) -> None:
+def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
+          lang, keyword, exact) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict.
 
     Each test's line is printed as it finishes, the failures' messages and the summary last."""
@@ -200,7 +201,17 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     if not rep.ok and not rep.load_error:
         console.print(_next_step(ch, rep, click.get_current_context()), markup=False)
     _write_outputs(rep, json_path, junit, gradescope)
+    if html_path:
+        _write_feedback_page(ch, rep, html_path)
     raise Exit(0 if rep.ok else 1)
+
+
+def _write_feedback_page(ch, rep, html_path: str) -> None:
+    from ..grading.class_report import feedback_data  # here: jinja2's import, which only --html needs
+    from ..render.html import feedback_page
+
+    Path(html_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(html_path).write_text(feedback_page(feedback_data(ch, rep)), encoding="utf-8")
 
 
 def _next_step(ch, rep, ctx) -> str:

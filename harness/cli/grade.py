@@ -1,21 +1,30 @@
-"""`ol grade`: the command line of class grading (the CLI's, so it prints); the work is harness.grading.grade's.
+"""`ol grade`, `ol report` and `ol similar`: the command line of class grading (the CLI's, so it prints); the work is
+harness.grading.grade's, harness.grading.class_report's (the HTML report, from the results directory alone) and
+harness.staff.similar's (copydetect). The report and the similarity are imported where used: they bring
+matplotlib, jinja2 and copydetect, which no other command needs.
 
 `add_to(main, ...)` adds the command to harness.cli's group, with the CLI's consoles and exit: cli.py
 runs as `python -m harness.cli` (its module is then __main__), so this module takes them as arguments.
 """
 
+import json
 import os
 from pathlib import Path
 
 import click
+from rich.text import Text
 
 from ..errors import SandboxError, UsageError
 from ..grading.grade import check_outputs, grade as run_grade, submissions_in
-from ..grading.ledger import default_results_dir, recorded_seed
+from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
+from ..grading.roster import match, read_roster
 from ..registry import load_chapter
 from ..render import console as show
+from ..render.console import lit
 from ..sandbox.confine import choose, grading_refusal
 from .progress import GradeProgress
+
+SIMILAR_THRESHOLD = 0.5  # harness.staff.similar.THRESHOLD (imported there only when used: copydetect costs ~1 s)
 
 
 def add_to(main: click.Group, out, err, Exit, _seed) -> None:
@@ -40,8 +49,11 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     @click.option("--shipped-cases", is_flag=True, help="grade on the shipped golden cases instead of fresh ones")
     @click.option("--ref-deps", is_flag=True, help="every submission holds only its chapter file; the rest comes from the reference")
     @click.option("--no-sandbox", is_flag=True, help="grade even where workers cannot be confined (they run as you: trusted code only)")
+    @click.option("--roster", default=None, type=click.Path(path_type=Path),
+                  help="a CSV with columns submission,id[,email]: the CSV and the report gain each student's id and email")
+    @click.option("--no-similar", is_flag=True, help="leave the similarity between submissions out of the report (ol similar)")
     def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, results_dir, seed, regrade, shipped_cases,
-              ref_deps, no_sandbox) -> None:
+              ref_deps, no_sandbox, roster, no_similar) -> None:
         """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel, here or on a
         Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
         ch = load_chapter(chapter)
@@ -62,7 +74,9 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
             mode_name = mode.name
             err.print(f"ol: grading in sandbox mode {mode.name}" + (f" ({mode.why})" if mode.why else ""))
         results_dir = results_dir or default_results_dir(out_csv)
-        n = len(submissions_in(ch, submissions_dir))
+        entries = submissions_in(ch, submissions_dir)
+        n = len(entries)
+        matched = None if roster is None else match(read_roster(roster), [e.name for e in entries])  # refused before grading
         check_outputs(out_csv, results_dir)
         if shipped_cases:
             seed_value = None
@@ -77,17 +91,26 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         try:
             with progress:
                 result = run_grade(ch, submissions_dir, seed_value, ref_deps, out_csv, results_dir, jobs=jobs or os.cpu_count() or 1,
-                                   cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, events=progress)
+                                   cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, events=progress,
+                                   roster=matched)
         except KeyboardInterrupt:
             done = sum(progress.counts.values())
             err.print(f"ol: interrupted after grading {done} submissions; every grade is kept in {results_dir}/ and {out_csv}: "
-                      "run the same command again to resume")
+                      f"run the same command again to resume (`ol report {ch.chapter} {results_dir}` writes the report of what is graded)")
             raise Exit(130) from None
         show.grades(out, ch.chapter, result)
         rate = progress.rate_per_minute()
         out.print(f"wrote {out_csv} and {results_dir}/" + (f"; replay with --seed {seed_value}" if seed_value is not None else "") +
                   (f"; {len(result['skipped'])} already graded with this key, skipped (--regrade grades them again)"
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
+        if matched is not None:
+            _roster_lines(err, matched)
+        kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
+        _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
+        from ..grading.class_report import write_report
+
+        written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
+        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
         rejected = result["summary"]["rejected"]
         if rejected:  # a verdict (0, with the reason), as the Gradescope bundle gives it: not a failure of the run
             err.print(f"ol: {rejected} of {n} entries are no submission (their rows say rejected, score 0, with the reason)")
@@ -98,3 +121,86 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
             raise Exit(3)
 
     main.add_command(grade)
+
+    def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
+        """The class's similar pairs into the results directory, for the report; none there when skipped or failed
+        (a previous run's would describe other code)."""
+        from ..grading.class_report import SIMILARITY, atomic_write
+
+        (results_dir / SIMILARITY).unlink(missing_ok=True)
+        if skip:
+            return
+        err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
+        try:
+            from ..staff.similar import similar
+
+            found = similar(ch, submissions_dir, only=kept)
+        except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
+            err.print(Text.assemble(("ol: the similarity could not be computed", "bold red"), " (the report has no such section): ",
+                                    lit(f"{type(e).__name__}: {e}")))
+            return
+        atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
+        if found["pairs"]:
+            err.print(f"ol: {len(found['pairs']) + found['more']} pairs of submissions are unusually alike (ol similar): "
+                      "see the report's similarity section")
+
+    @click.command()
+    @click.argument("chapter")
+    @click.argument("results_dir", type=click.Path(path_type=Path))
+    @click.option("--out", "out_html", default=None, type=click.Path(path_type=Path),
+                  help="the class report to write (default: beside RESULTS_DIR, grades-results/ -> grades.html)")
+    def report(chapter, results_dir, out_html) -> None:
+        """Write the class report (HTML, self-contained) and every submission's feedback page from RESULTS_DIR,
+        the ledger `ol grade` wrote; the same every time it is run on the same directory."""
+        from ..grading.class_report import write_report
+
+        ch = load_chapter(chapter)
+        if not (results_dir / SUMMARY).is_file():
+            raise UsageError(f"{results_dir} is not the results directory of `ol grade` (no {SUMMARY} in it); "
+                             "name the folder given as --results-dir (default: grades-results/ beside grades.csv)")
+        if out_html is not None and out_html.is_dir():
+            raise UsageError(f"--out {out_html} is a folder; name the HTML file to write, e.g. {out_html / 'report.html'}")
+        written = write_report(ch, results_dir, out_html)
+        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
+        if written["unreadable"]:
+            err.print(f"ol: {len(written['unreadable'])} entries of {results_dir} could not be read: "
+                      f"{', '.join(written['unreadable'])} (the report lists them)")
+
+    @click.command("similar")
+    @click.argument("chapter")
+    @click.argument("submissions_dir", type=click.Path(path_type=Path))
+    @click.option("--threshold", type=click.FloatRange(0.0, 1.0), default=SIMILAR_THRESHOLD, show_default=True,
+                  help="flag a pair when either side has at least this share of its code in the other")
+    @click.option("--results-dir", default=None, type=click.Path(path_type=Path),
+                  help="also write the result into this `ol grade` results directory, for `ol report` to show")
+    @click.option("--html", "html_path", default=None, type=click.Path(path_type=Path), help="write the pairs, side by side, as HTML")
+    @click.option("--json", "json_path", default=None, type=click.Path(path_type=Path), help="write the result as JSON")
+    def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, json_path) -> None:
+        """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
+        files left out; exit 1 when a pair is flagged."""
+        from ..grading.class_report import SIMILARITY, atomic_write
+        from ..render.html import similarity_page
+        from ..staff.similar import similar
+
+        ch = load_chapter(chapter)
+        found = similar(ch, submissions_dir, threshold)
+        if results_dir is not None:
+            atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
+        if json_path is not None:
+            atomic_write(json_path, json.dumps(found, indent=1) + "\n")
+        if html_path is not None:
+            atomic_write(html_path, similarity_page(ch.chapter, found))
+        show.similar_pairs(out, found)
+        raise Exit(1 if found["pairs"] else 0)
+
+    main.add_command(report)
+    main.add_command(similar_cmd)
+
+
+def _roster_lines(err, matched: dict) -> None:
+    """The roster's mismatches, both ways."""
+    if matched["unmatched"]:
+        err.print(Text.assemble(("ol: on no roster row: ", "bold yellow"), lit(", ".join(matched["unmatched"]))))
+    if matched["without_submission"]:
+        err.print(Text.assemble(("ol: students with no submission: ", "bold yellow"),
+                                lit(", ".join(f"{s['id']} ({s['submission']})" for s in matched["without_submission"]))))

@@ -80,17 +80,18 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
 
 def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path,
           *, jobs: int = 1, cluster=None, unconfined_ok: bool = False, regrade: bool = False, sandbox: str | None = None,
-          events: Events | None = None) -> dict:
+          events: Events | None = None, roster: dict | None = None) -> dict:
     """Grade every submission of the folder not already graded with this run's key in the ledger `results_dir`
     (harness.grading.ledger; `regrade`: every one), each a Task (harness.grading.task) run by `jobs` threads here or, given
     `cluster` (harness.grading.cluster.Cluster), by its Dask workers. The sandbox is chosen where each is graded
     (harness.sandbox.confine); a machine that cannot confine refuses, unless `unconfined_ok`. `sandbox`: the mode the
-    outputs record until a report says (this machine's, for the local default). Returns the ledger's result."""
+    outputs record until a report says (this machine's, for the local default). `roster`: the class's roster matched
+    to its entries (harness.grading.roster.match), written into the CSV and summary.json. Returns the ledger's result."""
     events = events or Events()
     subs = submissions_in(chapter, submissions_dir)
     check_outputs(out_csv, results_dir)
     version = version_of(chapter)
-    ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox)
+    ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox, roster)
     todo, by_name = [], {s.name: s for s in subs}
     for sub in subs:
         try:

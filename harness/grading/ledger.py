@@ -105,12 +105,13 @@ class Ledger:
     Not shared across threads: only the caller's thread (harness.grading.grade's done(), in finishing order) uses it."""
 
     def __init__(self, chapter, names: list[str], out_csv: Path, results_dir: Path, seed: int | None, ref_deps: bool,
-                 version: dict, sandbox: str | None) -> None:
+                 version: dict, sandbox: str | None, roster: dict | None = None) -> None:
         if SUMMARY.removesuffix(".json") in names:
             raise UsageError(f"a submission named {SUMMARY.removesuffix('.json')!r} would overwrite the ledger's {SUMMARY}: "
                              "rename it")
         self.chapter, self.names, self.out_csv, self.results_dir = chapter, names, out_csv, results_dir
         self.version, self.seed, self.ref_deps = version, seed, ref_deps
+        self.roster = roster  # harness.grading.roster.match's result, or None: no --roster
         self.entries: dict[str, tuple[Report, float, dict]] = {}  # name -> (report, wall, key): what is on disk
         self.skipped: list[str] = []  # graded before, with this run's key: not graded again
         self.settings = {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
@@ -153,7 +154,8 @@ class Ledger:
         return {**self.settings, "sandbox": ", ".join(modes) or self.settings["sandbox"],
                 "tests": [t.name for t in self.chapter.tests], "reports": reports,
                 "wall_s": [self.entries[n][1] for n in names], "summary": summarize(self.chapter, reports),
-                "skipped": list(self.skipped), "missing": [n for n in sorted(self.names) if n not in self.entries]}
+                "skipped": list(self.skipped), "missing": [n for n in sorted(self.names) if n not in self.entries],
+                "roster": self.roster}
 
     def write(self) -> None:
         """grades.csv and summary.json from the ledger's entries for the class."""
@@ -165,4 +167,6 @@ class Ledger:
         data = dict(self.settings)
         if result is not None:
             data |= {"sandbox": result["sandbox"], "summary": result["summary"], "missing": result["missing"]}
+        if self.roster is not None:
+            data["roster"] = self.roster
         _atomic_write(self.results_dir / SUMMARY, json.dumps(data, indent=2) + "\n")

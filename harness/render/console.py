@@ -188,6 +188,21 @@ def grades(out, chapter: str, result: dict) -> None:
         out.print("pitfalls most often matched: " + "; ".join(f"{k} ({v})" for k, v in summ["pitfalls_most_matched"].items()))
 
 
+def similar_pairs(out, found: dict) -> None:
+    """`ol similar`'s pairs, the most alike first: each side's share of its code found in the other."""
+    for s in found["skipped"]:
+        out.print(Text.assemble(("not compared ", "yellow"), lit(s["name"]), ": ", lit(s["why"])))
+    t = Table(title=f"{len(found['pairs'])} pairs flagged (either side >= {100 * found['threshold']:.0f} % alike; "
+                    f"{found['compared']} submissions compared by {found['detector']})")
+    for col in ("first", "second", "language", "first in second", "second in first"):
+        t.add_column(col)
+    for p in found["pairs"]:
+        t.add_row(lit(p["names"][0]), lit(p["names"][1]), p["language"], f"{100 * p['scores'][0]:.0f} %", f"{100 * p['scores'][1]:.0f} %")
+    out.print(t)
+    if found["more"]:
+        out.print(f"... and {found['more']} more pairs past the first {len(found['pairs'])}")
+
+
 def tests_table(out, ch) -> None:
     t = Table(title=f"{ch.chapter} {ch.title}: {len(ch.tests)} tests")
     for col in ("test", "kind", "checks", "why it matters downstream", "pts"):

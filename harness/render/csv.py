@@ -16,22 +16,20 @@ from .literal import csv_cell, encodable
 CSV_FIXED = ["submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason", "sandbox", "language"]
 
 
+ROSTER_COLUMNS = ["student_id", "email"]  # with `ol grade --roster`: after `language`, before the tests'
+
+
 def grades_csv(result: dict) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    rows = [CSV_FIXED + result["tests"]]
+    roster = result.get("roster")
+    rows = [CSV_FIXED + (ROSTER_COLUMNS if roster is not None else []) + result["tests"]]
     for r, wall in zip(result["reports"], result["wall_s"]):
-        if r.ungraded is not None:
-            rows.append([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or "", r.language or ""] +
-                        ["ungraded"] * len(result["tests"]))
-            continue
-        if r.rejected is not None:
-            rows.append([r.submission, "rejected", 0, len(r.tests), 0.0, r.max_score, wall, r.rejected, r.sandbox or "",
-                         r.language or ""] + ["rejected"] * len(result["tests"]))
-            continue
-        outcomes = {t.name: t.outcome.value for t in r.tests}
-        rows.append([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
-                     r.sandbox or "", r.language or ""] + [outcomes.get(n, "missing") for n in result["tests"]])
+        row = _row(r, wall, result["tests"])
+        if roster is not None:
+            student = roster["students"].get(r.submission, {})
+            row[len(CSV_FIXED):len(CSV_FIXED)] = [student.get("id", ""), student.get("email", "")]
+        rows.append(row)
     bare = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     for row in rows:
         cells = [csv_cell(encodable(c)) for c in row]
@@ -39,3 +37,16 @@ def grades_csv(result: dict) -> str:
         # takes for the row's end: such a row has its text cells quoted (its numbers stay bare)
         (bare if any(isinstance(c, str) and "\r" in c for c in cells) else w).writerow(cells)
     return buf.getvalue()
+
+
+def _row(r, wall: float, tests: list[str]) -> list:
+    """One submission's cells: the fixed columns, then one outcome per test."""
+    if r.ungraded is not None:
+        return ([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or "", r.language or ""] +
+                ["ungraded"] * len(tests))
+    if r.rejected is not None:
+        return ([r.submission, "rejected", 0, len(r.tests), 0.0, r.max_score, wall, r.rejected, r.sandbox or "",
+                 r.language or ""] + ["rejected"] * len(tests))
+    outcomes = {t.name: t.outcome.value for t in r.tests}
+    return ([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
+             r.sandbox or "", r.language or ""] + [outcomes.get(n, "missing") for n in tests])

@@ -1,1 +1,2 @@
-"""Tools that prove and ship the tests: mutant kill matrices, mutmut, the rule table, the Gradescope bundle."""
+"""Tools that prove and ship the tests, and look across a class: mutant kill matrices, mutmut, the rule table, the
+Gradescope bundle, similarity between submissions."""

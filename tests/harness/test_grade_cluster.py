@@ -73,7 +73,9 @@ def bare_class(into: Path, n: int) -> Path:
 
 
 def ledger(out: Path) -> dict[str, bytes]:
-    return {p.stem: p.read_bytes() for p in (out / "results").glob("*.json") if p.name != "summary.json"}
+    """The ledger's entries: every `<name>.json` but the summary and `.similarity.json` (ol similar's pairs)."""
+    return {p.stem: p.read_bytes() for p in (out / "results").glob("*.json")
+            if p.name != "summary.json" and not p.name.startswith(".")}
 
 
 def wait_until(what, deadline_s: float, proc: subprocess.Popen | None = None) -> None:

@@ -90,7 +90,8 @@ def test_the_hostile_catalog_graded_as_one_class(tmp_path):
     failures += hc.problems(entries, rows, results)  # above honest, deterministic verdicts, load errors (the hang's deadline)
 
     check(right_after == later, f"the outputs changed in the {AFTERLIFE_S:g} s after the run: {changed(right_after, later)}")
-    check(not any(hc.MARK.encode() in v for v in later.values()), "a forged output survived")
+    # .similarity.json holds each submission's own code (ol similar's side-by-side view), the forger's MARK included
+    check(not any(hc.MARK.encode() in v for k, v in later.items() if k != "results/.similarity.json"), "a forged output survived")
     check(not any(canary.encode() in v for v in later.values()), "the judge's environment leaked into the outputs")
     check(not listener.received, f"something got out to 127.0.0.1:{hc.CANARY_PORT}: {listener.received[:1]!r:.300}")
     touched = changed(repo_before, repo_digest())

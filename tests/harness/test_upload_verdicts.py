@@ -283,8 +283,12 @@ def test_an_unusual_name_is_graded_and_shown_escaped(hostile_class, kind):
     row = rows[shown]
     assert row["status"] == "graded" and row["passed"] == "16", row
     assert shown in said, said[-2000:]
-    ledger = os.listdir(out / "results")  # every entry's file and the summary, each name within a file system's 255 bytes
-    assert len(ledger) == len(rows) + 1 and all(len(os.fsencode(n)) < 255 for n in ledger), ledger
+    # every entry's file and the summary, each name within a file system's 255 bytes; and so each feedback page's
+    listed = os.listdir(out / "results")
+    ledger = [n for n in listed if n.endswith(".json") and not n.startswith(".")]  # not .similarity.json
+    assert len(ledger) == len(rows) + 1 and all(len(os.fsencode(n)) < 255 for n in listed), listed
+    assert sorted(n for n in listed if n.endswith(".html")) == sorted(n.removesuffix(".json") + ".html" for n in ledger
+                                                                       if n != "summary.json")
 
 
 @pytest.mark.slow
@@ -395,7 +399,7 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
     deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
     upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
     as if alone, and the class is never stopped."""
-    from harness.subjects import upload
+    from harness.subjects.open import upload
     from harness.grading.grade import grade
     from harness.registry import load_chapter
 

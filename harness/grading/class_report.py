@@ -1,0 +1,183 @@
+"""The class report and the feedback pages as data, read from the results directory alone (`ol report`).
+
+Everything comes from the ledger (harness.grading.ledger): each entry's JSON report and time to verdict, summary.json
+(the run's settings, its roster match) and `.similarity.json` (harness.staff.similar, written by `ol grade`
+or `ol similar --results-dir`; a name no entry can have: entries never begin with a dot). So the report of a
+results directory is the same whenever it is built, and `ol report` rebuilds what `ol grade` wrote.
+`write_report` writes the class page (default beside the results directory, as `ol grade` writes it beside
+its CSV) and one feedback page per entry beside its JSON report (`<name>.html`, or `~<digest>.html`).
+Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import tempfile
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+from .ledger import SUMMARY, entry_file, read_entry
+from ..render import html
+from ..report import Report
+
+SIMILARITY = ".similarity.json"  # harness.staff.similar's result, when it ran on the class
+MESSAGE_GROUPS = 5  # failure messages shown per test, the most frequent first
+SLOWEST = 10  # submissions named under the time-to-verdict plot
+FIRST_LINE = 200  # characters of a message's first line that group it
+
+
+def report_path(results_dir: Path) -> Path:
+    """Where the class page goes by default: beside the results directory, named as `ol grade` names it beside its
+    CSV (grades-results/ -> grades.html)."""
+    name = results_dir.resolve().name
+    return results_dir.resolve().with_name(f"{name.removesuffix('-results') or name}.html")
+
+
+def feedback_file(results_dir: Path, name: str) -> Path:
+    return entry_file(results_dir, name).with_suffix(".html")
+
+
+def load(results_dir: Path) -> dict:
+    """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity"}."""
+    settings = _json(results_dir / SUMMARY) or {}
+    entries, unreadable = [], []
+    for path in sorted(results_dir.glob("*.json")):
+        if path.name == SUMMARY or path.name.startswith("."):
+            continue
+        data = _json(path)
+        name = data.get("submission") if isinstance(data, dict) else None
+        entry = read_entry(results_dir, name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
+        if entry is None:
+            unreadable.append(path.name)
+            continue
+        entries.append((entry[0], entry[1]))
+    return {"settings": settings, "entries": sorted(entries, key=lambda e: e[0].submission), "unreadable": unreadable,
+            "similarity": _json(results_dir / SIMILARITY)}
+
+
+def _json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def status_of(r: Report) -> str:
+    return "ungraded" if r.ungraded is not None else "rejected" if r.rejected is not None else "graded"
+
+
+def message_key(message: str) -> str:
+    """What groups failure messages: the first line, its numbers as N (a case id, a token, a count differ per case)."""
+    first = message.strip().split("\n", 1)[0][:FIRST_LINE]
+    return re.sub(r"\d+(\.\d+)?", "N", first)
+
+
+def class_data(chapter, loaded: dict, link) -> dict:
+    """The class page's numbers, tables and links; `link(name)` is the href of a submission's feedback page."""
+    entries = loaded["entries"]
+    reports = [r for r, _ in entries]
+    graded = [r for r in reports if status_of(r) == "graded"]
+    scores = [r.score for r in graded]
+    max_score = chapter.max_points
+    roster = (loaded["settings"] or {}).get("roster")
+    students = (roster or {}).get("students", {})
+    return {
+        "chapter": chapter.chapter, "title": chapter.title, "settings": loaded["settings"], "max_score": max_score,
+        "counts": _counts(reports), "scores": scores,
+        "mean": statistics.fmean(scores) if scores else None, "median": statistics.median(scores) if scores else None,
+        "tests": _tests(chapter, graded, link), "pitfalls": _pitfalls(chapter, graded, link),
+        "times": [w for _, w in entries], "slowest": [{"name": r.submission, "href": link(r.submission), "wall_s": w}
+                                                      for r, w in sorted(entries, key=lambda e: -e[1])[:SLOWEST]],
+        "sandboxes": dict(Counter(r.sandbox or "unknown" for r in reports)),
+        "languages": dict(Counter(r.language or "unknown" for r in reports)),
+        "rows": [_row(r, w, students.get(r.submission), link) for r, w in entries],
+        "roster": roster, "unreadable": loaded["unreadable"], "similarity": loaded["similarity"],
+    }
+
+
+def _counts(reports: list[Report]) -> dict:
+    graded = [r for r in reports if status_of(r) == "graded"]
+    return {"submissions": len(reports), "passed": sum(r.ok for r in graded), "failed": sum(not r.ok for r in graded),
+            "rejected": sum(status_of(r) == "rejected" for r in reports),
+            "ungraded": sum(status_of(r) == "ungraded" for r in reports)}
+
+
+def _tests(chapter, graded: list[Report], link) -> list[dict]:
+    rows = []
+    for spec in chapter.tests:
+        outcomes: Counter = Counter()
+        messages: dict[str, list] = {}
+        for r in graded:
+            t = next((t for t in r.tests if t.name == spec.name), None)
+            if t is None:
+                continue
+            outcomes[t.outcome.value] += 1
+            if not t.outcome.passed:
+                messages.setdefault(message_key(t.message), []).append((r.submission, t.message))
+        groups = sorted(messages.values(), key=lambda g: (-len(g), g[0][0]))[:MESSAGE_GROUPS]
+        rows.append({"name": spec.name, "kind": spec.kind, "checks": spec.checks, "outcomes": dict(outcomes),
+                     "rate": outcomes["pass"] / len(graded) if graded else None,
+                     "groups": [{"count": len(g), "example": g[0][1].strip().split("\n", 1)[0][:FIRST_LINE],
+                                 "who": [{"name": n, "href": link(n)} for n, _ in g]} for g in groups]})
+    return rows
+
+
+def _pitfalls(chapter, graded: list[Report], link) -> list[dict]:
+    rows = []
+    for m in chapter.mutants:
+        who = [r.submission for r in graded if any(p["id"] == m.id for p in r.pitfall_matches)]
+        rows.append({"id": m.id, "pitfall": m.pitfall, "count": len(who), "who": [{"name": n, "href": link(n)} for n in who]})
+    return rows
+
+
+def _row(r: Report, wall: float, student: dict | None, link) -> dict:
+    return {"name": r.submission, "href": link(r.submission), "status": status_of(r), "score": r.score,
+            "max_score": r.max_score, "passed": r.passed, "tests": len(r.tests), "language": r.language or "",
+            "sandbox": r.sandbox or "", "wall_s": wall, "id": (student or {}).get("id", ""),
+            "email": (student or {}).get("email", ""), "reason": r.rejected or r.ungraded or "",
+            "pitfall": r.pitfall_matches[0]["id"] if r.pitfall_matches else ""}
+
+
+def feedback_data(chapter, r: Report, wall: float | None = None, back: str | None = None) -> dict:
+    """One submission's page: each test's outcome, message, what it checks, its known pitfalls; the hints."""
+    specs = {t.name: t for t in chapter.tests}
+    return {"chapter": chapter.chapter, "title": chapter.title, "name": r.submission, "status": status_of(r),
+            "score": r.score, "max_score": r.max_score, "passed": r.passed, "total": len(r.tests), "wall_s": wall,
+            "duration_s": r.duration_s, "language": r.language or "", "sandbox": r.sandbox or "", "fresh": r.fresh_seed is not None,
+            "load_error": r.load_error, "rejected": r.rejected, "ungraded": r.ungraded, "back": back,
+            "hints": list(r.pitfall_matches),
+            "tests": [{"name": t.name, "kind": t.kind, "outcome": t.outcome.value, "passed": t.outcome.passed,
+                       "description": t.outcome.description, "message": t.message, "points": t.points,
+                       "max_points": t.max_points, "checks": specs[t.name].checks if t.name in specs else "",
+                       "pitfalls": list(t.pitfalls)} for t in r.tests]}
+
+
+def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
+    """The class page at `out` (default: report_path) and every entry's feedback page; returns what it wrote."""
+    out = out or report_path(results_dir)
+    loaded = load(results_dir)
+    base = os.path.relpath(results_dir.resolve(), out.resolve().parent)
+
+    def link(name: str) -> str:  # a path's bytes that are not UTF-8 percent-encoded as they are
+        page = feedback_file(results_dir, name).name
+        return quote(f"{base}/{page}" if base != "." else page, errors="surrogateescape")
+
+    back = quote(os.path.relpath(out.resolve(), results_dir.resolve()), errors="surrogateescape")
+    for r, wall in loaded["entries"]:
+        atomic_write(feedback_file(results_dir, r.submission), html.feedback_page(feedback_data(chapter, r, wall, back)))
+    data = class_data(chapter, loaded, link)
+    atomic_write(out, html.class_report(data))
+    return {"report": out, "pages": len(loaded["entries"]), "unreadable": loaded["unreadable"], "data": data}
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """`path` replaced whole, readable by its owner alone (the pages show students' code and messages: staff's)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ol-page-")
+    with open(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)

@@ -1,0 +1,81 @@
+"""The class report's plots, drawn by matplotlib as SVG text to put inline in the HTML page (no file, no network).
+
+Each function takes numbers and the chapter's own labels (test names, pitfall ids) and returns one `<svg>`
+element as text; no text a submission wrote (its name, its messages) is drawn, so the SVG needs no escaping
+of student text. Figures are made without pyplot (no global state: safe from any thread), their text drawn as
+paths (svg.fonttype "path": no font is needed where the page is viewed), and the SVG's ids are seeded
+(svg.hashsalt) and its date left out, so the same numbers draw the same bytes.
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+
+OUTCOME_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "error": "#8e24aa", "timeout": "#f9a825", "crashed": "#4e342e"}
+STYLE = {"svg.fonttype": "path", "svg.hashsalt": "ol-class-report", "font.size": 9}
+
+
+def _svg(fig: Figure) -> str:
+    buf = io.StringIO()
+    with matplotlib.rc_context(STYLE):
+        FigureCanvasSVG(fig)
+        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    text = buf.getvalue()
+    return text[text.index("<svg"):]  # the element alone: no XML declaration or DOCTYPE inside an HTML page
+
+
+def _figure(width: float, height: float) -> Figure:
+    with matplotlib.rc_context(STYLE):
+        return Figure(figsize=(width, height), layout="constrained")
+
+
+def histogram(values: list[float], bins, xlabel: str, ylabel: str = "submissions", colour: str = "#1565c0") -> str:
+    """A histogram of `values` over `bins` (a count or the edges)."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(6.0, 2.6)
+        ax = fig.add_subplot()
+        ax.hist(values, bins=bins, color=colour, edgecolor="white")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.yaxis.get_major_locator().set_params(integer=True)
+        ax.spines[["top", "right"]].set_visible(False)
+        return _svg(fig)
+
+
+def outcome_bars(tests: list[str], counts: list[dict[str, int]]) -> str:
+    """One horizontal bar per test, stacked by outcome (pass, fail, error, timeout, crashed)."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(7.0, 0.28 * len(tests) + 1.0)
+        ax = fig.add_subplot()
+        rows = range(len(tests))
+        left = [0] * len(tests)
+        for outcome, colour in OUTCOME_COLOURS.items():
+            widths = [c.get(outcome, 0) for c in counts]
+            if any(widths):
+                ax.barh(rows, widths, left=left, color=colour, label=outcome, height=0.7)
+                left = [a + b for a, b in zip(left, widths)]
+        ax.set_yticks(list(rows), tests)
+        ax.invert_yaxis()
+        ax.set_xlabel("graded submissions")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.legend(loc="lower right", fontsize=7, ncols=5, bbox_to_anchor=(1.0, 1.0), frameon=False)
+        ax.spines[["top", "right"]].set_visible(False)
+        return _svg(fig)
+
+
+def count_bars(labels: list[str], counts: list[int], xlabel: str, colour: str = "#6a1b9a") -> str:
+    """One horizontal bar per label (a pitfall, a language)."""
+    with matplotlib.rc_context(STYLE):
+        fig = _figure(6.0, 0.3 * max(len(labels), 1) + 0.9)
+        ax = fig.add_subplot()
+        ax.barh(range(len(labels)), counts, color=colour, height=0.7)
+        ax.set_yticks(list(range(len(labels))), labels)
+        ax.invert_yaxis()
+        ax.set_xlabel(xlabel)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        ax.spines[["top", "right"]].set_visible(False)
+        return _svg(fig)

@@ -1,0 +1,131 @@
+"""`ol similar`: pairs of submissions whose code is unusually alike, found by copydetect (MOSS-style winnowing).
+
+What is compared: each submission's own chapter files (the language's `student_files`: `tinyllm/infer/spec.py`,
+`crates/tl-engine/src/spec.rs`), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare
+file), within each language (a Python and a Rust submission are never compared). What is left out: the code
+every student got, as copydetect's boilerplate: the stub `ol start` writes (made from the contract) and the
+language's given files; a fingerprint found in it counts for no pair.
+
+How copydetect measures (its defaults, kept): the code is tokenized by Pygments and filtered (every name
+becomes V, F or O, every string S, comments and whitespace dropped), so renaming identifiers, rewording
+comments and reformatting change nothing; every substring of NOISE characters of the filtered code is
+hashed (window 1: every fingerprint is kept, so the scores do not depend on Python's per-process string
+hash seed); a pair's score for one side is the share of that side's fingerprinted code found in the other.
+A pair is flagged when either side's share reaches THRESHOLD. What it misses: code reordered in pieces
+shorter than NOISE filtered characters, statements interleaved with filler, a loop rewritten as a
+comprehension or a recursion, one language translated into the other; and two students who both copied
+the same outside source are flagged together, as the copy and the original are: it finds alike code,
+never who wrote it. A flagged pair is a reason to read both, not a verdict. Library code: returns data.
+"""
+
+from __future__ import annotations
+
+import io
+from importlib.metadata import version
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+from copydetect import CodeFingerprint, compare_files
+
+from ..errors import BadSubmission
+from ..grading.grade import submissions_in
+from ..languages.stub import make_stub
+from ..subjects.layout import detect
+
+NOISE = 25  # copydetect's noise threshold (its default): the shortest match counted, in filtered characters
+THRESHOLD = 0.5  # a pair is flagged when either side has at least this share of its code in the other
+FILE_CAP = 512 * 1024  # bytes of one chapter file compared: source is kilobytes, a bigger one is skipped (named)
+MAX_PAIRS = 100  # flagged pairs kept with their code (the most alike first); the rest counted
+
+
+def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
+    """(name, text) of the code every student of `lang` got: the stub `ol start` writes, and the given files."""
+    spec = chapter.language(lang)
+    given = [(f, (spec.reference / f).read_text(encoding="utf-8")) for f in spec.given
+             if (spec.reference / f).is_file()]
+    stub = make_stub(chapter, lang) if spec.contract.suffix == ".pyi" else spec.contract.read_text(encoding="utf-8")
+    return [(Path(spec.student_file).name, stub), *given]
+
+
+def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """Each submission's chapter files as one document per submission, and the entries not compared (why);
+    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission)."""
+    docs, skipped = [], []
+    for path in submissions_in(chapter, submissions_dir):
+        if only is not None and path.name not in only:
+            continue
+        try:
+            sub = detect(chapter, str(path))
+        except BadSubmission as e:
+            skipped.append({"name": path.name, "why": f"no submission: {e}"})
+            continue
+        try:
+            doc = _document(chapter, sub)
+        finally:
+            sub.close()
+        if isinstance(doc, str):
+            skipped.append({"name": path.name, "why": doc})
+        else:
+            docs.append({"name": path.name, **doc})
+    return docs, skipped
+
+
+def _document(chapter, sub) -> dict | str:
+    """{"language", "file", "code"} of the submission's chapter files, or why it cannot be compared."""
+    spec = chapter.language(sub.language)
+    parts = []
+    for rel in spec.student_files:
+        f = sub.root / rel
+        if not f.is_file() or f.is_symlink():
+            continue
+        if f.stat().st_size > FILE_CAP:
+            return f"{rel} is over {FILE_CAP // 1024} KiB"
+        try:
+            parts.append((rel, f.read_bytes().decode("utf-8")))
+        except UnicodeDecodeError:
+            return f"{rel} is not UTF-8 text"
+    if not parts:
+        return f"no {', '.join(spec.student_files)}"
+    return {"language": sub.language, "file": ", ".join(r for r, _ in parts), "code": "\n".join(c for _, c in parts)}
+
+
+def _fingerprint(name: str, code: str, boiler=None) -> CodeFingerprint:
+    return CodeFingerprint(name, NOISE, 1, boilerplate=boiler, fp=io.StringIO(code))
+
+
+def similar(chapter, submissions_dir: Path, threshold: float = THRESHOLD, only: set[str] | None = None) -> dict:
+    """The class's flagged pairs, the most alike first, each with both sides' code and matching character ranges
+    (`only`: of these entries alone)."""
+    docs, skipped = sources(chapter, submissions_dir, only)
+    pairs, compared, by_language = [], 0, {}
+    for lang in chapter.languages:
+        mine = [d for d in docs if d["language"] == lang]
+        if not mine:
+            continue
+        ext = Path(chapter.language(lang).student_file).name
+        boiler = np.unique(np.array([h for name, text in boilerplate(chapter, lang)
+                                     for h in _fingerprint(name, text).hashes], dtype=np.int64))
+        prints = []
+        for d in mine:
+            fp = _fingerprint(ext, d["code"], boiler)
+            if fp.token_coverage == 0:
+                skipped.append({"name": d["name"], "why": "nothing but the code every student got"})
+            else:
+                prints.append((d, fp))
+        by_language[lang] = len(prints)
+        compared += len(prints)
+        for (a, fa), (b, fb) in combinations(prints, 2):
+            overlap, scores, slices = compare_files(fa, fb)
+            if overlap and max(scores) >= threshold:
+                pairs.append(_pair(lang, a, b, scores, slices, int(overlap)))
+    pairs.sort(key=lambda p: (-max(p["scores"]), p["names"]))
+    return {"detector": f"copydetect {version('copydetect')}", "noise": NOISE, "threshold": threshold,
+            "compared": compared, "by_language": by_language, "given": True, "skipped": sorted(skipped, key=lambda s: s["name"]),
+            "pairs": pairs[:MAX_PAIRS], "more": max(0, len(pairs) - MAX_PAIRS)}
+
+
+def _pair(lang: str, a: dict, b: dict, scores, slices, overlap: int) -> dict:
+    return {"names": [a["name"], b["name"]], "language": lang, "files": [a["file"], b["file"]],
+            "scores": [round(float(s), 4) for s in scores], "overlap": overlap,
+            "sides": [{"code": d["code"], "slices": [[int(s), int(e)] for s, e in zip(*sl)]} for d, sl in zip((a, b), slices)]}
