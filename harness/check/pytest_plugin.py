@@ -14,6 +14,8 @@ import pytest
 from ..errors import SubmissionFailure
 from ..outcomes import Outcome
 from ..registry import DEFAULT_TIMEOUT_S, load_chapter, make_importable
+from ..subjects.open import open_impl
+from ..subjects.reference import pristine
 
 
 def pytest_addoption(parser) -> None:
@@ -60,8 +62,6 @@ def chapter(request):
 @pytest.fixture(scope="session")
 def ref():
     """The judge's pristine reference (harness.subjects.reference.pristine): `ref.module("infer.spec")`."""
-    from ..subjects.reference import pristine
-
     return pristine()
 
 
@@ -71,8 +71,6 @@ def impl(request, chapter):
     if (handed := given(request.config, "ol_impl")) is not None:
         yield handed
         return
-    from ..subjects.open import open_impl
-
     o = request.config.option
     it = open_impl(chapter, o.impl, ref_deps=o.ref_deps, transport=o.transport, language_name=o.lang)
     yield it

@@ -107,7 +107,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
             _roster_lines(err, matched)
         kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
         _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
-        from ..grading.class_report import write_report
+        from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
         written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
         out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
@@ -125,14 +125,14 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
         """The class's similar pairs into the results directory, for the report; none there when skipped or failed
         (a previous run's would describe other code)."""
-        from ..grading.class_report import SIMILARITY, atomic_write
+        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
 
         (results_dir / SIMILARITY).unlink(missing_ok=True)
         if skip:
             return
         err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
         try:
-            from ..staff.similar import similar
+            from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
 
             found = similar(ch, submissions_dir, only=kept)
         except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
@@ -152,7 +152,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     def report(chapter, results_dir, out_html) -> None:
         """Write the class report (HTML, self-contained) and every submission's feedback page from RESULTS_DIR,
         the ledger `ol grade` wrote; the same every time it is run on the same directory."""
-        from ..grading.class_report import write_report
+        from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
         ch = load_chapter(chapter)
         if not (results_dir / SUMMARY).is_file():
@@ -178,9 +178,9 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, json_path) -> None:
         """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
         files left out; exit 1 when a pair is flagged."""
-        from ..grading.class_report import SIMILARITY, atomic_write
-        from ..render.html import similarity_page
-        from ..staff.similar import similar
+        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
+        from ..render.html import similarity_page  # here: jinja2, which only the pages need
+        from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
 
         ch = load_chapter(chapter)
         found = similar(ch, submissions_dir, threshold)

@@ -93,7 +93,7 @@ class Loopback:
         return p
 
     def wait_for_workers(self, n: int) -> None:
-        from distributed import Client
+        from distributed import Client  # here: Dask is a second of imports; a loopback's own processes need it, this one only here
 
         with Client(self.address, timeout=START_S, set_as_default=False) as c:
             try:

@@ -6,6 +6,7 @@ emoji code in it is read, and its control characters are spelled out (harness.re
 so a message cannot clear the screen, recolour a line or print a "16 of 16 passed" of its own.
 """
 
+from rich.columns import Columns
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -56,8 +57,6 @@ def hints(out, rep: Report) -> None:
 def kill_matrices(out, results: list) -> None:
     """One kill matrix (harness.staff.mutants.KillMatrix) per language; several side by side (a grid of tables) when
     the terminal is wide enough."""
-    from rich.columns import Columns
-
     if len(results) == 1:
         return kill_matrix(out, results[0])
     out.print(Columns([_matrix_table(r) for r in results], equal=False, expand=False))

