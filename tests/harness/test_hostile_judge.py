@@ -262,7 +262,7 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         def run(self, argv, env, cwd, timeout):
             return killed
 
-    graded, _ = harness.grading.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, None, None, KilledJudge())
+    graded, _ = harness.grading.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, {}, None, KilledJudge())
     assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
     assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
     assert "killed" in graded.tests[0].message, graded.tests[0].message
