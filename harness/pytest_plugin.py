@@ -5,6 +5,7 @@ same tests elsewhere. `ol check` runs pytest with this plugin and reads the outc
 chapter is `--chapter`, or else the pack its file lives in (the folder above it holding chapter.toml).
 """
 
+import hashlib
 import json
 from pathlib import Path
 import tomllib
@@ -74,9 +75,17 @@ def impl(request, chapter):
 
 @pytest.fixture(scope="module")
 def golden(request, chapter):
-    path = request.config.option.golden or chapter.golden
-    with open(path) as f:
-        return json.load(f)
+    """The golden file (or --golden's), read once per session for all the modules that use it: tests only read it."""
+    data = Path(request.config.option.golden or chapter.golden).read_bytes()
+    key = hashlib.sha256(data).digest()  # the same bytes are parsed once (a file rewritten in place is read anew)
+    if key not in _GOLDEN:
+        if len(_GOLDEN) >= 4:
+            _GOLDEN.clear()
+        _GOLDEN[key] = json.loads(data)
+    return _GOLDEN[key]
+
+
+_GOLDEN: dict[bytes, dict] = {}  # digest -> the parsed golden file
 
 
 @pytest.fixture(autouse=True)

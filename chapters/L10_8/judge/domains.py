@@ -132,7 +132,7 @@ BAD_PROB = st.sampled_from([NAN, INF, -INF, -0.1, -5e-324])  # each refused in a
 @st.composite
 def dist_pair(draw):
     """(p, q) of one length (sometimes another, or empty), entries finite and non-negative but seldom
-    summing to 1 (p and q are used as given); now and then one refused entry."""
+    summing to 1 (p and q are used as given); now and then q equal to p, or one refused entry."""
     v = draw(st.integers(1, 6))
     p = draw(exactly(PROB, v))
     q = draw(exactly(PROB, v))
@@ -141,13 +141,15 @@ def dist_pair(draw):
         q = q + [0.5]
     elif shape == "empty":
         p, q = [], []
+    elif shape == "equal":
+        q = list(p)
     elif shape in ("bad_p", "bad_q"):
         which = p if shape == "bad_p" else q
         which[draw(st.integers(0, v - 1))] = draw(BAD_PROB)
     return p, q
 
 
-_PAIR_SHAPE = st.sampled_from(["same"] * 12 + ["longer_q", "empty", "bad_p", "bad_q"])
+_PAIR_SHAPE = st.sampled_from(["same"] * 12 + ["longer_q", "empty", "bad_p", "bad_q", "equal"])
 
 UNIFORM = st.one_of(
     st.floats(0.0, 1.0, exclude_max=True),
@@ -171,12 +173,22 @@ LOGIT_EDGE = st.sampled_from([-INF, NAN, INF, 800.0, -800.0])
 _LOGIT_OR_EDGE = _mostly(LOGIT, LOGIT_EDGE)
 
 
+def tied(draw, row: list) -> list:
+    """`row`, one time in five with its maximum copied to another entry: a tie at the top (argmax's lowest id,
+    top-k's cut, a walk over equal masses)."""
+    if len(row) >= 2 and draw(st.integers(0, 4)) == 4:  # shrinks to no tie
+        finite = [x for x in row if x == x]
+        if finite:
+            row[draw(st.integers(0, len(row) - 1))] = max(finite)
+    return row
+
+
 @st.composite
 def logits_ids(draw):
-    """(logits, prompt, output): a row of 1-6 logits (sometimes with an edge value) and ids below V (sometimes
-    V itself, refused)."""
+    """(logits, prompt, output): a row of 1-6 logits (sometimes with an edge value, sometimes a tie at the top)
+    and ids below V (sometimes V itself, refused)."""
     v = draw(st.integers(1, 6))
-    logits = draw(exactly(_LOGIT_OR_EDGE, v))
+    logits = tied(draw, draw(exactly(_LOGIT_OR_EDGE, v)))
     ids = ids_below(v, 5)
     return logits, draw(ids), draw(ids)
 
@@ -192,7 +204,7 @@ def verify_inputs(draw):
     v = draw(st.integers(1, 4))
     m = draw(st.integers(0, 3))
     n_rows = draw(_row_count(m))
-    rows = [draw(exactly(LOGIT, v)) for _ in range(n_rows)]
+    rows = [tied(draw, draw(exactly(LOGIT, v))) for _ in range(n_rows)]
     if rows and draw(st.integers(0, 7)) == 0:
         rows[0][draw(st.integers(0, v - 1))] = draw(_NAN_OR_INF)
     if rows and draw(st.integers(0, 9)) == 0:

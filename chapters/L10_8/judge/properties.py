@@ -168,7 +168,10 @@ def sample_dense(impl, golden: dict) -> str | None:
 def _step_args(draw):
     p, q = draw(D.dist_pair())
     x = draw(st.integers(0, len(p))) if draw(st.integers(0, 9)) else draw(_HUGE_X)
-    return p, q, x, draw(D.UNIFORM), draw(D.UNIFORM)
+    u_accept = draw(D.UNIFORM)
+    if draw(st.integers(0, 7)) == 7 and x < len(p) == len(q) and 0 < q[x] < math.inf and p[x] < q[x]:
+        u_accept = p[x] / q[x]  # exactly the acceptance boundary: u < p(x)/q(x) accepts, u == p(x)/q(x) rejects
+    return p, q, x, u_accept, draw(D.UNIFORM)
 
 
 _HUGE_X = st.sampled_from([D.U64_MAX, 2**32])
