@@ -8,6 +8,7 @@ type cannot hold (u32 ids, usize and u64 counts; Python's int has no limit there
 """
 
 from functools import lru_cache
+import random
 
 from hypothesis import strategies as st
 
@@ -67,14 +68,27 @@ def _periodic(draw_period, reps, noise):
     return st.builds(lambda period, n, tail: (period * n)[: max(0, len(period) * n - tail)], draw_period, reps, noise)
 
 
-TOKEN = st.integers(0, 5)  # a small alphabet, so suffixes recur
+def tokens(min_size: int = 0, max_size: int = 12, alphabet=(0, 1, 2, 3, 4, 5)):
+    """Lists of ids from `alphabet` (a small one, so suffixes recur), drawn as one byte string (one choice for the
+    whole list, where a list of integers costs two a token): Hypothesis shrinks it shorter and to lower bytes,
+    which are the alphabet's first ids."""
+    return st.binary(min_size=min_size, max_size=max_size).map(lambda bs: [alphabet[b % len(alphabet)] for b in bs])
+
+
 CTX = st.one_of(
-    st.lists(TOKEN, max_size=12),  # empty and one-element contexts included
-    st.lists(TOKEN, min_size=12, max_size=40),
-    _periodic(st.lists(st.integers(0, 3), min_size=1, max_size=4), st.integers(1, 60), st.integers(0, 3)),  # long, periodic
-    st.lists(st.sampled_from([0, 1, 2**32 - 1, 2**31]), max_size=10),  # ids at the edge of u32
+    tokens(0, 12),  # empty and one-element contexts included
+    tokens(12, 40),
+    _periodic(tokens(1, 4, (0, 1, 2, 3)), st.integers(1, 60), st.integers(0, 3)),  # long, periodic
+    tokens(0, 10, (0, 1, 2**32 - 1, 2**31)),  # ids at the edge of u32
 )
-BAD_CTX = st.lists(st.sampled_from([0, 1, -1]), min_size=1, max_size=6).filter(lambda c: -1 in c)  # refused
+
+
+def _refused(ctx: list, at: int) -> list:
+    ctx[at % len(ctx)] = -1
+    return ctx
+
+
+BAD_CTX = st.builds(_refused, tokens(1, 6, (0, 1, -1)), st.integers(0, 5))  # refused: one id at least is -1
 
 
 @st.composite
@@ -83,11 +97,17 @@ def tied_followers(draw):
     many tied most-frequent followers, so only 'ties to the lowest id' decides (a sort that is not stable on
     the count alone picks another)."""
     n = draw(st.integers(20, 40))
-    counts = draw(exactly(st.integers(1, 2), n))
-    followers = [f + 1 for f, c in enumerate(counts) for _ in range(c)]
-    order = draw(st.permutations(followers))
+    counts = draw(_twice(n))
+    order = [f + 1 for f, c in enumerate(counts) for _ in range(c)]
+    random.Random(draw(st.integers(0, 2**32 - 1))).shuffle(order)  # one choice for the order (shrinks to seed 0's)
     ctx = [x for f in order for x in (0, f)] + [0]
     return ctx
+
+
+@lru_cache(maxsize=None)
+def _twice(n: int):
+    """`n` counts of 1 or 2."""
+    return tokens(n, n, (1, 2))
 
 
 @st.composite

@@ -105,7 +105,7 @@ _DRAFTS = st.sampled_from(["none", "ngram", "prompt_lookup"])
 
 # contexts longer than any bound drawn here: a draft function's own slips on short contexts (a hang, a crash)
 # are its own test's (one slip, one test); propose is graded on what it dispatches to and what it refuses
-LONG_CTX = st.lists(D.TOKEN, min_size=11, max_size=40)
+LONG_CTX = D.tokens(11, 40)
 PROPOSE_ARGS = st.tuples(_cfg(), st.one_of(LONG_CTX, LONG_CTX, D.BAD_CTX), D.count(0, 8, huge=False))
 
 
