@@ -75,7 +75,8 @@ def impl(request, chapter):
 
 @pytest.fixture(scope="module")
 def golden(request, chapter):
-    """The golden file (or --golden's), read once per session for all the modules that use it: tests only read it."""
+    """The golden file (or --golden's), parsed once per process for every module reading the same bytes (tests only
+    read it)."""
     data = Path(request.config.option.golden or chapter.golden).read_bytes()
     key = hashlib.sha256(data).digest()  # the same bytes are parsed once (a file rewritten in place is read anew)
     if key not in _GOLDEN:
