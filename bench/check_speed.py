@@ -23,8 +23,9 @@ Each command runs as a fresh process (what a student waits for), N times; the me
 Bytecode: the floor's modules were compiled when they were installed; ol's (this checkout's harness, chapter pack
 and reference) are compiled by the first check and cached in __pycache__, as on a student's machine from the
 second check on. So every command runs without PYTHONDONTWRITEBYTECODE (an environment may set it), after one
-untimed check of each Python row; --cold-bytecode keeps PYTHONDONTWRITEBYTECODE=1 for every command instead (every
-check compiles ol's modules again: about 0.6 s more a check on 2 cores; the floor is unchanged).
+untimed check of each Python row; --cold-bytecode measures a checkout that never caches it instead: every command
+with PYTHONDONTWRITEBYTECODE=1 and this checkout's __pycache__ folders removed before each Python check, which then
+compiles ol's modules again (the floor's are compiled either way).
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
 mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
@@ -79,6 +80,13 @@ def rust_workspace(scratch: Path) -> Path | None:
     BEFORE[RUST_EDIT] = lambda: spec.write_text(spec.read_text() + f"// edit {next(edits)}\n")
     wall(CLI + ["check", CHAPTER, "--submission", str(scratch / "rust")], {"XDG_CACHE_HOME": str(scratch / "cache-warm")})
     return scratch / "rust"
+
+
+def drop_bytecode() -> None:
+    """Remove the compiled modules of this checkout's Python code (--cold-bytecode: a check compiles them again)."""
+    for top in ("harness", "chapters", "reference"):
+        for cache in (REPO / top).rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 def commands(rust: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -177,6 +185,8 @@ def main() -> int:
     a = parse_args()
     if a.cold_bytecode:
         ENV[NO_BYTECODE] = "1"
+        for k in (IN_PROCESS, WORKER, UNCONFINED):
+            BEFORE[k] = drop_bytecode
     with tempfile.TemporaryDirectory(prefix="ol-bench-rust-") as scratch:
         rust = rust_workspace(Path(scratch))
         if rust is None:
