@@ -185,7 +185,6 @@ def drawn_inputs(grading_seed: int, name: str, strategy, examples: int = EXAMPLE
 def _shrunk(asked: Answers, grading_seed: int, name: str, strategy, differs) -> str | None:
     """The smallest input Hypothesis finds where the two answers differ, searching input by input from the same
     seed and shrinking what it finds; None when it finds none (or the implementation fails outright on the way)."""
-    found: list[str] = []
 
     def one(args) -> None:
         try:
@@ -193,7 +192,6 @@ def _shrunk(asked: Answers, grading_seed: int, name: str, strategy, differs) -> 
         except SubmissionFailure:  # a hang or crash on the way is no verdict here: the difference already is one
             raise _Fatal() from None
         if problem is not None:
-            found.append(problem)
             raise _Differs(problem)
 
     run = seeded(property_seed(grading_seed, name))(_settings(max_examples=SEARCH_EXAMPLES, phases=(
