@@ -4,7 +4,7 @@ unconfined worker, over the import floor.
 The import floor is `python -c "import numpy, scipy.stats, pytest"`; every command runs side by side
 in one run (interleaved) and prints as a ratio to the floor.
 
-    python bench/check_speed.py [--repeat N] [--out F.json] [--quick]
+    python bench/check_speed.py [--repeat N] [--out F.json] [--quick] [--cold-bytecode]
 
 Rows:
   import floor                      what any check pays before it runs a test
@@ -20,6 +20,12 @@ Rows:
                                     (what a student waits for between two tries)
 
 Each command runs as a fresh process (what a student waits for), N times; the median is reported.
+Bytecode: the floor's modules were compiled when they were installed; ol's (this checkout's harness, chapter pack
+and reference) are compiled by the first check and cached in __pycache__, as on a student's machine from the
+second check on. So every command runs without PYTHONDONTWRITEBYTECODE (an environment may set it), after one
+untimed check of each Python row; --cold-bytecode measures a checkout that never caches it instead: every command
+with PYTHONDONTWRITEBYTECODE=1 and this checkout's __pycache__ folders removed before each Python check, which then
+compiles ol's modules again (the floor's are compiled either way).
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
 mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
@@ -54,6 +60,8 @@ RUST_CLEAN, RUST_EDIT = "rust: clean build + check", "rust: edit + check"
 GOALS = {IN_PROCESS: 3.0, WORKER: 2.5, UNCONFINED: 4.0}
 RUST_GOALS = {RUST_EDIT: 2.0, RUST_CLEAN: 4.0}  # multiples of the Python track's check (WORKER), the Rust track issue
 BEFORE = {}  # row -> what runs before each of its timed runs (untimed): a cache emptied, an edit made
+NO_BYTECODE = "PYTHONDONTWRITEBYTECODE"
+ENV = {k: v for k, v in os.environ.items() if k != NO_BYTECODE}  # every command's environment (--cold-bytecode: + NO_BYTECODE)
 
 
 def rust_workspace(scratch: Path) -> Path | None:
@@ -62,7 +70,7 @@ def rust_workspace(scratch: Path) -> Path | None:
     if shutil.which("cargo") is None:
         return None
     r = subprocess.run(CLI + ["start", CHAPTER, "--lang", "rust", str(scratch / "rust")], cwd=REPO, capture_output=True,
-                       env={**os.environ, "PYTHONPATH": str(REPO)})
+                       env={**ENV, "PYTHONPATH": str(REPO)})
     if r.returncode != 0:
         sys.exit(f"ol start --lang rust failed:\n{r.stdout.decode()}{r.stderr.decode()}")
     spec = scratch / "rust/crates/tl-engine/src/spec.rs"
@@ -72,6 +80,13 @@ def rust_workspace(scratch: Path) -> Path | None:
     BEFORE[RUST_EDIT] = lambda: spec.write_text(spec.read_text() + f"// edit {next(edits)}\n")
     wall(CLI + ["check", CHAPTER, "--submission", str(scratch / "rust")], {"XDG_CACHE_HOME": str(scratch / "cache-warm")})
     return scratch / "rust"
+
+
+def drop_bytecode() -> None:
+    """Remove the compiled modules of this checkout's Python code (--cold-bytecode: a check compiles them again)."""
+    for top in ("harness", "chapters", "reference"):
+        for cache in (REPO / top).rglob("__pycache__"):
+            shutil.rmtree(cache, ignore_errors=True)
 
 
 def commands(rust: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
@@ -98,7 +113,7 @@ def wall(cmd: list[str], extra_env: dict[str, str]) -> tuple[float, str | None]:
         cmd = cmd + ["--json", report]
     try:
         start = time.perf_counter()
-        r = subprocess.run(cmd, cwd=REPO, capture_output=True, env={**os.environ, "PYTHONPATH": str(REPO), **extra_env})
+        r = subprocess.run(cmd, cwd=REPO, capture_output=True, env={**ENV, "PYTHONPATH": str(REPO), **extra_env})
         elapsed = time.perf_counter() - start
         if r.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout.decode()[-2000:]}{r.stderr.decode()[-2000:]}")
@@ -154,6 +169,8 @@ def goal_text(name: str, ratio: float, med: dict[str, float]) -> str:
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=REPEAT, help=f"runs per command (default {REPEAT})")
+    ap.add_argument("--cold-bytecode", action="store_true",
+                    help="run every command with PYTHONDONTWRITEBYTECODE=1: each check compiles ol's modules again")
     add_common(ap, "check_speed", f"repeat {QUICK_REPEAT}")
     a = ap.parse_args()
     if a.quick:
@@ -166,11 +183,19 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
+    if a.cold_bytecode:
+        ENV[NO_BYTECODE] = "1"
+        for k in (IN_PROCESS, WORKER, UNCONFINED):
+            BEFORE[k] = drop_bytecode
     with tempfile.TemporaryDirectory(prefix="ol-bench-rust-") as scratch:
         rust = rust_workspace(Path(scratch))
         if rust is None:
             print("no cargo here: the Rust rows are left out")
-        times, modes = time_commands(commands(rust), a.repeat)
+        cmds = commands(rust)
+        if not a.cold_bytecode:  # the first check compiles ol's modules into __pycache__: not timed
+            for k in (IN_PROCESS, WORKER):
+                wall(*cmds[k])
+        times, modes = time_commands(cmds, a.repeat)
     check_modes(modes)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = {k: v / med[FLOOR] for k, v in med.items()}
@@ -182,7 +207,9 @@ def main() -> int:
     if WORKER in med and UNCONFINED in med:
         print(f"the sandbox's own cost: {med[WORKER] - med[UNCONFINED]:+.2f} s a check "
               f"({med[WORKER] / med[UNCONFINED]:.2f}x the unconfined worker)")
-    write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "sandbox": modes, "times_s": times, "median_s": med,
+    print("bytecode: " + ("compiled again by every check (--cold-bytecode)" if a.cold_bytecode else
+                          "ol's modules cached in __pycache__ by an untimed first check (as from a student's second check on)"))
+    write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "cold_bytecode": a.cold_bytecode, "sandbox": modes, "times_s": times, "median_s": med,
                           "ratio_to_floor": ratio, "goals_x_floor": GOALS, "rust_goals_x_python_check": RUST_GOALS,
                           "ratio_to_python_check": {k: med[k] / med[WORKER] for k in RUST_GOALS if k in med},
                           "goals_met": {k: ratio[k] <= g for k, g in GOALS.items() if k in ratio}})

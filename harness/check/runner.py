@@ -139,11 +139,18 @@ def _plain(e: BaseException) -> str:
     return text[:MESSAGE_CAP]
 
 
+# pytest plugins a check has no use for (the submission's code runs in its worker, or is trusted): the unraisable-
+# exception hook collects all garbage again and again at the session's end (about 0.1 s); the others are the
+# installed plugins of ol's own test suite, loaded for nothing
+UNUSED_PLUGINS = [arg for name in ("unraisableexception", "threadexception", "xdist", "xdist.looponfail", "platformdirs")
+                  for arg in ("-p", f"no:{name}")]
+
+
 def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
                 language: str | None = None) -> list[str]:
     """pytest's command line for the chapter's tests; which of them run is the collector's (`only`)."""
     args = [*map(str, chapter.tests_files), "-p", "harness.check.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
-            "--no-header", "-p", "no:hypothesispytest", "--import-mode=importlib", "--chapter", chapter.chapter,
+            "--no-header", "-p", "no:hypothesispytest", *UNUSED_PLUGINS, "--import-mode=importlib", "--chapter", chapter.chapter,
             "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--capture=sys",  # not the descriptors: the build's progress, from the loader's thread, reaches the terminal
             f"--rootdir={chapter.pack_dir}"]

@@ -56,17 +56,22 @@ def _parse_args(draw):
     breaks one of them (an edge of i64 or u64, a float or bool k, a bound out of 1..8)."""
     name = draw(NAMES)
     k = draw(st.integers(1, 16))
-    mx = draw(st.one_of(st.none(), st.integers(1, 8)))
+    mx = draw(_MAYBE_BOUND)
     mn = None if mx is None or draw(st.booleans()) else draw(st.integers(1, mx))
     broken = draw(st.integers(0, 5))
-    edges = [-1, 0, 9, 17, 2**63 - 1, -(2**63), D.U64_MAX]
     if broken == 1:
-        k = draw(st.sampled_from(edges + [4.0, 1.5, True, False]))
+        k = draw(_BAD_K)
     elif broken == 2:
-        mx = draw(st.sampled_from(edges))
+        mx = draw(_BAD_BOUND)
     elif broken == 3:
-        mn = draw(st.sampled_from(edges))
+        mn = draw(_BAD_BOUND)
     return name, k, mx, mn
+
+
+_EDGES = [-1, 0, 9, 17, 2**63 - 1, -(2**63), D.U64_MAX]
+_MAYBE_BOUND = st.one_of(st.none(), st.integers(1, 8))
+_BAD_K = st.sampled_from(_EDGES + [4.0, 1.5, True, False])
+_BAD_BOUND = st.sampled_from(_EDGES)
 
 
 PARSE_ARGS = _parse_args()
@@ -87,7 +92,7 @@ def parse_config(impl, golden: dict) -> str | None:
 @st.composite
 def _cfg(draw):
     """A configuration parse accepts, or (raw) one built without parse, its bounds possibly bad."""
-    draft = draw(st.sampled_from(["none", "ngram", "prompt_lookup"]))
+    draft = draw(_DRAFTS)
     mx = draw(st.integers(1, 8))
     c = {"draft": draft, "k": draw(st.integers(1, 16)), "max_ngram": mx, "min_ngram": draw(st.integers(1, mx))}
     if draw(st.integers(0, 3)) == 0:
@@ -95,9 +100,12 @@ def _cfg(draw):
     return c
 
 
+_DRAFTS = st.sampled_from(["none", "ngram", "prompt_lookup"])
+
+
 # contexts longer than any bound drawn here: a draft function's own slips on short contexts (a hang, a crash)
 # are its own test's (one slip, one test); propose is graded on what it dispatches to and what it refuses
-LONG_CTX = st.lists(D.TOKEN, min_size=11, max_size=40)
+LONG_CTX = D.tokens(11, 40)
 PROPOSE_ARGS = st.tuples(_cfg(), st.one_of(LONG_CTX, LONG_CTX, D.BAD_CTX), D.count(0, 8, huge=False))
 
 
@@ -159,8 +167,14 @@ def sample_dense(impl, golden: dict) -> str | None:
 @st.composite
 def _step_args(draw):
     p, q = draw(D.dist_pair())
-    x = draw(st.integers(0, len(p))) if draw(st.integers(0, 9)) else draw(st.sampled_from([D.U64_MAX, 2**32]))
-    return p, q, x, draw(D.UNIFORM), draw(D.UNIFORM)
+    x = draw(st.integers(0, len(p))) if draw(st.integers(0, 9)) else draw(_HUGE_X)
+    u_accept = draw(D.UNIFORM)
+    if draw(st.integers(0, 7)) == 7 and x < len(p) == len(q) and 0 < q[x] < math.inf and p[x] < q[x]:
+        u_accept = p[x] / q[x]  # exactly the acceptance boundary: u < p(x)/q(x) accepts, u == p(x)/q(x) rejects
+    return p, q, x, u_accept, draw(D.UNIFORM)
+
+
+_HUGE_X = st.sampled_from([D.U64_MAX, 2**32])
 
 
 def speculative_step(impl, golden: dict) -> str | None:

@@ -10,15 +10,31 @@ shrinks the input, and the test fails with
 A refusal (SpecError) is an answer like any other: "expected SpecError, got [3]" is a difference, and so is
 a panic or another exception where the reference answers. A timeout, a crash or a stub that is not
 implemented ends the check at once with its own outcome (nothing to shrink).
+
+How many inputs, and why that is enough. Each run gives each of the ten contract functions (prompt_lookup,
+ngram_draft, SpecConfig.parse, propose, residual, sample_dense, speculative_step, dense_distribution,
+verify_draft, blocks_for) EXAMPLES = 50 inputs drawn from its domain, plus Hypothesis's simplest input, plus
+the function's fixed edge inputs (1 to 6; properties.py): 51 to 57 calls a function, about 540 a check. The
+domains are built so that every class of input the contract names (a refused argument, an edge of u32/u64,
+an empty or one-token context, NaN and the infinities, ties, a p equal to q, an acceptance boundary) is drawn
+with probability at least about 1 in 20 per input, most at 1 in 10 or more; a slip confined to a class of
+probability f is missed by a run with probability (1 - f)^50: 0.5 % at f = 1/10, 7.7 % at f = 1/20, and
+every slip a mutant set holds on a rarer class has a fixed edge input, tried every run. A slip that differs
+on a fraction f of the whole domain is caught the same way, and `--fresh` (and each class's own grading seed)
+draws anew. The 50 are drawn as one list in one Hypothesis test case: Hypothesis's cost is per choice drawn
+and per test case, and the answers are compared outside it. Only on a difference does Hypothesis search again,
+input by input from the same seed (up to SEARCH_EXAMPLES test cases), and shrink what it finds; the verdict is
+the drawn inputs' whatever that search finds (when it finds nothing smaller, the message shows the drawn input).
 """
 
+from contextlib import contextmanager
 from functools import lru_cache
 import hashlib
 import math
 
 import numpy as np
 
-from hypothesis import HealthCheck, Phase, given, settings, seed as seeded
+from hypothesis import HealthCheck, Phase, given, settings, seed as seeded, strategies as st
 from hypothesis.errors import HypothesisException
 
 from harness.pack import JUDGE_PACKAGE, InProcess, Raised, SubmissionFailure, pristine
@@ -26,8 +42,9 @@ from harness.pack import JUDGE_PACKAGE, InProcess, Raised, SubmissionFailure, pr
 from .. import ops
 from ..client import Client
 
-EXAMPLES = 50  # drawn inputs per property and run, before shrinking, beside its fixed edge inputs: each costs the
-# judge about 1.4 ms of Hypothesis (so 10 properties add about 0.7 s to a check); rules.toml [[domain]] says why enough
+EXAMPLES = 50  # drawn inputs per property and run, beside the simplest input and its fixed edge inputs: drawn as one list
+# in one Hypothesis test case (rules.toml [[domain]] and the module's docstring say why enough)
+SEARCH_EXAMPLES = 300  # on a difference: inputs Hypothesis may try, one test case each, before it has one to shrink
 
 
 @lru_cache(maxsize=1)
@@ -94,54 +111,126 @@ class _Fatal(Exception):
     pass
 
 
+class Answers:
+    """Each distinct input's two answers, the reference's and the implementation's, asked once per check: shrinking
+    replays an input many times (the contract's functions are pure, so the first answer is the answer)."""
+
+    def __init__(self, ref, impl, call) -> None:
+        self.ref, self.impl, self.call = ref, impl, call
+        self.want: dict[str, object] = {}
+        self.got: dict[str, object] = {}
+
+    def __call__(self, args: tuple) -> tuple:
+        key = repr(args)  # tells 0.0 from -0.0, 4 from 4.0 and True from 1
+        if key not in self.want:
+            with np.errstate(all="ignore"):  # the reference's own 0/0 on a free input is no news
+                self.want[key] = answer(lambda: self.call(self.ref, *args))
+        if key not in self.got:
+            self.got[key] = answer(lambda: self.call(self.impl, *args))  # a SubmissionFailure propagates
+        return self.want[key], self.got[key]
+
+
+@contextmanager
+def _no_local_constants():
+    """Hypothesis mixes into its draws constants it reads from every local module this process has loaded (the
+    harness, the reference, an in-process mutant), caching them in ./.hypothesis: the inputs would depend on
+    what the judge imported, and a check would write into the student's folder (and parse every module's
+    source on a first run). The judge's draws take their edges from the strategies alone."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        original, empty = providers._get_local_constants, providers.Constants()
+    except (ImportError, AttributeError):  # another Hypothesis: its draws as it makes them
+        yield
+        return
+    cache = providers.CONSTANTS_CACHE.cache  # (global, local) constants per kind of draw: drop any holding local ones
+    if any(local for _, local in cache.values()):
+        cache.clear()
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+
+
 def property_seed(grading_seed: int, name: str) -> int:
     """Each property's own Hypothesis seed, from the grading seed and its name."""
     return int.from_bytes(hashlib.sha256(f"{grading_seed}:{name}".encode()).digest()[:8], "big")
+
+
+def _settings(**kw):
+    return settings(database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
+                    suppress_health_check=list(HealthCheck), print_blob=False, **kw)
+
+
+def drawn_inputs(grading_seed: int, name: str, strategy, examples: int = EXAMPLES) -> list[tuple]:
+    """The inputs a run compares: Hypothesis's simplest input, then `examples` inputs drawn as one list in one test
+    case (the drawing is paid per input, Hypothesis's machinery per test case), derandomised from the seed."""
+    batches: list[list] = []
+
+    def keep(batch: list) -> None:
+        batches.append(batch)
+
+    run = seeded(property_seed(grading_seed, name))(_settings(max_examples=2, phases=(Phase.generate,))(
+        given(st.lists(strategy, min_size=examples, max_size=examples))(keep)))
+    with _no_local_constants():
+        run()
+    inputs = {repr(args): args for batch in batches for args in batch}  # the simplest list is one input, repeated
+    if len(batches) != 2 or len(inputs) <= 1 and examples > 1:  # never seen: Hypothesis overran or stopped early
+        raise RuntimeError(f"the property check of {name} drew {len(batches)} lists, not 2: a judge bug")
+    return list(inputs.values())
+
+
+def _shrunk(asked: Answers, grading_seed: int, name: str, strategy, differs) -> str | None:
+    """The smallest input Hypothesis finds where the two answers differ, searching input by input from the same
+    seed and shrinking what it finds; None when it finds none (or the implementation fails outright on the way)."""
+
+    def one(args) -> None:
+        try:
+            problem = differs(args)
+        except SubmissionFailure:  # a hang or crash on the way is no verdict here: the difference already is one
+            raise _Fatal() from None
+        if problem is not None:
+            raise _Differs(problem)
+
+    run = seeded(property_seed(grading_seed, name))(_settings(max_examples=SEARCH_EXAMPLES, phases=(
+        Phase.generate, Phase.shrink))(given(strategy)(one)))
+    try:
+        with _no_local_constants():
+            run()
+    except _Differs as e:
+        return str(e)
+    except (_Fatal, HypothesisException):
+        pass
+    return None
 
 
 def check(impl, grading_seed: int, name: str, strategy, call, show, same=exact, free=None, examples: int = EXAMPLES,
           explicit=()) -> str | None:
     """None when `call(impl, *args)` answers as `call(reference, *args)` on every drawn input (and on each of
     `explicit`); else the failure message naming the smallest input found. `show(args)` words the call;
-    `free(args)` (optional) is true of an input whose answer the contract leaves free (not compared)."""
-    ref = judge_reference()
-    fatal: list[tuple[SubmissionFailure, tuple]] = []
+    `free(args)` (optional) is true of an input whose answer the contract leaves free (not compared).
 
-    def compare(args, smallest: str) -> None:
+    The verdict is the drawn inputs' (drawn_inputs, then `explicit`); on a difference among the drawn ones,
+    Hypothesis searches again input by input from the same seed and shrinks what it finds (_shrunk): the
+    message shows the smallest input found, or the drawn input itself when the search finds none. A timeout,
+    crash or stub among the drawn or explicit inputs raises its SubmissionFailure, naming the input."""
+    asked = Answers(judge_reference(), impl, call)
+
+    def differs(args, smallest: str = "smallest ") -> str | None:
         if free is not None and free(*args):
-            return
-        with np.errstate(all="ignore"):  # the reference's own 0/0 on a free input is no news
-            want = answer(lambda: call(ref, *args))
-        try:
-            got = answer(lambda: call(impl, *args))
-        except SubmissionFailure as e:
-            fatal.append((e, args))
-            return
-        if not same(want, got):
-            raise _Differs(f"{smallest}input where yours differs: {show(*args)}: expected {want!r}, got {got!r}")
+            return None
+        want, got = asked(args)
+        if same(want, got):
+            return None
+        return f"{smallest}input where yours differs: {show(*args)}: expected {want!r}, got {got!r}"
 
-    def one(args) -> None:
-        if not fatal:
-            compare(args, "smallest ")
-        if fatal:
-            raise _Fatal()  # from here every input fails at once, from this one line: the shrinker ends quickly
-
-    run = seeded(property_seed(grading_seed, name))(settings(
-        max_examples=examples, database=None, deadline=None, derandomize=False, report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck), phases=(Phase.generate, Phase.shrink), print_blob=False)(given(strategy)(one)))
-    try:
-        run()
-        for args in explicit:  # the edges every run tries, after the drawn inputs (which shrink)
-            if not fatal:
-                compare(args, "")
-    except _Differs as e:
-        return str(e)
-    except _Fatal:
-        pass
-    except HypothesisException as e:  # flaky: the same input answered differently twice
-        return f"{name}: your answers change from one call to the next on the same input ({type(e).__name__})"
-    if fatal:
-        e, args = fatal[0]
-        e.args = (f"{show(*args)}: {e.args[0]}",)
-        raise e
+    for drawn, inputs in ((True, drawn_inputs(grading_seed, name, strategy, examples)), (False, explicit)):
+        for args in inputs:
+            try:
+                problem = differs(args, "")
+            except SubmissionFailure as e:
+                e.args = (f"{show(*args)}: {e.args[0]}",)
+                raise
+            if problem is not None:
+                return (drawn and _shrunk(asked, grading_seed, name, strategy, differs)) or problem
     return None

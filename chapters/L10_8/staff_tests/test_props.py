@@ -3,11 +3,15 @@ from the reference anywhere in a function's domain is shown its smallest differi
 seed draws the same inputs, another draws others; a timeout is no difference to shrink but its own outcome."""
 
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
 from harness.errors import Raised, Timeout
 from chapters.L10_8.judge import properties
+from harness.paths import REPO
 from chapters.L10_8.judge.props import judge_reference
 
 GOLDEN = {"master_seed": 20261204}
@@ -84,3 +88,35 @@ def test_a_timeout_is_its_own_outcome_naming_the_input():
     fake.blocks_for = hangs
     with pytest.raises(Timeout, match=r"blocks_for\(tokens=.*the deadline passed"):
         properties.blocks_for(fake, GOLDEN)
+
+
+def test_a_difference_the_search_does_not_meet_again_shows_the_drawn_input():
+    edges = {2**64 - 1, 2**64 - 2, 2**63, 2**53 + 1, 2**53, 2**32, 2**32 - 1}  # drawn often: a search meets them again
+    drawn = [(t, b) for t, b in _drawn(7) if t > 2**40 and t not in edges and b > 1]  # one no search will draw again
+    assert drawn, "the seed should draw some huge token count"
+    odd = drawn[0]
+    fake = Fake()
+    fake.blocks_for = lambda t, b: -1 if (t, b) == odd else judge_reference().blocks_for(t, b)
+    problem = properties.blocks_for(fake, {"master_seed": 7})
+    assert problem == (f"input where yours differs: blocks_for(tokens={odd[0]}, block_tokens={odd[1]}): "
+                       f"expected {judge_reference().blocks_for(*odd)}, got -1"), problem
+
+
+def test_the_inputs_do_not_depend_on_the_modules_the_judge_imported(tmp_path, monkeypatch):
+    before = _drawn(3)
+    (tmp_path / "ol_constants_probe.py").write_text(
+        "VALUES = (" + ", ".join(str(123456789 + 7919 * i) for i in range(200)) + ")\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import ol_constants_probe  # noqa: F401  -- a local module whose constants Hypothesis would mix into its draws
+    assert _drawn(3) == before, "the same grading seed must draw the same inputs whatever else the process imported"
+
+
+@pytest.mark.slow(s=2)
+def test_a_property_check_writes_nothing_in_the_folder_it_runs_in(tmp_path):
+    code = ("import json; from chapters.L10_8.judge import properties; "
+            "from chapters.L10_8.judge.props import judge_reference; "
+            "assert properties.prompt_lookup(judge_reference(), {'master_seed': 1}) is None")
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not list(tmp_path.iterdir()), f"a check wrote into the student's folder: {list(tmp_path.iterdir())}"
