@@ -7,6 +7,8 @@ which the interpreter, its venv and the checkout are reachable by an unprivilege
 Gradescope image (tests/harness/uid_kit.py). Nothing of the host changes.
 """
 
+import csv
+import io
 import json
 import math
 import os
@@ -63,8 +65,11 @@ def test_ol_grade_refuses_to_run_submissions_unconfined_unless_told(tmp_path):
     r = subprocess.run(cmd + ["--no-sandbox"], capture_output=True, text=True, env={**ENV, "OL_SANDBOX": "none"},
                        timeout=300, cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    row = (tmp_path / "g.csv").read_text().splitlines()[1].split(",")
-    assert row[0] == "s07" and row[4] == "15.0" and row[8] == "none", row  # the mode is on the grade's row
+    rows = list(csv.DictReader(io.StringIO((tmp_path / "g.csv").read_text())))
+    assert [r["submission"] for r in rows] == ["s07"] and rows[0]["status"] == "graded", rows
+    assert rows[0]["sandbox"] == "none", rows  # the mode is on the grade's row
+    must_fail = CH.mutant("s07").must_fail  # graded, not zeroed: its pitfall's test fails, most others pass
+    assert rows[0][must_fail] != "pass" and 0 < float(rows[0]["score"]) < float(rows[0]["max_score"]), rows
 
 
 # ---- the copies a worker reads --------------------------------------------------------------------
