@@ -97,12 +97,19 @@ def _rust_body(section: str, c: dict) -> list[str] | None:
     return None
 
 
+def _no_literal(section: str, c: dict, comment: str) -> str:
+    """A case run on the judge's fake target: no literal form in a student's language, its data as comments."""
+    tags = ", ".join(c.get("tags", []))
+    data = json.dumps({k: v for k, v in c.items() if k != "pitfalls"})
+    return (f"{comment} {c['id']} ({section}; {tags}) runs on the judge's fake target, which lives in the judge: it has\n"
+            f"{comment} no literal form. Its inputs and expected answer:\n{comment} {data}")
+
+
 def rust(section: str, c: dict) -> str:
     body = _rust_body(section, c)
     tags = ", ".join(c.get("tags", []))
     if body is None:
-        return (f"// {c['id']} ({section}; {tags}) runs on the judge's fake target, which lives in the judge: it has\n"
-                f"// no literal form. Its inputs and expected answer:\n// {json.dumps({k: v for k, v in c.items() if k != 'pitfalls'})}")
+        return _no_literal(section, c, "//")
     name = c["id"].lower()
     return "\n".join([
         f"// Golden case {c['id']} ({section}; {tags}): paste at the bottom of crates/tl-engine/src/spec.rs,",
@@ -164,8 +171,7 @@ def python(section: str, c: dict) -> str:
     body = _py_body(section, c)
     tags = ", ".join(c.get("tags", []))
     if body is None:
-        return (f"# {c['id']} ({section}; {tags}) runs on the judge's fake target, which lives in the judge: it has\n"
-                f"# no literal form. Its inputs and expected answer:\n# {json.dumps({k: v for k, v in c.items() if k != 'pitfalls'})}")
+        return _no_literal(section, c, "#")
     name = c["id"].lower()
     return "\n".join([
         f"# Golden case {c['id']} ({section}; {tags}): save as test_golden_{name}.py in py/ (beside tinyllm/),",
