@@ -63,8 +63,7 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
         return {"seconds": None, "problems": [f"no readable ledger entry of {first} beside {graded_csv}"]}
     report, wall, _ = source
     for name in names:
-        report.submission = name
-        ledger.record(report, wall, digest(klass / name), "bench")
+        ledger.record(report.but(submission=name), wall, digest(klass / name), "bench")
     before = {p.name: p.stat().st_mtime_ns for p in results.iterdir()}
     cmd = [sys.executable, "-m", "harness.cli", "grade", chapter.chapter, str(klass), "--ref-deps", "--out", str(out_csv)]
     start = time.perf_counter()
