@@ -22,6 +22,7 @@ import ast
 import importlib
 import os
 from pathlib import Path
+import shutil
 import threading
 import tomllib
 
@@ -98,6 +99,11 @@ class LanguageSpec:
     @property
     def student_file(self) -> str:
         return self.student_files[0]
+
+    def copy_reference(self, into: Path) -> Path:
+        """This language's reference package copied to `into/<package>`; returns `into`."""
+        shutil.copytree(self.reference / self.package, into / self.package, ignore=shutil.ignore_patterns("__pycache__"))
+        return into
 
 
 @dataclass(frozen=True)

@@ -354,8 +354,7 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
     the contract's stub (every body todo!()), not the reference's, beside the modules `ol start` hands out
     (L10.1's and the given ones); and its built worker is removed (only the libraries are reused)."""
     lang = chapter.language("rust")
-    src = Path(tempfile.mkdtemp(prefix="ol-impl-"))  # the reference's crates, as harness.subjects.reference copies them
-    shutil.copytree(lang.reference / lang.package, src / lang.package, ignore=shutil.ignore_patterns("__pycache__"))
+    src = lang.copy_reference(Path(tempfile.mkdtemp(prefix="ol-impl-")))
     for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
         shutil.copyfile(lang.contract, src / rel)
     try:

@@ -15,7 +15,6 @@ from functools import lru_cache
 import importlib
 import importlib.util
 import os
-import shutil
 import sys
 import threading
 from pathlib import Path
@@ -27,9 +26,7 @@ JUDGE_PACKAGE = "ol_judge_tinyllm"
 
 def copy_reference(chapter, into: Path, lang: str = "python") -> Path:
     """The chapter's reference package in `lang` copied to `into/<package>`; returns `into`."""
-    spec = chapter.language(lang)
-    shutil.copytree(spec.reference / spec.package, into / spec.package, ignore=shutil.ignore_patterns("__pycache__"))
-    return into
+    return chapter.language(lang).copy_reference(into)
 
 
 _load_lock = threading.RLock()  # one load_package at a time in this process: see there
