@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.sandbox.confine import Mode, SandboxError, answers_exposed, choose, readable_copy, slot_uids
+from harness.sandbox.confine import Mode, SandboxError, answers_exposed, choose, readable_copy
 from harness.errors import BadSubmission
 from harness.registry import load_chapter
 from harness.sandbox.bwrap import available
@@ -148,7 +148,7 @@ except PermissionError:
 
 
 @pytest.mark.slow
-def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(tmp_path):
+def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(tmp_path, worker_uids):
     """Mode uid: the worker runs as an unprivileged uid, cannot write the project's files nor read a 0600
     golden file, its setsid daemon dies with the check, and the report says `uid`."""
     prefix = uid_kit.namespace()
@@ -161,7 +161,7 @@ def test_the_uid_fallback_grades_as_an_unprivileged_uid_and_reaps_what_it_left(t
     sub = tmp_path / "sub"
     shutil.copytree(S07, sub)
     spec = sub / "tinyllm" / "infer" / "spec.py"
-    uid = slot_uids(1)[0]  # not 65534: the root-run bwrap sandboxes of tests running alongside count against that uid
+    uid = worker_uids()[0]  # not 65534: the root-run bwrap sandboxes of tests running alongside count against that uid
     spec.write_text(DAEMON.format(tag=tag, golden=str(secret), fixture=str(CH.golden), uid=uid) + spec.read_text())
     before = CH.golden.read_bytes()
     out = tmp_path / "rep.json"
@@ -184,13 +184,13 @@ def _check_in_uid_mode(prefix, sub, out, uid, tag, before, tmp_path):
 
 
 @pytest.mark.slow
-def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path):
+def test_ol_grade_in_uid_mode_refuses_while_the_answers_are_readable(tmp_path, worker_uids):
     prefix = uid_kit.namespace()
     subs = tmp_path / "subs"
     shutil.copytree(S07, subs / "s07")
     r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
                         "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                       env={**ENV, "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+                       env={**ENV, "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(worker_uids()[0])})
     assert r.returncode == 2 and "chmod -R go-rwx" in r.stderr and str(CH.pack_dir) in r.stderr, r.stderr[-2000:]
     assert answers_exposed(CH, Mode("bwrap")) == [], "bwrap sees none of them"
 

@@ -28,7 +28,6 @@ import pytest
 from harness.staff import gradescope
 from harness.languages import rust
 
-from harness.sandbox.confine import slot_uids
 from harness.registry import load_chapter
 from tests.harness import uid_kit
 
@@ -405,13 +404,13 @@ if _os.getuid() == 0:
     raise RuntimeError("not the fallback's uid")
 """
 @pytest.mark.slow
-def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot_read_the_answers(autograder):
+def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot_read_the_answers(autograder, worker_uids):
     """Gradescope's own advice, where bubblewrap cannot run: the worker is uid 65534, and setup.sh made the
     answers, the reference and the seed root's alone. The s01 sample with a payload that raises if it can
     read any of them keeps its honest FULL - 1."""
     uid_kit.namespace()  # skips where the uid fallback cannot run at all
     data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(PEEKER + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
-                                 prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]), env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+                                 prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]), env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(worker_uids()[0])})
     assert data["extra_data"] == {"ol": "graded", "sandbox": "uid", "language": "python"}, (data["extra_data"], log[-3000:])
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
 
@@ -436,14 +435,14 @@ if _found:
 
 
 @pytest.mark.slow
-def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_worker_can_read(autograder):
+def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_worker_can_read(autograder, worker_uids):
     """The uid fallback's worker reads every /proc/*/cmdline and /proc/*/environ it may while it is graded: the
     assignment's seed is in none (the judge reads it from setup.sh's root-only file). s01 keeps FULL - 1."""
     uid_kit.namespace()
     seeker = SEED_SEEKER.replace("SEED", str(SECRET_SEED))
     data, log = autograder.grade(lambda sub: (sub / "spec.py").write_text(seeker + (BUGGY / "tinyllm" / "infer" / "spec.py").read_text()),
                                  prelude=uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO]),
-                                 env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+                                 env_extra={"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(worker_uids()[0])})
     assert data["extra_data"]["sandbox"] == "uid", (data["extra_data"], log[-3000:])
     assert data["score"] == FULL - 1, (data["output"], log[-3000:])
     assert f"fresh cases from seed {SECRET_SEED}" in log, "graded on the assignment's cases, read from its file"
@@ -451,7 +450,7 @@ def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_wo
 
 @pytest.mark.slow
 @needs_rust
-def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder):
+def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder, worker_uids):
     """uid mode builds the crate as the worker uid, from scratch (a template is bwrap's alone), with the
     toolchain: apt's lives in /usr; here rustup's, under /root, is made reachable as uid_kit does for Python.
     The reference's spec.rs scores full marks; a spec.rs that includes the template's copy of the
@@ -462,7 +461,7 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     tc = toolchain()
     rustc = Path(shutil.which("rustc") or Path.home() / ".cargo/bin/rustc")  # where the judge looks (rustup's proxy here)
     reach = uid_kit.prelude([Path(os.path.realpath(sys.executable)), VENV, REPO, tc.sysroot, rustc])
-    env = {"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])}
+    env = {"OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(worker_uids()[0])}
     data, log = autograder.grade(lambda sub: shutil.copyfile(RUST_REF_SPEC, sub / "spec.rs"), prelude=reach, env_extra=env)
     assert data["extra_data"] == {"ol": "graded", "sandbox": "uid", "language": "rust"}, (data["extra_data"], log[-3000:])
     assert data["score"] == FULL, (data["output"], log[-3000:])

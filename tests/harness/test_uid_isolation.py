@@ -38,15 +38,16 @@ def _drive(code: str, tmp_path: Path, timeout: float = 120, **env) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_path):
+def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_path, worker_uids):
     """Two workers of two uids: the second opens the first's spec.py by the path on the first's command line."""
+    uid_kit.namespace()  # skips where mode uid cannot run, before any uid is leased
+    uids = ", ".join(map(str, worker_uids(2)))  # leased for this test (conftest.worker_uids)
     out = _drive(f'''
         import json, os, subprocess, sys
-        from harness.sandbox.confine import slot_uids
         from harness.registry import load_chapter
         from harness.subjects.open import open_impl
 
-        a, b = slot_uids(2)
+        a, b = {uids}
         os.environ["OL_SANDBOX_UID"] = str(a)
         impl = open_impl(load_chapter("L10.8"), {str(S07)!r})
         impl.transport.spawn()  # worker a, running as uid a, its copy in its own folder
@@ -127,10 +128,9 @@ def _world_readable_dir() -> Path:
     return d
 
 
-def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_remedy(tmp_path):
+def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_remedy(tmp_path, worker_uids):
     """A world-readable class folder (its path is on ol grade's command line): refused before anyone is graded."""
     prefix = uid_kit.namespace()
-    from harness.sandbox.confine import slot_uids
 
     top = _world_readable_dir()
     try:
@@ -139,18 +139,17 @@ def test_ol_grade_in_uid_mode_names_a_class_folder_a_worker_could_read_with_the_
         subs.chmod(0o755)
         r = subprocess.run([*prefix, sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--ref-deps",
                             "--out", str(tmp_path / "g.csv")], capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                           env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(slot_uids(1)[0])})
+                           env={**os.environ, "PYTHONPATH": str(REPO), "OL_SANDBOX": "uid", "OL_SANDBOX_UID": str(worker_uids()[0])})
         assert r.returncode == 2 and f"'{subs}'" in r.stderr and "chmod -R go-rwx" in r.stderr, r.stderr[-2000:]
         assert not (tmp_path / "g.csv").exists(), "nobody graded"
     finally:
         shutil.rmtree(top)
 
 
-def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tmp_path):
+def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tmp_path, worker_uids):
     """The results folder is 0700 and every file the ledger writes 0600, even beside a world-readable folder."""
     if os.geteuid() != 0:
         pytest.skip("needs root to probe as another uid")
-    from harness.sandbox.confine import slot_uids
     from harness.grading.grade import check_outputs
     from harness.grading.ledger import Ledger
     from harness.registry import load_chapter
@@ -162,7 +161,7 @@ def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tm
         out, results = top / "grades.csv", top / "grades-results"
         check_outputs(out, results)
         Ledger(ch, ["s07"], out, results, 3, True, version_of(ch), "uid").write()
-        uid = slot_uids(1)[0]
+        uid = worker_uids()[0]
         for path in (out, results, results / "summary.json"):
             assert path.exists(), path
             r = subprocess.run(["cat" if path.is_file() else "ls", str(path)], user=uid, group=uid, extra_groups=[],
@@ -172,22 +171,23 @@ def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tm
         shutil.rmtree(top)
 
 
-def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_lands(tmp_path):
+def test_a_rust_build_folder_is_root_and_the_workers_gid_0710_before_the_crate_lands(tmp_path, worker_uids):
     """Mode uid: a student's crate is copied into its build folder, which is root's, its group the worker's gid,
     0710, from before the first file lands (as a Python worker's copies): a sibling uid cannot read its spec.rs
     even knowing the path, while the build runs or after. (The cargo step is replaced by a recorder, confined as
     cargo is, that fails the build: the folder's modes are what is tested, not the compiler.)"""
     crate = tmp_path / "sub" / "tl-engine"
     shutil.copytree(REPO / "reference" / "rust" / "crates" / "tl-engine", crate, ignore=shutil.ignore_patterns("target"))
+    uid_kit.namespace()  # skips where mode uid cannot run, before any uid is leased
+    uids = ", ".join(map(str, worker_uids(2)))  # leased for this test (conftest.worker_uids)
     out = _drive(f'''
         import json, os, stat, subprocess, sys
         from pathlib import Path
         from harness.languages import rust
-        from harness.sandbox.confine import slot_uids
         from harness.registry import load_chapter
         from harness.subjects.open import open_impl
 
-        a, b = slot_uids(2)
+        a, b = {uids}
         os.environ["OL_SANDBOX_UID"] = str(a)
         seen = {{}}
         probe = "import sys\\ntry:\\n open(sys.argv[1]).read(); print('read')\\nexcept PermissionError: print('refused')"
