@@ -63,11 +63,11 @@ class _Capped:
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "python",
+    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "",
                  source_root: Path | None = None, words: Words = Words()) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
         self.mode = mode      # how it is confined (harness.sandbox.confine)
-        self.language = language  # the submission's language: errors are worded in its terms (words)
+        self.language = language  # the submission's language ("": ol's own): errors are worded in its terms (words)
         self.words = words
         self.source_root = source_root  # the judge's copy of its sources: the line a frame names is read there
         self.proc: subprocess.Popen | None = None
@@ -332,7 +332,7 @@ class Unbuilt:
 
     kind = "worker"
 
-    def __init__(self, failure, mode: Mode, language: str = "python") -> None:
+    def __init__(self, failure, mode: Mode, language: str = "") -> None:
         self.failure, self.mode, self.language = failure, mode, language
         self.restarts, self.last_output = 0, ""
 

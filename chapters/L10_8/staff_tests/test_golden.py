@@ -31,7 +31,7 @@ PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
 SCHEMA = PACK / "fixtures" / "spec_golden.schema.json"
 
-REF = pristine()  # the judge's pristine reference, loaded by path (never `import tinyllm`)
+REF = pristine("L10.8")  # the judge's pristine reference, loaded by path (never `import tinyllm`)
 S = REF.module("infer.spec")
 SamplingParams = REF.module("infer.sampling").SamplingParams
 Pcg32 = REF.module("rng").Pcg32

@@ -26,7 +26,7 @@ from harness.subjects.reference import pristine
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
-REF = pristine()  # the judge's pristine reference, loaded by path
+REF = pristine("L10.8")  # the judge's pristine reference, loaded by path
 SAMPLING = REF.module("infer.sampling")
 Pcg32 = REF.module("rng").Pcg32
 LIB = oracle.bind(REF)

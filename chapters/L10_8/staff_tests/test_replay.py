@@ -13,7 +13,7 @@ from harness.subjects.reference import pristine
 from harness.registry import load_chapter
 from harness.subjects.open import open_impl
 
-REF = pristine()
+REF = pristine("L10.8")
 IMPL = open_impl(load_chapter("L10.8"), "reference")
 IMPL.start_budget(10**9)
 PARAMS = [{"temperature": 0.0}, {"temperature": 0.8}, {"temperature": 1.0, "top_k": 5},

@@ -18,7 +18,7 @@ from tinyllm.infer.sampling import SamplingParams
 from tinyllm.kv import KvPool
 
 VOCAB = 16
-REF = pristine()  # the judge's reference: the fake target's generator
+REF = pristine("L10.8")  # the judge's reference: the fake target's generator
 GREEDY = SamplingParams()
 DRAFTS = ("none", "ngram", "prompt_lookup")
 
