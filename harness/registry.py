@@ -213,6 +213,25 @@ def known_chapters() -> list[str]:
     return sorted(_packs())
 
 
+def _table(name: str) -> dict:
+    return tomllib.loads((_packs()[name] / "chapter.toml").read_text())
+
+
+def courses() -> list[str]:
+    """The courses the known chapters belong to (each chapter.toml's `course`), as `ol --help` names them."""
+    return sorted({c for name in known_chapters() if (c := _table(name).get("course"))})
+
+
+def defaults() -> dict[str, tuple[str, dict[str, str]]]:
+    """chapter -> (its own language, {language: its default workspace}), read from the tables alone (for --help)."""
+    found = {}
+    for name in known_chapters():
+        d = _table(name)
+        spaces = {lang: spec.get("default_workspace", "") for lang, spec in d.get("language", {}).items()}
+        found[name] = (d.get("default_language", next(iter(spaces), "")), spaces)
+    return found
+
+
 def _unique(names, what: str, where: Path) -> None:
     seen = set()
     for n in names:
