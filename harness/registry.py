@@ -408,7 +408,7 @@ def load_chapter(chapter: str) -> Chapter:
     pack = packs[chapter]
     toml = pack / "chapter.toml"
     if not pack.name.isidentifier() or not (pack / "__init__.py").is_file():
-        raise RegistryError(f"{pack}: a chapter pack's folder name must be a Python identifier and hold an __init__.py")
+        raise RegistryError(f"{pack}: a chapter pack's folder name must be an identifier and hold an __init__.py")
     try:
         d = tomllib.loads(toml.read_text())
         tests = tuple(TestSpec(**t) for t in d["test"])

@@ -19,6 +19,7 @@ from ..errors import UsageError, Words
 from ..paths import REPO
 from ..sandbox.confine import readable_copy, readable_file
 from . import python, rust, rust_image, stub
+from .python import INTERPRETER, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands)
 
 # What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
 # of the harness (not the registry, not the reference's location), no fixture, test or oracle.
@@ -117,6 +118,9 @@ def language(name: str) -> Language:
     if name not in LANGUAGES:
         raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
     return LANGUAGES[name]
+
+
+SOURCE_ROOTS = (rust.COURSE_CRATES.parent.name,)  # the repository's folders a language's build reads (the harness version)
 
 
 def in_process() -> Language:

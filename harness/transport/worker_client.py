@@ -1,7 +1,7 @@
 """The worker transport: a submission in a confined worker process, every call under a deadline.
 
-The judge starts the worker of the submission's language (harness.languages; Python's is
-`python -m harness.protocol.worker`) through harness.sandbox.confine, in the best sandbox mode the machine allows
+The judge starts the worker of the submission's language (harness.languages; ol's own
+language's is `-m harness.protocol.worker`) through harness.sandbox.confine, in the best sandbox mode the machine allows
 (bubblewrap; else an unprivileged uid; the mode is recorded in every report), with a pipe pair passed
 as inherited descriptors (the submission's own stdout and stderr are drained apart and kept up to a
 cap). One worker serves a whole check. A call that passes its deadline kills the worker (its whole
