@@ -10,7 +10,7 @@ import pytest
 
 from chapters.L10_8 import oracle
 from chapters.L10_8.oracle import document
-from harness.subjects.reference import pristine
+from harness.pack import pristine
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
