@@ -32,9 +32,9 @@ own local directory, which Dask removes with it (and, after a worker was killed,
 Threads: `run` is called by several threads of one process at once (`--jobs N` here; `dask worker --nthreads N`).
 What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
 made once under their own locks), the chapter's tests files parsed once per process under
-harness.registry.PARSE_LOCK (CPython 3.11's ast.parse is not thread-safe), the judge's reference loaded once
-(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), the Rust machine
-template (harness.languages.rust.machine_template, one build per process at a time). Nothing here changes the process's
+harness.registry.PARSE_LOCK (3.11's ast.parse is not thread-safe), the judge's reference loaded once
+(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), a compiled language's
+machine template (its Language.run_env, one build per process at a time). Nothing here changes the process's
 folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
 """
 
