@@ -53,7 +53,7 @@ from scipy import stats as sps
 
 REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
-sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
+sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine("L10.8"))
 from chapters.L10_8.judge import stats  # noqa: E402
 from harness.subjects.reference import pristine  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
@@ -90,7 +90,7 @@ def close_impls() -> None:
 def _block(job: tuple[str, int]) -> tuple[str, int, float, float]:
     """One block's check on one subject (run in a pool worker): (subject, block, p-value, statistic)."""
     subject, block = job
-    r = stats.first_token_chi_square(_impl(subject), pristine(), block)
+    r = stats.first_token_chi_square(_impl(subject), pristine("L10.8"), block)
     return subject, block, r.p_value, r.statistic
 
 
@@ -234,7 +234,7 @@ SCHEMES = {"splitmix64": mixed, "consecutive": consecutive}  # the harness's see
 def _p_values_replica(job: tuple[int, str]) -> np.ndarray:
     """Replica p-values of blocks 1..n under one seeding (run in a pool worker)."""
     n, scheme = job
-    rep, seeds_of = Replica(pristine()), SCHEMES[scheme]
+    rep, seeds_of = Replica(pristine("L10.8")), SCHEMES[scheme]
     return np.array([rep.p_value(seeds_of(b)) for b in range(1, n + 1)])
 
 
@@ -257,7 +257,7 @@ def replica_size(n: int, jobs: int) -> dict[str, dict]:
     """Calibration of the replica's p-values over blocks 1..n under every seeding."""
     with ProcessPoolExecutor(max_workers=min(jobs, len(SCHEMES))) as pool:
         p = dict(zip(SCHEMES, pool.map(_p_values_replica, [(n, s) for s in SCHEMES])))
-    ref = Replica(pristine())
+    ref = Replica(pristine("L10.8"))
     return {"blocks": n, "harness_scheme": "splitmix64",
             **{s: calibration(p[s]) for s in SCHEMES},
             "block0_reference_p_value": {s: ref.p_value(SCHEMES[s](0)) for s in SCHEMES}}
@@ -328,7 +328,7 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     a = parse_args()
-    ref = pristine()
+    ref = pristine("L10.8")
     n_blocks = {s: a.blocks if s == "reference" else a.mutant_blocks for s in SUBJECTS}
     t0 = time.perf_counter()
     pv, st = harness_p_values(n_blocks, a.jobs)

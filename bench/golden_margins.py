@@ -38,7 +38,7 @@ def main() -> int:
     ap.add_argument("--golden", type=Path, default=GOLDEN, help="the golden file (default: the shipped one)")
     add_common(ap, "golden_margins", "the same survey (it takes seconds)")
     a = ap.parse_args()
-    lib = oracle.bind(pristine())
+    lib = oracle.bind(pristine("L10.8"))
     figures = {"n_margin_units": margins.N_MARGIN, "golden": str(a.golden), "shipped": survey(lib, oracle.load(a.golden)["verify"])}
     s = figures["shipped"]
     print(f"{a.golden.name}: {s['cases']} verify cases ({s['sampled']} sampled), {len(s['fragile'])} fragile "

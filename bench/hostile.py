@@ -140,7 +140,7 @@ def deadlines(quick: bool, mode_name: str) -> dict[str, dict]:
             return rows
         rows["reply never read (3 s)"] = _call_row(
             "never-reads", NEVER_READS,
-            lambda impl, d: impl.generate(FakeTarget(pristine(), 16), {"draft": "none", "k": 4}, [1, 2, 3],
+            lambda impl, d: impl.generate(FakeTarget(pristine("L10.8"), 16), {"draft": "none", "k": 4}, [1, 2, 3],
                                           {"temperature": 0.0}, 1, 5, [], deadline_s=d), 3.0, Crashed, scratch)
         if mode_name == "bwrap":  # SAFETY: a fork bomb only where its PID namespace dies with it
             rows["fork bomb (3 s)"] = _call_row("fork-bomb", FORK_BOMB,

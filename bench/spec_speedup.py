@@ -46,12 +46,12 @@ import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
-sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine())
+sys.path.insert(0, str(REPO))  # the repository root: harness/ and chapters/ (the reference comes from pristine("L10.8"))
 from harness.subjects.reference import pristine  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
 
 CHAPTER = "L10.8"  # whose pack names the tiny llama (data.model)
-REF = pristine()  # the judge's pristine reference: the spec.py, runner target and model measured here
+REF = pristine("L10.8")  # the judge's pristine reference: the spec.py, runner target and model measured here
 spec = REF.module("infer.spec")
 RunnerTarget = REF.module("infer.runner_target").RunnerTarget
 SamplingParams = REF.module("infer.sampling").SamplingParams

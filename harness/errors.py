@@ -46,29 +46,37 @@ class SubmissionFailure(Exception):
     outcome = Outcome.ERROR
 
 
-def _python_stub_hit(message: str) -> str:
-    """The function a Python stub's NotImplementedError names ("rollback: not implemented yet")."""
+def _stub_named(message: str) -> str:
+    """The function a stub's NotImplementedError names ("rollback: not implemented yet"), ol's own stub convention."""
     return message.split(": ", 1)[0] if message.endswith("not implemented yet") else ""
 
 
-def _python_frame(f: dict) -> str:
-    """One frame of the student's own code, as Python prints a traceback."""
+def _traceback_frame(f: dict) -> str:
+    """One frame of the student's own code, as ol's own interpreter prints a traceback."""
     return f"\n  {f.get('file')}, line {f.get('line')}, in {f.get('function')}" + (f"\n    {f.get('source')}" if f.get("source") else "")
 
 
 @dataclass(frozen=True)
 class Words:
     """How a language's failures read (harness.languages: Language.words): the function whose stub body ran, read
-    from the exception's message ("" when none), and one frame of the student's own code."""
+    from the exception's message ("" when none), and one frame of the student's own code; and how `ol check`'s next
+    step speaks of the language: `rerun`, what it adds after the `ol check -k` that reruns a failing test alone
+    ("{failed}" is the test), and how `ol diff --case` prints a golden case, `case` ("{file}" is the chapter's student
+    file's name) and `case_short` (in --help)."""
 
-    stub_hit: Callable[[str], str] = _python_stub_hit
-    frame: Callable[[dict], str] = _python_frame
+    stub_hit: Callable[[str], str] = _stub_named
+    frame: Callable[[dict], str] = _traceback_frame
+    rerun: str = ""
+    case: str = ""
+    case_short: str = ""
+    label: str = ""  # the language's name in a sentence
 
 
 class Raised(SubmissionFailure):
     """The implementation raised an exception."""
 
-    def __init__(self, op: str, data: dict, language: str = "python", words: Words = Words()) -> None:
+    def __init__(self, op: str, data: dict, language: str = "", words: Words = Words()) -> None:
+        """`language`: the worker's language; "" for code that ran in ol's own process (harness.transport.inprocess)."""
         self.op = op
         self.language = language
         self.words = words
@@ -104,8 +112,8 @@ class Raised(SubmissionFailure):
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
     def where(self) -> str:
-        """The innermost lines of the student's own files, as the language shows them (a Python traceback's lines,
-        rustc's arrows)."""
+        """The innermost lines of the student's own files, as the language shows them (a traceback's lines, a
+        compiler's arrows)."""
         return "".join(self.words.frame(f) for f in self.frames)
 
     def describe(self) -> str:

@@ -1,7 +1,7 @@
 """Chapter packs: a chapter is one folder of data, ops, judge helpers, tests, oracle and mutants.
 
 A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table, in the way of
-gradelib's checks) and an `__init__.py`; `<Name>` is a Python identifier and the pack's modules are
+gradelib's checks) and an `__init__.py`; `<Name>` is an identifier and the pack's modules are
 imported as `chapters.<Name>.<module>`. Packs are found in the project's `chapters/` and in every
 folder named by OL_CHAPTERS_PATH (os.pathsep-separated), so a new chapter needs no edit of the engine.
 Paths inside `chapter.toml` are relative to the pack's folder.
@@ -61,7 +61,7 @@ class MutantSpec:
     pitfall: str
     symptom: str
     must_fail: str
-    patch: Path  # the Python reference's patch
+    patch: Path  # the patch of the chapter's mutant language (Chapter.mutant_language)
     patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
 
 
@@ -74,7 +74,7 @@ class RuleMutantSpec:
     rule: str  # the rule it breaks, worded as the contract states it
     misconception: str  # what the student believed
     expected_by: tuple[str, ...]  # the tests meant to catch it (each a test of the chapter)
-    patch: Path | None  # the Python reference's patch; None: the row is ported to other languages only
+    patch: Path | None  # the mutant language's patch (Chapter.mutant_language); None: ported to other languages only
     differs_on: str = ""  # an input on which its answer differs from the reference's (it is not equivalent)
     patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
     # a language -> why the mistake cannot be made there (`<lang>_none = "..."`): left out of that language's count
@@ -123,7 +123,8 @@ class Chapter:
     demo: Path | None = None
     data: dict[str, Path] = field(default_factory=dict)  # named data paths the judge helpers use
     worker_sees: dict[str, tuple[str, ...]] = field(default_factory=dict)  # data name -> the files in it a worker may read
-    default_language: str = "python"  # graded when a folder holds workspaces of several languages
+    default_language: str = ""  # graded when a folder holds workspaces of several languages (the first listed, unsaid)
+    mutant_language: str = ""  # the language of a mutant's plain `patch` (<id>.patch): `mutant_language`, else the first
     mutant_sets: dict[str, tuple[RuleMutantSpec, ...]] = field(default_factory=dict)  # further sets, by name
     mutant_set_manifests: dict[str, Path] = field(default_factory=dict)  # a further set's name -> its manifest
     student_map: dict[str, str] = field(default_factory=dict)  # a path the chapter's text names -> where it is in ol
@@ -156,7 +157,11 @@ class Chapter:
             sets = ", ".join([DEFAULT_SET, *self.mutant_sets])
             raise UsageError(f"chapter {self.chapter} has no mutant set {name!r}: it has {sets}") from None
 
-    def language(self, name: str = "python") -> LanguageSpec:
+    def patch_of(self, mutant, lang: str) -> Path | None:
+        """The mutant's patch in `lang`: its plain patch in the mutant language, else its `<lang>_patch` port."""
+        return mutant.patch if lang == self.mutant_language else mutant.patches.get(lang)
+
+    def language(self, name: str) -> LanguageSpec:
         try:
             return self.languages[name]
         except KeyError:
@@ -208,6 +213,25 @@ def known_chapters() -> list[str]:
     return sorted(_packs())
 
 
+def _table(name: str) -> dict:
+    return tomllib.loads((_packs()[name] / "chapter.toml").read_text())
+
+
+def courses() -> list[str]:
+    """The courses the known chapters belong to (each chapter.toml's `course`), as `ol --help` names them."""
+    return sorted({c for name in known_chapters() if (c := _table(name).get("course"))})
+
+
+def defaults() -> dict[str, tuple[str, dict[str, str]]]:
+    """chapter -> (its own language, {language: its default workspace}), read from the tables alone (for --help)."""
+    found = {}
+    for name in known_chapters():
+        d = _table(name)
+        spaces = {lang: spec.get("default_workspace", "") for lang, spec in d.get("language", {}).items()}
+        found[name] = (d.get("default_language", next(iter(spaces), "")), spaces)
+    return found
+
+
 def _unique(names, what: str, where: Path) -> None:
     seen = set()
     for n in names:
@@ -224,7 +248,7 @@ class ParsedTests:
 
 
 def parse(source: str, filename: str = "<unknown>") -> ast.Module:
-    """ast.parse, one at a time in this process (PARSE_LOCK: CPython 3.11's is not thread-safe). A parse outside
+    """ast.parse, one at a time in this process (PARSE_LOCK: 3.11's is not thread-safe). A parse outside
     the harness at the same moment (3.11 parses a line of each traceback it formats, for its ^^^ marks: Dask's
     log of a failed task, in another thread) can still upset it; the parse is pure, so it is made again."""
     with PARSE_LOCK:
@@ -301,11 +325,11 @@ def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple
     return mutants
 
 
-def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple[RuleMutantSpec, ...]:
+def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str, plain: str) -> tuple[RuleMutantSpec, ...]:
     """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list of
     tests), optional patch (default <id>.patch), differs_on, <lang>_patch and <lang>_none (why the mistake cannot be
     made in that language: the row is left out of its count). A row with a <lang>_patch but neither
-    patch nor <id>.patch has no Python port. A missing manifest is an empty
+    patch nor <id>.patch has no port in `plain`, the chapter's mutant language. A missing manifest is an empty
     set, as for the default set (a copy of the pack without its mutants still grades); `ol mutants` says so."""
     if not manifest.is_file():
         return ()
@@ -321,8 +345,8 @@ def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> 
                 if not isinstance(x.get(key, ""), str):
                     raise TypeError(f"mutant {x.get('id')}: {key} must be a string")
             ports = {k.removesuffix("_patch"): manifest.parent / v for k, v in x.items() if k.endswith("_patch")}
-            default = manifest.parent / f"{x['id']}.patch"  # a row with only <lang>_patch and no <id>.patch: no Python port
-            patch = (manifest.parent / x["patch"] if "patch" in x else None if "python_none" in x
+            default = manifest.parent / f"{x['id']}.patch"  # only <lang>_patch and no <id>.patch: no port in `plain`
+            patch = (manifest.parent / x["patch"] if "patch" in x else None if f"{plain}_none" in x
                      else default if default.is_file() or not ports else None)
             mutants.append(RuleMutantSpec(id=x["id"], rule=x["rule"], misconception=x["misconception"], expected_by=expected,
                                           patch=patch, differs_on=x.get("differs_on", ""), patches=ports,
@@ -340,7 +364,7 @@ def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> 
 
 
 def _mutant_sets(ch: Chapter, declared: dict, tests: tuple[TestSpec, ...]) -> dict[str, tuple[RuleMutantSpec, ...]]:
-    sets = {name: _rule_mutants(path, tests, ch.chapter) for name, path in declared.items()}
+    sets = {name: _rule_mutants(path, tests, ch.chapter, ch.mutant_language) for name, path in declared.items()}
     seen = {m.id: DEFAULT_SET for m in ch.mutants}
     for name, mutants in sets.items():
         for m in mutants:
@@ -384,7 +408,7 @@ def load_chapter(chapter: str) -> Chapter:
     pack = packs[chapter]
     toml = pack / "chapter.toml"
     if not pack.name.isidentifier() or not (pack / "__init__.py").is_file():
-        raise RegistryError(f"{pack}: a chapter pack's folder name must be a Python identifier and hold an __init__.py")
+        raise RegistryError(f"{pack}: a chapter pack's folder name must be an identifier and hold an __init__.py")
     try:
         d = tomllib.loads(toml.read_text())
         tests = tuple(TestSpec(**t) for t in d["test"])
@@ -401,6 +425,7 @@ def load_chapter(chapter: str) -> Chapter:
                      data={k: (pack / v).resolve() for k, v in d.get("data", {}).items()},
                      worker_sees={k: tuple(v) for k, v in d.get("worker_sees", {}).items()},
                      default_language=d.get("default_language", next(iter(languages))),
+                     mutant_language=d.get("mutant_language", next(iter(languages))),
                      mutant_set_manifests={name: pack / path for name, path in _set_paths(d.get("mutant_sets", {})).items()},
                      student_map={str(k): str(v) for k, v in d.get("student_map", {}).items()})
         unknown = [n for n in ch.worker_sees if n not in ch.data]

@@ -13,6 +13,7 @@ import tomllib
 import pytest
 
 from ..errors import SubmissionFailure
+from ..languages import in_process
 from ..outcomes import Outcome
 from ..registry import DEFAULT_TIMEOUT_S, load_chapter, make_importable
 from ..subjects.open import open_impl
@@ -24,7 +25,7 @@ def pytest_addoption(parser) -> None:
     g.addoption("--chapter", default=None, help="the chapter whose tests these are (default: the pack holding the test file)")
     g.addoption("--impl", default="reference", help="reference | mutant:ID | a submission (folder, file or zip)")
     g.addoption("--ref-deps", action="store_true", help="keep the submission's chapter file, take the rest from the reference")
-    g.addoption("--lang", default=None, help="the language of the reference or mutant (default python); a submission's comes from its layout")
+    g.addoption("--lang", default=None, help=f"the language of the reference or mutant (default {in_process().name}); a submission's comes from its layout")
     g.addoption("--transport", default="auto", choices=["auto", "worker"], help="force the worker even for trusted code")
     g.addoption("--golden", default=None, help="a golden file to use instead of the chapter's (fresh cases)")
 
@@ -60,10 +61,10 @@ def chapter(request):
     return load_chapter(name)
 
 
-@pytest.fixture(scope="session")
-def ref():
+@pytest.fixture(scope="module")  # the chapter's: one Reference per chapter, made once (pristine is cached)
+def ref(chapter):
     """The judge's pristine reference (harness.subjects.reference.pristine): `ref.module("infer.spec")`."""
-    return pristine()
+    return pristine(chapter.chapter)
 
 
 @pytest.fixture(scope="module")

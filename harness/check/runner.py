@@ -18,6 +18,7 @@ import pytest
 
 from .. import stage
 from ..errors import OlError, SubmissionFailure, UsageError
+from ..languages import in_process
 from ..outcomes import Outcome
 from ..registry import Chapter
 from ..report import Report, TestResult
@@ -219,8 +220,8 @@ def _opened(chapter: Chapter, submission: str, ref_deps: bool, transport: str, s
 
 
 def language_of(impl) -> str:
-    """The language the Impl's code is in: its worker's, or Python (trusted code in this process)."""
-    return getattr(impl.transport, "language", None) or "python"
+    """The language the Impl's code is in: its worker's, or ol's own (trusted code in this process)."""
+    return getattr(impl.transport, "language", None) or in_process().name
 
 
 def sandbox_of(impl) -> str:
@@ -243,7 +244,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
     doc = json.loads(Path(golden).read_text())  # the golden document, parsed once: the tests' and the hints'
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
-    label = f"{submission} ({language})" if trusted and language not in (None, "python") else submission  # the report's name for it
+    label = f"{submission} ({language})" if trusted and language not in (None, in_process().name) else submission  # its name
     loader = _Loader(lambda: _opened(chapter, submission, ref_deps, transport, sandbox, language, on_stage), on_stage)
     try:
         collector = _Collector(loader, only, on_result, chapter, doc)

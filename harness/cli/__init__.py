@@ -29,9 +29,9 @@ from rich.text import Text
 from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
 from ..errors import BadSubmission, OlError, UsageError
-from ..languages.stub import write_rust_workspace, write_stub
+from ..languages import LANGUAGES, in_process, language
 from ..paths import REPO
-from ..registry import load_chapter
+from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
 from ..render.console import lit
@@ -68,11 +68,26 @@ class OlGroup(click.Group):
         sys.exit(code)
 
 
-@click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]})
+LANGS = " or ".join(LANGUAGES)  # "a or b": the languages ol grades, as --help names them
+OWN = in_process().name  # ol's own language: trusted subjects run in its process
+DEFAULTS = defaults()  # chapter -> (its own language, {language: its default workspace}), from the packs' tables
+WORKSPACES = " or ".join(dict.fromkeys(f"./{spaces[n]}" for own, spaces in DEFAULTS.values()
+                                       for n in sorted(spaces, key=lambda n: n != own)))  # each chapter's own first
+
+
+def _start_help() -> str:
+    """`ol start`'s help: where it writes, for each chapter's own language and with --lang for the others."""
+    own = {lang: spaces[lang] for lang, spaces in DEFAULTS.values()}
+    others = {n: ws for _, spaces in DEFAULTS.values() for n, ws in spaces.items() if n not in own}
+    where = [f"./{ws} for a {n.capitalize()} chapter" for n, ws in own.items()] + [f"./{ws} with --lang {n}" for n, ws in others.items()]
+    return f"Write the stub of the chapter's file into WORKSPACE (default {', '.join(where)})."
+
+
+@click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             help=f"ol: grade and differential-test {' and '.join(courses())} chapters.")
 @click.option("--debug", is_flag=True, help="print the traceback of an internal error")
 @click.pass_context
 def main(ctx, debug: bool) -> None:
-    """ol: grade and differential-test tinyllm chapters."""
     ctx.obj = {"debug": debug}
 
 
@@ -83,39 +98,22 @@ def tests(chapter: str) -> None:
     show.tests_table(out, load_chapter(chapter))
 
 
-@main.command()
+@main.command(help=_start_help())
 @click.argument("chapter")
 @click.argument("workspace", required=False, type=click.Path(path_type=Path))
 @click.option("--force", is_flag=True, help="overwrite an existing file")
 @click.option("--lang", default=None, metavar="LANG",
-              help="the language you write the chapter in (default: the chapter's own, rust for L10.8; or python)")
+              help="the language you write the chapter in (default: the chapter's own, "
+                   f"{', '.join(f'{lang} for {name}' for name, (lang, _) in DEFAULTS.items())}; "
+                   f"or {' or '.join(n for n in LANGUAGES if all(n != lang for lang, _ in DEFAULTS.values()))})")
 def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -> None:
-    """Write the stub of the chapter's file into WORKSPACE (default ./rust for a Rust chapter, ./py with --lang python)."""
     ch = load_chapter(chapter)
     lang = lang or ch.default_language
     spec = ch.language(lang)  # an unknown language: a usage error naming the chapter's
     ws = workspace or Path(spec.default_workspace)
     flags = "" if ws.resolve() == Path(spec.default_workspace).resolve() else f" --submission {ws}"
-    if lang == "rust":
-        path, standing_in = write_rust_workspace(ch, ws, force)
-        out.print(f"wrote the cargo workspace {ws} (Rust): {path} has every item of the contract (spec/rust.md), "
-                  "each body todo!(); its doc comment is the rule.")
-        if standing_in:
-            out.print(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference (L10.1 is not yours yet; "
-                      "each file says so at its top): no --ref-deps needed.")
-        out.print(f"where the chapter's files are in ol: {_student_map()}")
-        out.print(f"next (Rust): `ol check {ch.chapter}{flags}` here, or `cargo test` in {ws} "
-                  f"(one test: `cargo test -- hand_example_prompt_lookup`, or `ol check {ch.chapter}{flags} -k hand_example`)")
-        return
-    path, missing = write_stub(ch, ws, force, lang)
-    out.print(f"wrote {path} ({lang.capitalize()}): every function raises NotImplementedError; its docstring is the rule.")
-    if missing:
-        out.print(f"your workspace has no {', '.join(missing)} yet (earlier chapters), so take them from the reference:")
-        flags += " --ref-deps"
-    if ch.default_language != lang and "--submission" not in flags:
-        flags += f" --lang {lang}"  # a folder holding both workspaces grades the chapter's own language first
-    out.print(f"where the chapter's files are in ol: {_student_map()}")
-    out.print(f"next ({lang.capitalize()}): `ol check {ch.chapter}{flags}`")
+    for line in language(lang).start(ch, lang, ws, force, flags, _student_map()):
+        out.print(line)
 
 
 def _student_map() -> str:
@@ -150,7 +148,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
               help="grade on new cases from SEED (a random one when omitted; printed so it can be replayed; "
                    "@FILE: the seed in FILE, on no command line)")
 @click.option("--golden", default=None, type=click.Path(exists=True, dir_okay=False), help="grade on this golden file")
-@click.option("--lang", default=None, help="python or rust: the reference's or a mutant's language, or the only one to look for")
+@click.option("--lang", default=None, help=f"{LANGS}: the reference's or a mutant's language, or the only one to look for")
 @click.option("-k", "keyword", default=None, metavar="EXPR",
               help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
                    "(e.g. -k hand_example, -k 'verify and not greedy')")
@@ -220,9 +218,10 @@ def _next_step(ch, rep, ctx) -> str:
     flags = "".join(f" {p.opts[0]} {ctx.params[p.name]}" if not p.is_flag else f" {p.opts[0]}"
                     for p in ctx.command.params if p.name in ("submission", "ref_deps", "lang")
                     and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT)
-    lang = rep.language or "python"
-    again = f"`ol check {ch.chapter}{flags} -k {failed}`" + (f" (or `cargo test -- {failed}` in the workspace)" if lang == "rust" else "")
-    case = "a #[test] for spec.rs" if lang == "rust" else "a pytest function"
+    lang = rep.language or OWN
+    words = language(lang).words
+    again = f"`ol check {ch.chapter}{flags} -k {failed}`" + words.rerun.format(failed=failed)
+    case = words.case.format(file=Path(ch.language(lang).student_file).name)
     return (f"next ({lang.capitalize()}): {again} reruns {failed} alone; `ol diff {ch.chapter}{flags}` shows the golden cases "
             f"you get wrong, `ol diff {ch.chapter} --case ID` prints one as {case}")
 
@@ -245,9 +244,9 @@ def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | N
 
 
 def _default_submission(ch, lang: str | None, console) -> str | None:
-    """With no --submission: this folder when it is a workspace (e.g. ./rust, where `cargo test` runs the
-    check), else the chapter's workspace folder of each language that exists here, the chapter's first
-    language first (L10.8 is a Rust chapter; a student has ./py from L8.6 too); None: nothing to grade."""
+    """With no --submission: this folder when it is a workspace (e.g. a cargo workspace, where `cargo test` runs
+    the check), else the chapter's workspace folder of each language that exists here, the chapter's own language
+    first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
     if any(Path(ch.language(n).student_file).is_file() for n in langs):
         return "."
@@ -284,7 +283,7 @@ def _no_submission(ch, lang: str | None, given: list[str]) -> str:
 def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None = None):
     """How this check confines the code it runs (harness.sandbox.confine); said once when it cannot, or when the
     uid fallback leaves the answers readable."""
-    if transport != "worker" and (submission == "reference" or submission.startswith("mutant:")) and lang in (None, "python"):
+    if transport != "worker" and (submission == "reference" or submission.startswith("mutant:")) and lang in (None, OWN):
         return None  # trusted code, in-process
     mode = choose()
     if not mode.confined:
@@ -320,8 +319,9 @@ def _demo(ch) -> None:
     from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ws = " or ./".join(ch.language(n).default_workspace for n in sorted(ch.languages, key=lambda n: n != ch.default_language))
+    others = "; ".join(f"`--lang {n}` for {language(n).words.label}" for n in ch.languages if n != ch.default_language)
     out.print(f"[bold]No submission at ./{ws}[/] (run `ol start {ch.chapter}` to make one, in {ch.default_language}; "
-              "`--lang python` for Python). "
+              f"{others}). "
               "Showing the demo: the reference, then a sample submission with a known bug.\n")
     ref = run_check(ch, "reference")
     show.report(out, ref)
@@ -340,17 +340,18 @@ def _demo(ch) -> None:
 @main.command()
 @click.argument("chapter")
 @click.option("--submission", default=None,
-              help="reference | mutant:ID | a folder, file or zip (default: this folder's workspace, ./rust or ./py, as ol check)")
+              help=f"reference | mutant:ID | a folder, file or zip (default: this folder's workspace, {WORKSPACES}, as ol check)")
 @click.option("--ref-deps", is_flag=True, help="keep your chapter file, take earlier chapters' modules from the reference")
 @click.option("--json", "json_path", default=None, help="write the divergences as JSON")
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
-@click.option("--lang", default=None, help="python or rust (the reference's or a mutant's; a submission's comes from its layout)")
+@click.option("--lang", default=None, help=f"{LANGS} (the reference's or a mutant's; a submission's comes from its layout)")
 @click.option("--only", default=None, metavar="NAME",
               help="one section (prompt_lookup, ngram, verify, generate, rollback) or the function whose cases it holds "
                    "(verify_draft, ngram_draft, ...)")
 @click.option("--case", "case_id", default=None, metavar="ID",
-              help="print this golden case as a test to paste: a pytest function (Python), a #[test] (with --lang rust, "
-                   "or from a Rust workspace)")
+              help="print this golden case as a test to paste: " + ", ".join(
+                  f"{w.case_short} ({w.label})" if n == OWN else f"{w.case_short} (with --lang {n}, or from a {w.label} workspace)"
+                  for n, w in ((n, lang.words) for n, lang in LANGUAGES.items())))
 def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id) -> None:
     """The differential view: the submission against every golden case, sections in the chapter's order."""
     ch = load_chapter(chapter)
@@ -362,7 +363,7 @@ def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id
         verify_golden(ch)
         sys.stdout.write(case_literal(ch, case_id, lang or _workspace_language(ch)) + "\n")  # verbatim: no wrapping, no markup
         raise Exit(0)
-    submission = submission or _default_submission(ch, lang, out) or ch.language().default_workspace
+    submission = submission or _default_submission(ch, lang, out) or ch.language(OWN).default_workspace
     validate(ch, submission, lang)
     verify_golden(ch)
     result = run_diff(ch, submission, ref_deps, language=lang, only=only)
@@ -373,12 +374,13 @@ def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id
 
 
 def _workspace_language(ch) -> str:
-    """The language of the workspace here (this folder, or ./rust, ./py: the chapter's own first), else python."""
+    """The language of the workspace here (this folder, or a language's workspace folder: the chapter's own first),
+    else ol's own."""
     for name in sorted(ch.languages, key=lambda n: n != ch.default_language):
         spec = ch.language(name)
         if Path(spec.student_file).is_file() or (Path(spec.default_workspace) / spec.student_file).is_file():
             return name
-    return "python"
+    return OWN
 
 
 for _command in (staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config, staff.selftest):

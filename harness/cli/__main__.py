@@ -1,4 +1,4 @@
-"""`python -m harness.cli` is how ./ol runs ol; its help and errors say `ol`."""
+"""`-m harness.cli` is how ./ol runs ol; its help and errors say `ol`."""
 
 from . import main
 

@@ -4,7 +4,7 @@ harness.staff.similar's (copydetect). The report and the similarity are imported
 matplotlib, jinja2 and copydetect, which no other command needs.
 
 `add_to(main, ...)` adds the command to harness.cli's group, with the CLI's consoles and exit: cli.py
-runs as `python -m harness.cli` (its module is then __main__), so this module takes them as arguments.
+runs as `-m harness.cli` (its module is then __main__), so this module takes them as arguments.
 """
 
 import json

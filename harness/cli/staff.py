@@ -12,9 +12,10 @@ from rich.progress import Progress
 
 from ..check.golden import check_fixtures, write_fixtures
 from ..errors import UsageError
+from ..languages import LANGUAGES, in_process
 from ..paths import REPO
 from ..protocol import wire
-from ..registry import DEFAULT_SET, load_chapter
+from ..registry import DEFAULT_SET, known_chapters, load_chapter
 from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
@@ -41,7 +42,8 @@ def fixtures(chapter, only_check) -> None:
 @click.argument("chapter")
 @click.option("--json", "json_path", default=None, help="write the kill matrix as JSON")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="parallel processes (default: the core count)")
-@click.option("--lang", default="python", help="python (default), rust, or all: each language's reference and mutant ports")
+@click.option("--lang", default=in_process().name, help=f"{in_process().name} (default), "
+              f"{', '.join(n for n in LANGUAGES if n != in_process().name)}, or all: each language's reference and mutant ports")
 @click.option("--set", "mutant_set", default=DEFAULT_SET, show_default=True,
               help="the mutant set: the named pitfalls (default), or a further set of chapter.toml's mutant_sets "
                    "(killed by any failing test; passes at 95 % killed)")
@@ -138,7 +140,7 @@ def config() -> None:
 @click.argument("runtime_toml", type=click.Path(path_type=Path))
 def config_check(runtime_toml: Path) -> None:
     """Validate RUNTIME_TOML against config/runtime.schema.json, as the engine does at startup."""
-    config_module = pristine().module("config")
+    config_module = pristine(known_chapters()[0]).module("config")  # the course's runtime config: every pack's reference has it
     if not runtime_toml.is_file():
         raise UsageError(f"no runtime file at {runtime_toml}: name an existing file (config/runtime.example.toml is a template)")
     try:

@@ -6,7 +6,7 @@ another machine with no shared filesystem. The task carries the submission's byt
 the chapter, the fresh-case seed, whether an unconfined worker is acceptable, and the client's
 harness version (harness.grading.version). Where it runs:
 
-1. the harness version is compared with the client's: any difference (files, Python, a numeric
+1. the harness version is compared with the client's: any difference (files, the interpreter, a numeric
    library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
 2. the sandbox is chosen as for `ol check` (harness.sandbox.confine); a machine that cannot confine refuses
    (WorkerRefused), unless the client passed --no-sandbox;
@@ -23,7 +23,7 @@ A submission's own failure is a report: rejected (no submission), or ungraded (i
 its judge died, it hung, the layout check itself failed): data, never an exception, so nothing retries
 it and no entry stops its class. Only the harness or the machine raises (WorkerRefused).
 
-The fresh cases, the Rust reference's build (bwrap), the judges' zygote (harness.grading.zygote) and the
+The fresh cases, a compiled language's reference build (bwrap), the judges' zygote (harness.grading.zygote) and the
 uid-mode slots are made once per process
 and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
 end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
@@ -32,9 +32,9 @@ own local directory, which Dask removes with it (and, after a worker was killed,
 Threads: `run` is called by several threads of one process at once (`--jobs N` here; `dask worker --nthreads N`).
 What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
 made once under their own locks), the chapter's tests files parsed once per process under
-harness.registry.PARSE_LOCK (CPython 3.11's ast.parse is not thread-safe), the judge's reference loaded once
-(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), the Rust machine
-template (harness.languages.rust.machine_template, one build per process at a time). Nothing here changes the process's
+harness.registry.PARSE_LOCK (3.11's ast.parse is not thread-safe), the judge's reference loaded once
+(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), a compiled language's
+machine template (its Language.run_env, one build per process at a time). Nothing here changes the process's
 folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
 """
 
@@ -88,8 +88,8 @@ class _Run:
     (the local default's `--jobs` threads, a Dask worker's `--nthreads`): the chapter, the sandbox mode, the
     scratch folder, the worker uids (harness.sandbox.uids.UidPool: each judge takes one and gives it back, each cleared of
     every process it owns before and after), and three things made
-    once, by the first task that needs them, each under a lock of its own (a Python submission's judge does not
-    wait behind the Rust template's build): the fresh cases, the Rust template, the zygote. Once made they are
+    once, by the first task that needs them, each under a lock of its own (a submission's judge does not
+    wait behind another language's template build): the fresh cases, a language's template, the zygote. Once made they are
     only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
     `last_used` are changed under _runs_lock; a run is closed only once no task uses it (close_idle)."""
     chapter: object
@@ -127,7 +127,7 @@ class _Run:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def env_for(self, name: str) -> dict[str, str]:
-        """What this run made for the judges of a submission in language `name` (Language.run_env: Rust's build of
+        """What this run made for the judges of a submission in language `name` (Language.run_env: a compiled language's build of
         the given crates, in bwrap), made by the first such judge, then shared."""
         with self.language_lock:
             if name not in self.language_env:

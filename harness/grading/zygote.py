@@ -2,12 +2,12 @@
 
 `ol grade` runs each submission's judge (`ol check ... --json -`) in a process of its own. Started as a
 new interpreter, each judge spends about 0.5 s of CPU importing the harness, pytest, numpy and its
-chapter's judge modules before it judges anything: an eighth of a Python check, paid 600 times for
+chapter's judge modules before it judges anything: an eighth of an in-process check, paid 600 times for
 600 submissions. A zygote imports them once; each judge is a fork of it, in the session and with the
 environment, folder and output pipes the grading run gives it, so it runs exactly as the new
 interpreter would (nothing it changes reaches the zygote or the next judge).
 
-    python -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
+    -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
 
 The zygote knows no command line: its caller (harness.grading.judge) tells it what to import before forking
 (`preload`, the MODULEs) and what each fork runs (`main`, "module:function", called as a click command is,

@@ -18,7 +18,8 @@ from typing import Callable
 from ..errors import UsageError, Words
 from ..paths import REPO
 from ..sandbox.confine import readable_copy, readable_file
-from . import rust, rust_image
+from . import python, rust, rust_image, stub
+from .python import INTERPRETER, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands)
 
 # What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
 # of the harness (not the registry, not the reference's location), no fixture, test or oracle.
@@ -60,6 +61,10 @@ class Language:
     judge_env: dict[str, str] = field(default_factory=dict)  # what every judge of a class's run holds, for this language
     image: ImageSteps = ImageSteps()
     words: Words = Words()  # how its failures read (the stub's function, a frame of the student's code)
+    in_process: bool = False  # ol's own language: a trusted subject (the reference, a mutant) can run in ol's process
+    # `ol start`: (chapter, language name, workspace, force, the `ol check` flags for it, the student map's path) ->
+    # the workspace written, and the lines `ol start` prints of it
+    start: Callable[["object", str, Path, bool, str, str], list[str]] | None = None
 
     def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
         return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
@@ -100,14 +105,25 @@ def _rust_run_env(chapter, mode, version_digest: str) -> dict[str, str]:
     return {rust.TEMPLATE_ENV: str(rust.machine_template(chapter, mode, version_digest))}
 
 
-LANGUAGES = {"python": Language("python", _python_worker),  # Python runs from source: no build step
+LANGUAGES = {"python": Language("python", _python_worker, words=python.WORDS, in_process=True, start=stub.start_python),  # from source: no build
              "rust": Language("rust", _rust_worker, _rust_build, _rust_run_env,
                               {"OL_RUST_CACHE": "0"},  # every Rust submission of a class builds clean: no output shared
                               ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY),
-                              Words(rust.stub_hit, rust.frame))}
+                              Words(rust.stub_hit, rust.frame, rerun=" (or `cargo test -- {failed}` in the workspace)",
+                                    case="a #[test] for {file}", case_short="a #[test]", label="Rust"),
+                              start=stub.start_rust)}
 
 
 def language(name: str) -> Language:
     if name not in LANGUAGES:
         raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
     return LANGUAGES[name]
+
+
+SOURCE_ROOTS = (rust.COURSE_CRATES.parent.name,)  # the repository's folders a language's build reads (the harness version)
+
+
+def in_process() -> Language:
+    """The language ol itself runs in: its trusted subjects (the reference, a mutant) run inside ol's own process, and
+    a subject no language was asked for is in it."""
+    return next(lang for lang in LANGUAGES.values() if lang.in_process)

@@ -113,3 +113,28 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
         dst.write_text(text)
     target.write_text(lang.contract.read_text())
     return target, standing_in
+
+
+def start_python(chapter: Chapter, lang: str, workspace: Path, force: bool, flags: str, student_map: str) -> list[str]:
+    """Python's `ol start`: the stub written, and what `ol start` says of it (the lines, in order)."""
+    path, missing = write_stub(chapter, workspace, force, lang)
+    lines = [f"wrote {path} ({lang.capitalize()}): every function raises NotImplementedError; its docstring is the rule."]
+    if missing:
+        lines.append(f"your workspace has no {', '.join(missing)} yet (earlier chapters), so take them from the reference:")
+        flags += " --ref-deps"
+    if chapter.default_language != lang and "--submission" not in flags:
+        flags += f" --lang {lang}"  # a folder holding both workspaces grades the chapter's own language first
+    return lines + [f"where the chapter's files are in ol: {student_map}", f"next ({lang.capitalize()}): `ol check {chapter.chapter}{flags}`"]
+
+
+def start_rust(chapter: Chapter, lang: str, workspace: Path, force: bool, flags: str, student_map: str) -> list[str]:
+    """Rust's `ol start`: the cargo workspace written, and what `ol start` says of it (the lines, in order)."""
+    path, standing_in = write_rust_workspace(chapter, workspace, force)
+    lines = [f"wrote the cargo workspace {workspace} (Rust): {path} has every item of the contract (spec/rust.md), "
+             "each body todo!(); its doc comment is the rule."]
+    if standing_in:
+        lines.append(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference (L10.1 is not yours yet; "
+                     "each file says so at its top): no --ref-deps needed.")
+    return lines + [f"where the chapter's files are in ol: {student_map}",
+                    f"next (Rust): `ol check {chapter.chapter}{flags}` here, or `cargo test` in {workspace} "
+                    f"(one test: `cargo test -- hand_example_prompt_lookup`, or `ol check {chapter.chapter}{flags} -k hand_example`)"]

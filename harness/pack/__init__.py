@@ -6,13 +6,16 @@ Anything a pack needs that is not here is a change to this list, not an import o
 """
 
 from ..errors import Crashed, Raised, SubmissionFailure, Timeout
+from ..paths import REPO
 from ..protocol.wire import floats, to_wire
-from ..subjects.reference import JUDGE_PACKAGE, pristine
+from ..registry import load_chapter
+from ..subjects.open import open_impl
+from ..subjects.reference import pristine
 from ..transport.feedback import Bare, brief, expected_got, where_differ
 from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
 from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
-__all__ = ["Bare", "Crashed", "Impl", "InProcess", "JUDGE_PACKAGE", "MASK64", "Raised", "Rand", "SubmissionFailure",
-           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "pristine", "splitmix64", "to_wire",
+__all__ = ["Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",
+           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "load_chapter", "open_impl", "pristine", "splitmix64", "to_wire",
            "where_differ"]

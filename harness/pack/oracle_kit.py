@@ -1,7 +1,7 @@
 """What every chapter's oracle (golden-fixture generator) shares; it knows no chapter and no reference.
 
     splitmix64, Rand   seeded randomness: one generator per (master seed, section, case index)
-    f32                a number rounded to float32, held exactly as a Python float
+    f32                a number rounded to float32, held exactly as a float64
     exact_logprob      x[t] - logsumexp(x), correctly rounded: the same bits on every CPU
     enc                the compact canonical JSON encoding of one value
     Layout, dumps      a canonical document: fixed key order, one case per line, a trailing newline
@@ -119,7 +119,7 @@ class Rand:
 
 
 def f32(x: float) -> float:
-    """The float32 nearest x, as the Python float (float64) that holds it exactly."""
+    """The float32 nearest x, as the float64 that holds it exactly."""
     return float(np.float32(x))
 
 

@@ -2,8 +2,8 @@
 
     wire      the wire format: JSON lines, non-finite floats, bounded reads
     session   one implementation's live state (its package, handles, callbacks), running a chapter's ops
-    worker    the Python worker (`python -m harness.protocol.worker`)
+    worker    the in-interpreter worker (`-m harness.protocol.worker`)
 
-This folder imports nothing else of harness/: it is, whole, the kit a confined Python worker is given
-(harness.languages.PYTHON_WORKER_KIT), and what a chapter's ops.py may import.
+This folder imports nothing else of harness/: it is, whole, the kit a confined in-interpreter worker is given
+(harness.languages' worker kit), and what a chapter's ops.py may import.
 """

@@ -2,7 +2,7 @@
 
 JSON has no infinities, and logits may be -inf; so a non-finite float travels as the string
 "inf", "-inf" or "nan", in both directions. Everything else is plain JSON: ints (64-bit seeds
-included, Python and serde both read them exactly), floats written as the shortest repr of
+included, ol and serde both read them exactly), floats written as the shortest repr of
 their float64 value, lists, objects, booleans and null.
 """
 
@@ -24,7 +24,7 @@ def _float(x: float):
 
 
 def to_wire(x):
-    """Numpy values to lists and Python scalars; non-finite floats to strings."""
+    """Numpy values to lists and plain scalars (int, float, bool); non-finite floats to strings."""
     t = type(x)
     if t is int or t is str or t is bool or x is None:
         return x

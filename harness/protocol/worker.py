@@ -1,6 +1,6 @@
-"""The Python worker: runs a submission's code in its own process and answers spec/protocol.md.
+"""The in-interpreter worker (ol's own language's): runs a submission's code in its own process and answers spec/protocol.md.
 
-    python -m harness.protocol.worker --ops PACK/ops.py --package PKG --package-dir DIR [--own FILE ...] --in FD --out FD
+    -m harness.protocol.worker --ops PACK/ops.py --package PKG --package-dir DIR [--own FILE ...] --in FD --out FD
 
 DIR holds the submission's package; PACK/ops.py is the chapter's op table, loaded by path (the
 worker needs nothing else of the chapter). The worker talks JSON lines on the two inherited file

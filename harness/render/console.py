@@ -76,7 +76,7 @@ VERDICT_STYLE = {"caught": "green", "caught elsewhere": "yellow", "timeout": "ye
 def _matrix_table(result) -> Table:
     """x = the test fails; X = a test meant to catch the mutant fails (its named test, or one it is expected_by);
     ! = a test meant to catch it passes."""
-    lang = f" ({result.language})" if result.language != "python" else ""
+    lang = "" if result.own_language else f" ({result.language})"
     meant = "the named test" if result.set is None else "a test it is expected_by; ! = an expected test passes"
     where = "" if result.set is None else f", mutant set {result.set}"
     t = Table(title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant})")

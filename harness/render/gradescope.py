@@ -9,7 +9,7 @@ written here. Stdlib only: run_autograder's last step may run without ol's envir
 
 Every `output` is shown by Gradescope as text, and a submission writes much of it (its exception
 messages, its file names): json.dumps escapes what JSON must, but the text itself would still carry
-NUL, ESC sequences, backspaces and lone surrogates (which JSON parsers stricter than Python's refuse),
+NUL, ESC sequences, backspaces and lone surrogates (which JSON parsers stricter than ol's own refuse),
 so each output is written as harness.render.literal.visible spells it: ESC shows as the four characters
 `\\x1b`, as a student writes it in their source.
 """

@@ -1,7 +1,7 @@
 """Text a submission wrote (its name, its exception messages, its file names), made safe for each output
 while still showing what it wrote. Stdlib only: the Gradescope renderer runs where ol's packages may not be.
 
-- `visible`: for people (the console, Gradescope's text): every character Python's repr escapes, bar
+- `visible`: for people (the console, Gradescope's text): every character repr() escapes, bar
   the newline, is shown as repr writes it (ESC as the four characters \\x1b, a bidi override as \\u202e),
   so no message can move the cursor, clear the screen, recolour a line or reorder the text around it.
 - `xml_text`: for XML (JUnit): the characters XML 1.0 forbids (C0 controls but tab, newline and carriage

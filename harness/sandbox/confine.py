@@ -70,7 +70,7 @@ def _uid_mode_unavailable() -> str | None:
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the fallback could not start: {e}"
     if r.returncode != 0:
-        return (f"uid {worker_uid()} cannot run this Python and numpy (is the interpreter or its environment "
+        return (f"uid {worker_uid()} cannot run this interpreter and numpy (is it or its environment "
                 f"private to root?): {_last_line(r.stderr)}")
     return None
 

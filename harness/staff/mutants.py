@@ -13,6 +13,7 @@ import os
 
 from ..check.runner import run_check
 from ..errors import OlError
+from ..languages import in_process
 from ..outcomes import MutantVerdict, Outcome
 from ..registry import DEFAULT_SET, Chapter, load_chapter
 from ..report import Report
@@ -23,7 +24,7 @@ from ..report import Report
 SET_KILL_THRESHOLD = 0.95
 
 
-def _check_one(chapter_name: str, subject: str, language: str = "python") -> Report:
+def _check_one(chapter_name: str, subject: str, language: str) -> Report:
     return run_check(load_chapter(chapter_name), subject, language=language)
 
 
@@ -49,10 +50,11 @@ def set_verdict(report: Report | None, expected_by: tuple[str, ...]) -> MutantVe
 
 
 def ported(chapter: Chapter, language: str, mutant_set: str = DEFAULT_SET) -> list:
-    """The set's mutants that have a port in `language` (for Python: every one with a Python patch), but for a row
-    whose `<language>_none` leaves it out there (a slip the language cannot make, or one its contract made equivalent)."""
+    """The set's mutants that have a port in `language` (in the chapter's mutant language: every one with a plain patch),
+    but for a row whose `<language>_none` leaves it out there (a slip the language cannot make, or one its contract made
+    equivalent)."""
     return [m for m in chapter.mutant_set(mutant_set) if language not in getattr(m, "not_applicable", {})  # (s01..: none)
-            and (m.patch is not None if language == "python" else language in m.patches)]
+            and chapter.patch_of(m, language) is not None]
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ class KillMatrix:
     set_size: int = 0  # the further set's mutants, in every language
     not_applicable: tuple[tuple[str, str], ...] = ()  # (id, why the language cannot make it)
     duration_s: float = 0.0
+    own_language: bool = False  # ol's own language (harness.languages.in_process): the title does not name it
 
     @property
     def killed(self) -> int:
@@ -196,10 +199,11 @@ def _failed(rep: Report | None) -> tuple[str, ...]:
     return () if rep is None else tuple(t.name for t in rep.tests if not t.outcome.passed)
 
 
-def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, language: str = "python",
+def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, language: str | None = None,
                 mutant_set: str = DEFAULT_SET) -> KillMatrix:
     """Run the reference and every mutant of the set in `language` (in parallel processes; a compiled
-    language's reference and mutants each build first, confined); `on_done(label)` after each."""
+    language's reference and mutants each build first, confined; default: ol's own); `on_done(label)` after each."""
+    language = language or in_process().name
     chapter.language(language)
     further = mutant_set != DEFAULT_SET
     every = chapter.mutant_set(mutant_set) if further else chapter.mutants
@@ -221,4 +225,5 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, languag
     missing = tuple(m.id for m in every if m not in mutants and m.id not in dict(na))
     return KillMatrix(chapter.chapter, language, tuple(t.name for t in chapter.tests), ref.ok, _failed(ref),
                       tuple(h["id"] for h in ref.pitfall_matches), tuple(rows), missing,
-                      mutant_set if further else None, len(every), na if further else ())
+                      mutant_set if further else None, len(every), na if further else (),
+                      own_language=language == in_process().name)

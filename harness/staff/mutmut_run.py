@@ -7,8 +7,8 @@ reruns the tests that reach each mutated function; a mutant no test fails is a s
 mutmut works in a `mutants/` directory of its own, which must never meet ours, so everything runs in
 a scratch copy of the tree: our `mutants/` is left out, and `reference/` becomes `src/`, because
 mutmut names a mutant by its file's path with only a leading `src.` stripped (and puts `mutants/src`
-first on sys.path). With that layout `import tinyllm` in the tests is mutmut's mutated copy and the
-mutant names (`tinyllm.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
+first on sys.path). With that layout `import <package>` in the tests is mutmut's mutated copy and the
+mutant names (`<package>.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
 
 Survivors judged equivalent (no test could ever tell them apart from the reference) are recorded in
 the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
@@ -35,8 +35,10 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import RegistryError
+from ..languages import in_process
 from ..paths import REPO
 from ..registry import Chapter, load_chapter
+from ..subjects.reference import FROM_PATH_ENV
 
 MAX_CHILDREN = 2  # the grading machine has 2 cores
 # What the tests reach besides the mutated package; reference/ is the judge's pristine copy.
@@ -147,7 +149,7 @@ def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
     junit = scratch / ".ol-baseline.xml"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(scratch / "src")
-    env["OL_TINYLLM_FROM_PATH"] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
+    env[FROM_PATH_ENV] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
     subprocess.run([sys.executable, "-m", "pytest", tests_dir, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                    cwd=scratch, env=env, capture_output=True, text=True)
     if not junit.is_file():
@@ -171,7 +173,7 @@ def _mutmut_command(max_children: int) -> list[str]:
 def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONUNBUFFERED"] = "1"
-    env["OL_TINYLLM_FROM_PATH"] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
+    env[FROM_PATH_ENV] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     tail: list[str] = []
     last = ""
@@ -229,9 +231,10 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
     score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests stopped.
     """
     ch = load_chapter(chapter)
-    mutate = ch.language("python").mutmut
+    own = in_process().name  # mutmut mutates code of ol's own language, run in its process
+    mutate = ch.language(own).mutmut
     if not mutate:
-        raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.python] of its chapter.toml)")
+        raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.{own}] of its chapter.toml)")
     tests_dir = str(ch.tests_files[0].parent.relative_to(REPO))  # a pack's graded tests live in one folder
     start = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
@@ -240,7 +243,7 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
         if on_progress:
             on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
         deselected = _baseline_failures(scratch, tests_dir)
-        _write_config(scratch, ch.language("python").package, mutate, tests_dir, [d["nodeid"] for d in deselected])
+        _write_config(scratch, ch.language(own).package, mutate, tests_dir, [d["nodeid"] for d in deselected])
         cmd = _mutmut_command(max_children)
         code, tail = _run_mutmut(scratch, cmd, on_progress)
         if not (scratch / "mutants").is_dir():

@@ -3,8 +3,8 @@ fail if the rule were broken (or why the rule is free, or where else it is grade
 
 The table is data, `<pack>/tests/rules.toml` ([[rule]] rows); `<pack>/tests/RULES.md` is rendered from it:
 
-    python -m harness.staff.rules L10.8            # rewrite RULES.md from rules.toml
-    python -m harness.staff.rules L10.8 --check    # exit 1 if RULES.md is stale or a row is malformed
+    RUN_MODULE harness.staff.rules CHAPTER            # rewrite RULES.md from rules.toml (RUN_MODULE: ol's interpreter -m)
+    RUN_MODULE harness.staff.rules CHAPTER --check    # exit 1 if RULES.md is stale or a row is malformed
 
 `problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; every row of
 exactly one kind (tested: `test` and `input`; free: `free`; elsewhere: `elsewhere`); a test that exists;
@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..languages import RUN_MODULE
 from ..paths import REPO
 from ..registry import Chapter, load_chapter
 
@@ -172,7 +173,7 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
     lines = [
         f"# The rules of {ch.chapter}, and the test that checks each",
         "",
-        f"Rendered from `rules.toml` beside this file by `python -m harness.staff.rules {ch.chapter}`; do not edit by hand",
+        f"Rendered from `rules.toml` beside this file by `{RUN_MODULE} harness.staff.rules {ch.chapter}`; do not edit by hand",
         "(`tests/harness/test_rules.py` fails when this file is stale). One row per rule that the contract",
         "(`spec.pyi`), `spec/sampling.md`, `spec/pcg32.md` and the chapter state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
@@ -211,7 +212,7 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
 def main(argv: list[str]) -> int:
     args = [a for a in argv if not a.startswith("--")]
     if len(args) != 1:
-        print("usage: python -m harness.staff.rules CHAPTER [--check]", file=sys.stderr)
+        print(f"usage: {RUN_MODULE} harness.staff.rules CHAPTER [--check]", file=sys.stderr)
         return 2
     ch = load_chapter(args[0])
     rules = load_rules(ch)
@@ -222,7 +223,7 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         stale = not markdown_path(ch).is_file() or markdown_path(ch).read_text() != text
         if stale:
-            print(f"rules: {markdown_path(ch)} is stale: run python -m harness.staff.rules {ch.chapter}", file=sys.stderr)
+            print(f"rules: {markdown_path(ch)} is stale: run {RUN_MODULE} harness.staff.rules {ch.chapter}", file=sys.stderr)
         return 1 if bad or stale else 0
     markdown_path(ch).write_text(text)
     print(f"wrote {markdown_path(ch)}: {len(rules)} rules")

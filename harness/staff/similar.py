@@ -1,15 +1,14 @@
 """`ol similar`: pairs of submissions whose code is unusually alike, found by copydetect (MOSS-style winnowing).
 
-What is compared: each submission's own chapter files (the language's `student_files`: `tinyllm/infer/spec.py`,
-`crates/tl-engine/src/spec.rs`), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare
-file), within each language (a Python and a Rust submission are never compared). What is left out: the code
+What is compared: each submission's own chapter files (the language's `student_files` in the chapter's table), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare
+file), within each language (submissions in two languages are never compared). What is left out: the code
 every student got, as copydetect's boilerplate: the stub `ol start` writes (made from the contract) and the
 language's given files; a fingerprint found in it counts for no pair.
 
 How copydetect measures (its defaults, kept): the code is tokenized by Pygments and filtered (every name
 becomes V, F or O, every string S, comments and whitespace dropped), so renaming identifiers, rewording
 comments and reformatting change nothing; every substring of NOISE characters of the filtered code is
-hashed (window 1: every fingerprint is kept, so the scores do not depend on Python's per-process string
+hashed (window 1: every fingerprint is kept, so the scores do not depend on the interpreter's per-process string
 hash seed); a pair's score for one side is the share of that side's fingerprinted code found in the other.
 A pair is flagged when either side's share reaches THRESHOLD. What it misses: code reordered in pieces
 shorter than NOISE filtered characters, statements interleaved with filler, a loop rewritten as a

@@ -2,6 +2,6 @@
 
     upload     the one walk over an upload's tree (no link followed, caps)
     layout     which language and layout a submission has, and what it lacks
-    reference  the course's reference, loaded by path (the judge's answer key: pristine())
+    reference  the course's reference, loaded by path (the judge's answer key: pristine(chapter))
     open       open_impl / open_submission: reference, mutant:ID or a submission, as an Impl on its transport
 """

@@ -1,21 +1,21 @@
 """Which language a submission is in and where its files are: the one layout function.
 
 `ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
-package is `tinyllm` and whose chapter file is `tinyllm/infer/spec.py`, it accepts:
+package is `pkg` and whose chapter file is `pkg/infer/spec.py` (chapter.toml's `package` and
+`student_files`), it accepts:
 
-    DIR/tinyllm/...              a course workspace (`./py`), or an upload of the package folder
-    DIR (DIR named tinyllm)      the package folder itself
+    DIR/pkg/...                  a course workspace (its `default_workspace`), or an upload of the package folder
+    DIR (DIR named pkg)          the package folder itself
     DIR/spec.py, or spec.py      the chapter's file alone (a bare upload): the rest comes from the
                                  reference, as with --ref-deps
-    DIR/.../tinyllm/infer/spec.py  the package one or more folders down (an archive's top folder)
+    DIR/.../pkg/infer/spec.py    the package one or more folders down (an archive's top folder)
     a .zip of any of these       extracted into a scratch folder first (names are checked: no
                                  absolute paths, no `..`, no link entries; bounded size, entry
                                  count and depth; an encrypted, unknown or corrupt archive refused)
 
-A package one folder deep in its workspace (Rust's `crates/tl-engine`, chapter file
-`crates/tl-engine/src/spec.rs`) is also accepted as its own last folder: DIR named tl-engine, or
-DIR/.../tl-engine/src/spec.rs (an upload folder or archive holding the crate), copied into
-crates/tl-engine of a scratch folder.
+A package one folder deep in its workspace (a crate `crates/eng`, chapter file `crates/eng/src/spec.rs`)
+is also accepted as its own last folder: DIR named eng, or DIR/.../eng/src/spec.rs (an upload folder or
+archive holding the crate), copied into crates/eng of a scratch folder.
 
 Nothing of the upload is read before harness.subjects.upload.walk accepted it: no link below the path named
 (the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
@@ -154,9 +154,9 @@ def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
 
 
 def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
-    """The package folder of a nested package name (a Rust crate `tl-engine/` whose place in the workspace
-    is `crates/tl-engine`) holding the chapter's file: `path` itself, or the shallowest one below it (the
-    folder an upload lands in, /autograder/submission/tl-engine, or an archive of the crate); else None."""
+    """The package folder of a nested package name (a crate `eng/` whose place in the workspace is
+    `crates/eng`) holding the chapter's file: `path` itself, or the shallowest one below it (the folder an
+    upload lands in, /autograder/submission/eng, or an archive of the crate); else None."""
     pkg = Path(lang.package)
     if len(pkg.parts) < 2:
         return None

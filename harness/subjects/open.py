@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import RegistryError, SubmissionFailure, UsageError
-from ..languages import language
+from ..languages import in_process, language
 from ..registry import Chapter
 from ..sandbox.confine import Mode, choose, own_folder
 from ..transport.impl import Impl
@@ -30,10 +30,12 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="ol-impl-"))
 
 
-def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str = "python") -> Path:
-    """Copy the reference of `lang` to `into/` and apply the mutant's patch for it; returns `into`."""
+def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str | None = None) -> Path:
+    """Copy the reference of `lang` (default: ol's own, harness.languages.in_process) to `into/` and apply the
+    mutant's patch for it; returns `into`."""
+    lang = lang or in_process().name
     m = chapter.mutant(mid)
-    patch = m.patch if lang == "python" else m.patches.get(lang)
+    patch = chapter.patch_of(m, lang)
     if patch is None:
         have = ", ".join(x.id for x in chapter.mutants if lang in x.patches) or "none"
         raise UsageError(f"mutant {mid} has no {lang} port (the {lang} mutants of {chapter.chapter}: {have})")
@@ -66,7 +68,7 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
     if alias not in sys.modules:  # one patched copy per mutant per process, all imported, then removed
         into = materialize_mutant(chapter, mid, _scratch())
         try:
-            package = load_package(into / chapter.language("python").package, alias)
+            package = load_package(into / chapter.language(in_process().name).package, alias)
             for m in pkgutil.walk_packages(package.__path__, f"{alias}."):
                 importlib.import_module(m.name)
         finally:
@@ -129,22 +131,23 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     confined (default: the best mode here, harness.sandbox.confine.choose); trusted code in-process is not."""
     Client = _client(chapter)
     ops = chapter.module("ops")
-    lang = language_name or "python"
+    own = in_process().name  # the language whose trusted code can run in this process
+    lang = language_name or own
     if subject == "reference":
-        if transport == "worker" or lang != "python":  # only Python's reference can run in this process
+        if transport == "worker" or lang != own:
             into = copy_reference(chapter, _scratch(), lang)
-            return _over_worker(chapter, lang, into, f"reference ({lang} worker)" if lang != "python" else "reference (worker)",
+            return _over_worker(chapter, lang, into, f"reference ({lang} worker)" if lang != own else "reference (worker)",
                                 scratch=into, sandbox=sandbox)
-        spec = chapter.language("python")
+        spec = chapter.language(own)
         use_reference(spec.reference)
         importlib.import_module(spec.package)
         return Client(InProcess(spec.package, ops), "reference")
     if subject.startswith("mutant:"):
         mid = subject.split(":", 1)[1]
         chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
-        if transport == "worker" or lang != "python":
+        if transport == "worker" or lang != own:
             into = materialize_mutant(chapter, mid, _scratch(), lang)
-            return _over_worker(chapter, lang, into, f"mutant {mid} ({lang} worker)" if lang != "python" else f"mutant {mid} (worker)",
+            return _over_worker(chapter, lang, into, f"mutant {mid} ({lang} worker)" if lang != own else f"mutant {mid} (worker)",
                                 scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
     sub = detect(chapter, subject, language_name)

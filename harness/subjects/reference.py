@@ -1,14 +1,15 @@
 """The course's reference implementation, loaded by path (never installed), in its two parts.
 
-    pristine()      the judge's answer key: a copy of `reference/tinyllm` loaded under the private
-                    name `ol_judge_tinyllm`, which no implementation under test can be. Loaded the
-                    first time it is asked for, then the same object; the judge helpers, the oracles
-                    and the benchmarks all get the reference through it (never through sys.path).
-    use_reference() makes `import tinyllm` in this process the reference, for the in-process
+    pristine(chapter)  the judge's answer key: a copy of the chapter's reference package in ol's own language
+                    (chapter.toml's `reference` and `package`) loaded under the private name `ol_judge_<package>`,
+                    which no implementation under test can be. Loaded the first time it is asked for, then the
+                    same object; the judge helpers, the oracles and the benchmarks all get the reference through
+                    it (never through sys.path).
+    use_reference() makes `import <package>` in this process the reference, for the in-process
                     implementation under test `reference` and the reference's own unit tests.
 
-With OL_TINYLLM_FROM_PATH set, `tinyllm` is whatever sys.path already gives (mutmut's mutated copy),
-while `pristine()` stays the pristine copy: a mutant cannot move the expected answers with it.
+With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path already gives (mutmut's mutated copy),
+while `pristine(chapter)` stays the pristine copy: a mutant cannot move the expected answers with it.
 """
 
 from functools import lru_cache
@@ -19,12 +20,14 @@ import sys
 import threading
 from pathlib import Path
 
+from ..languages import in_process
 from ..paths import REFERENCE_DIR
+from ..registry import load_chapter
 
-JUDGE_PACKAGE = "ol_judge_tinyllm"
+FROM_PATH_ENV = "OL_REFERENCE_FROM_PATH"  # set: `import <package>` is sys.path's (mutmut's mutated copy), see above
 
 
-def copy_reference(chapter, into: Path, lang: str = "python") -> Path:
+def copy_reference(chapter, into: Path, lang: str) -> Path:
     """The chapter's reference package in `lang` copied to `into/<package>`; returns `into`."""
     return chapter.language(lang).copy_reference(into)
 
@@ -35,7 +38,7 @@ _load_lock = threading.RLock()  # one load_package at a time in this process: se
 def load_package(package_dir: Path, alias: str):
     """Import the package at `package_dir` under the module name `alias` (its imports are relative). Under
     _load_lock: the module is in sys.modules while it executes, and another thread finding it there then would
-    take a half-made package (a grading thread's pristine() while another's is loading it)."""
+    take a half-made package (a grading thread's pristine(chapter) while another's is loading it)."""
     with _load_lock:
         if alias in sys.modules:
             return sys.modules[alias]
@@ -63,20 +66,22 @@ class Reference:
 
 
 @lru_cache(maxsize=None)
-def pristine() -> Reference:
-    """The judge's pristine reference (loaded on first use, then shared; two threads' first calls may both make
-    a Reference, of the one package load_package loaded once)."""
-    return Reference(REFERENCE_DIR / "tinyllm", JUDGE_PACKAGE)
+def pristine(chapter: str) -> Reference:
+    """The chapter's pristine reference, in ol's own language (loaded on first use, then shared; two threads' first
+    calls may both make a Reference, of the one package load_package loaded once). Its `alias` is the module name
+    the judge imports it under."""
+    spec = load_chapter(chapter).language(in_process().name)
+    return Reference(spec.reference / spec.package, f"ol_judge_{spec.package}")
 
 
 def use_reference(reference_dir: Path = REFERENCE_DIR) -> None:
     """Make `import <package>` in this process the reference in `reference_dir` (for the course's
-    reference, unless OL_TINYLLM_FROM_PATH says sys.path already holds the one to use).
+    reference, unless FROM_PATH_ENV says sys.path already holds the one to use).
 
     Student code never runs in the judge process (it runs in the worker), so this cannot shadow a
     submission; mutants are loaded under names of their own (load_package).
     """
-    if os.environ.get("OL_TINYLLM_FROM_PATH") and Path(reference_dir) == REFERENCE_DIR:
+    if os.environ.get(FROM_PATH_ENV) and Path(reference_dir) == REFERENCE_DIR:
         return
     if str(reference_dir) not in sys.path:
         sys.path.insert(0, str(reference_dir))

@@ -15,7 +15,7 @@ folder holding a `CACHEDIR.TAG` (cargo's `target/`, pytest's, mypy's and ruff's 
 a `pyvenv.cfg` (a virtual environment, whose links to the interpreter are the student's tools, not the
 upload): a workspace a student works in is graded as it is. A name need not be UTF-8: it is a str with surrogate escapes
 (os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
-can exhaust Python's recursion. The root itself may be a link the user named (their own path, resolved
+can exhaust the interpreter's recursion. The root itself may be a link the user named (their own path, resolved
 once by the caller); nothing below it may be.
 
 The work before the judge has a deadline (`deadline`, PREP_S): `ol grade` reads and packs each entry, and

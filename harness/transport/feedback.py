@@ -1,7 +1,7 @@
 """Feedback wording shared by every chapter (issue 26, item 4): a call shown with its input, literally and
 abbreviated, and a comparison that never reads "expected X, got X".
 
-- `shown(value)`: a value as Python writes it (strings quoted and escaped as repr escapes them), each
+- `shown(value)`: a value as repr() writes it (strings quoted and escaped as repr escapes them), each
   sequence longer than `items` cut to its head and tail with the count left out named in the middle:
   `[5, 6, 7, 8, ... 92 more ..., 4, 5, 6, 7]`; nested sequences are cut the same way at each level.
 - `call_text(name, args)`: `prompt_lookup([5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)`: the first
@@ -27,7 +27,7 @@ class Bare(str):
 
 
 def shown(value, items: int = ITEMS, depth: int = DEPTH) -> str:
-    """`value` as Python writes it, long sequences cut at each level (naming how many items were left out)."""
+    """`value` as repr() writes it, long sequences cut at each level (naming how many items were left out)."""
     if isinstance(value, (list, tuple)):
         if depth <= 0:
             return "[...]" if isinstance(value, list) else "(...)"

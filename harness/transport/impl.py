@@ -100,10 +100,11 @@ class Impl:
         error.args = (text, *error.args[1:])
 
     def _called(self, op: str, args: dict) -> str:
-        return self.called(op, args, getattr(self.transport, "language", None) or "python")
+        return self.called(op, args, getattr(self.transport, "language", None) or "")
 
     def called(self, op: str, args: dict, language: str) -> str:
-        """The contract's name, in `language`, of the function `op` calls; a chapter's client maps its ops."""
+        """The contract's name, in `language` ("": ol's own, code in this process), of the function `op` calls; a
+        chapter's client maps its ops."""
         return op
 
     def shown_args(self, op: str, args: dict) -> dict:

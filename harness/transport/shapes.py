@@ -1,7 +1,7 @@
 """The shape of a worker's answer, checked by the judge before any test looks at it.
 
-A worker's answer is JSON from a process the judge does not trust (a Rust worker, or a Python
-submission writing raw bytes on the protocol's descriptor). Python's `==` would take `7.0` or `true`
+A worker's answer is JSON from a process the judge does not trust (a compiled worker, or an in-interpreter
+submission writing raw bytes on the protocol's descriptor). The interpreter's `==` would take `7.0` or `true`
 for the token id 7 or 1, so each op of a chapter declares the shape of its answer (`ANSWERS` in the
 pack's ops module) and `conform` checks it, decoding non-finite floats ("inf", "-inf", "nan") where a
 float is due, at any depth. A mismatch is a ShapeError naming the path and what was found; the

@@ -1,7 +1,7 @@
 """The worker transport: a submission in a confined worker process, every call under a deadline.
 
-The judge starts the worker of the submission's language (harness.languages; Python's is
-`python -m harness.protocol.worker`) through harness.sandbox.confine, in the best sandbox mode the machine allows
+The judge starts the worker of the submission's language (harness.languages; ol's own
+language's is `-m harness.protocol.worker`) through harness.sandbox.confine, in the best sandbox mode the machine allows
 (bubblewrap; else an unprivileged uid; the mode is recorded in every report), with a pipe pair passed
 as inherited descriptors (the submission's own stdout and stderr are drained apart and kept up to a
 cap). One worker serves a whole check. A call that passes its deadline kills the worker (its whole
@@ -63,11 +63,11 @@ class _Capped:
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "python",
+    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "",
                  source_root: Path | None = None, words: Words = Words()) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
         self.mode = mode      # how it is confined (harness.sandbox.confine)
-        self.language = language  # the submission's language: errors are worded in its terms (words)
+        self.language = language  # the submission's language ("": ol's own): errors are worded in its terms (words)
         self.words = words
         self.source_root = source_root  # the judge's copy of its sources: the line a frame names is read there
         self.proc: subprocess.Popen | None = None
@@ -332,7 +332,7 @@ class Unbuilt:
 
     kind = "worker"
 
-    def __init__(self, failure, mode: Mode, language: str = "python") -> None:
+    def __init__(self, failure, mode: Mode, language: str = "") -> None:
         self.failure, self.mode, self.language = failure, mode, language
         self.restarts, self.last_output = 0, ""
 

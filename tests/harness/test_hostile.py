@@ -238,7 +238,7 @@ def test_a_worker_that_never_reads_the_judges_reply_is_crashed_within_the_deadli
     impl = open_impl(CH, str(sub))
     try:
         try:
-            impl.generate(FakeTarget(pristine(), 16), {"draft": "none", "k": 4}, [1, 2, 3], {"temperature": 0.0}, 1, 5, [],
+            impl.generate(FakeTarget(pristine("L10.8"), 16), {"draft": "none", "k": 4}, [1, 2, 3], {"temperature": 0.0}, 1, 5, [],
                           deadline_s=3)
             raise AssertionError("the call returned")
         except Crashed as e:  # the judge's write stopped at the call's own deadline, which the message names

@@ -11,8 +11,12 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from pathlib import Path
+import re
+import tokenize
 
+from harness.languages import LANGUAGES
 from harness.paths import REPO
+from harness.registry import known_chapters, load_chapter
 
 HARNESS = REPO / "harness"
 
@@ -239,3 +243,122 @@ def test_no_import_cycle_in_harness():
 def test_no_private_name_crosses_a_module():
     found = private_uses()
     assert not found, "private names used across harness/ modules (make them public where they belong):\n" + "\n".join(found)
+
+
+# ---- the engine names no chapter and no language ------------------------------------------------------------
+# Every module of harness/ outside harness/languages/ is tokenized; a NAME or a STRING token (a docstring, an
+# f-string, a message) that names a chapter or a language fails the check:
+# - a chapter: `L10` (any of its chapters: L10.8, L10_8, L10.1) or a registered chapter's name, its pack's folder
+#   name or a package its languages write (`tinyllm`), anywhere in the token, in any case;
+# - a language: a name in harness.languages.LANGUAGES (`python`, `rust`), in any case, as a word or a part of an
+#   identifier between underscores or a change of case (`rust_image`, `python_none`, `RustBuild`); a word that
+#   merely contains one (`trusted`, `PYTHONPATH`) is not the language's name.
+# Exempt, and why:
+# - comments (`#` to the end of the line). They are read by a person and never change what the engine does or
+#   says; a comment that cites the chapter as an example (`# e.g. L10.8's verify`) is documentation of the pack
+#   an engine module was first written for, not knowledge the engine acts on. Docstrings are NOT exempt: `ol`
+#   shows some (click's --help), and a docstring that describes a chapter's files is the engine knowing them.
+# - harness/languages/ (each language's hooks are where a language is named) and data files (schemas, templates:
+#   not Python; what they say is the renderer's and the report's, checked by their own tests).
+# - nothing else: not `sys.executable` (the engine's own interpreter names no language), not a requirement such as
+#   "Python 3.11" (there is none in harness/ outside languages/; were one needed it would be the language's words).
+LANGUAGE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")  # the words of an identifier or a text
+
+
+def _chapter_words() -> tuple[str, ...]:
+    """The substrings that name a chapter: `L10`, and each registered chapter's name, pack folder and packages."""
+    words = {"l10", "tinyllm"}
+    for name in known_chapters():
+        ch = load_chapter(name)
+        words |= {name.lower(), ch.pack_dir.name.lower(), *(lang.package.lower() for lang in ch.languages.values())}
+    return tuple(sorted(words))
+
+
+def names_in(text: str, chapters: tuple[str, ...], languages: tuple[str, ...]) -> list[str]:
+    """What `text` names of `chapters` (as substrings) and `languages` (as words), lower-cased."""
+    low = text.lower()
+    found = [c for c in chapters if c in low]
+    words = {w.lower() for w in LANGUAGE_WORD.findall(text)}
+    return found + [lang for lang in languages if lang in words]
+
+
+def engine_names(root: Path = HARNESS, chapters: tuple[str, ...] | None = None,
+                 languages: tuple[str, ...] | None = None) -> list[str]:
+    """Each NAME or STRING token of a module of `root` outside its languages/ that names a chapter or a language,
+    as `module:line: token (names)`."""
+    chapters = _chapter_words() if chapters is None else chapters
+    languages = tuple(LANGUAGES) if languages is None else languages
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if (root / "languages") in path.parents:
+            continue
+        with tokenize.open(path) as f:
+            tokens = list(tokenize.generate_tokens(f.readline))
+        for tok in tokens:
+            if tok.type in (tokenize.NAME, tokenize.STRING):
+                hit = names_in(tok.string, chapters, languages)
+                if hit:
+                    shown = tok.string if len(tok.string) <= 60 else tok.string[:57] + "..."
+                    found.append(f"{module_name(path, root)}:{tok.start[0]}: {shown!r} ({', '.join(hit)})")
+    return found
+
+
+def test_the_name_check_sees_a_chapter_and_a_language(tmp_path):
+    """A name, a string, a docstring and an identifier part are caught; a comment and a word that merely contains
+    a language's name (`trusted`, `PYTHONPATH`) are not; languages/ is the languages' own."""
+    pkg = tmp_path / "harness"
+    (pkg / "languages").mkdir(parents=True)
+    (pkg / "a.py").write_text('"""Grades tinyllm."""\n# L10.8 in a comment\nrust_image = "Python" + "trusted"\n'
+                              'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n')
+    (pkg / "languages" / "rust.py").write_text('RUST = "rust"\n')
+    assert engine_names(pkg, ("l10", "tinyllm"), ("python", "rust")) == [
+        "harness.a:1: '\"\"\"Grades tinyllm.\"\"\"' (tinyllm)", "harness.a:3: 'rust_image' (rust)",
+        "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)"]
+
+
+def test_the_engine_names_no_chapter_and_no_language():
+    found = engine_names()
+    assert not found, (f"{len(found)} names of a chapter or a language in harness/ outside languages/ (a language's "
+                       "behaviour is a hook of harness/languages/<name>.py, a chapter's data is in its pack):\n"
+                       + "\n".join(found))
+
+
+# A pack's modules import of the engine its facade, harness.pack, and nothing else. Its ops module alone runs inside
+# the worker, whose kit is harness/protocol/ (languages.python's PYTHON_WORKER_KIT), so it may import that and only that.
+WORKER_SIDE = {"ops"}  # chapter.toml's role whose module runs in the worker
+
+
+def pack_imports(pack: Path, worker_side: set[Path]) -> list[str]:
+    """Each import of a harness module by a module of `pack` that is not harness.pack (or, for a worker-side module,
+    harness.protocol), wherever in the file it is."""
+    found = []
+    for path in sorted(pack.rglob("*.py")):
+        allowed = ("harness.protocol",) if path in worker_side else ("harness.pack",)
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for name in names:
+                if (name == "harness" or name.startswith("harness.")) and not any(
+                        name == a or name.startswith(a + ".") for a in allowed):
+                    found.append(f"{path.relative_to(pack.parent)}:{node.lineno} imports {name}")
+    return found
+
+
+def test_a_pack_imports_only_the_engines_facade():
+    found = []
+    for name in known_chapters():
+        ch = load_chapter(name)
+        worker_side = {ch.pack_dir / (ch.modules[role].replace(".", "/") + ".py") for role in WORKER_SIDE}
+        found += pack_imports(ch.pack_dir, worker_side)
+    assert not found, "a pack imports engine modules other than harness.pack (add what it needs to the facade):\n" + \
+        "\n".join(found)
+
+
+def test_the_pack_check_sees_an_engine_import(tmp_path):
+    pack = tmp_path / "P"
+    (pack / "judge").mkdir(parents=True)
+    (pack / "ops.py").write_text("from harness.protocol.wire import floats\nimport harness.registry\n")
+    (pack / "judge" / "a.py").write_text("from harness.pack import Rand\ndef f():\n    from harness.errors import Raised\n")
+    assert pack_imports(pack, {pack / "ops.py"}) == ["P/judge/a.py:3 imports harness.errors",
+                                                     "P/ops.py:2 imports harness.registry"]

@@ -330,7 +330,7 @@ class Judge(JudgeObjects):
     at LISTENER_STOPS_AT; every callback is logged."""
 
     def __init__(self) -> None:
-        super().__init__(FakeTarget(pristine(), VOCAB), self.listen)
+        super().__init__(FakeTarget(pristine("L10.8"), VOCAB), self.listen)
         self.heard = 0
         self.log: list[dict] = []
 

@@ -45,7 +45,7 @@ The parts: common (seed, counts, pitfall lists, tag vocabularies, the reference'
 once per build), verify_plan, verify_builder and verify_cases (the verify section), margins (the
 decisions' margins, and the error bound behind N_MARGIN), draft_cases
 (the two drafts), generate_cases, rollback_cases, document (build, canonical bytes, load, check).
-`ref` below is a harness.subjects.reference.Reference, e.g. `harness.subjects.reference.pristine()`.
+`ref` below is a harness.subjects.reference.Reference, e.g. `harness.subjects.reference.pristine("L10.8")`.
 
 Usage, from the repository root:
     python -m chapters.L10_8.oracle                 # write the fixture

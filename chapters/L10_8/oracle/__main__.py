@@ -21,13 +21,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     if args.check:
-        msg = check(args.out, pristine(), args.seed)
+        msg = check(args.out, pristine("L10.8"), args.seed)
         if msg:
             print(msg, file=sys.stderr)
             return 1
         print(f"{args.out}: identical to a fresh build ({time.perf_counter() - t0:.2f} s)")
         return 0
-    data = write(args.out, pristine(), MASTER_SEED if args.seed is None else args.seed)
+    data = write(args.out, pristine("L10.8"), MASTER_SEED if args.seed is None else args.seed)
     counts = tag_counts(json.loads(data))
     shows = ", ".join(f"{t}={counts.get(t, 0)}" for t in sorted(counts) if t.startswith("shows:"))
     print(f"wrote {args.out}: {len(data)} bytes in {time.perf_counter() - t0:.2f} s; {shows}")

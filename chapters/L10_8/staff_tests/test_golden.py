@@ -23,15 +23,15 @@ from chapters.L10_8 import oracle
 from chapters.L10_8.judge.fake_target import FakeTarget
 from chapters.L10_8.oracle import document
 from chapters.L10_8.judge.answers import ANSWERS, comparable
-from harness.subjects.reference import pristine
-from harness.registry import load_chapter
-from harness.subjects.open import open_impl
+from harness.pack import pristine
+from harness.pack import load_chapter
+from harness.pack import open_impl
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
 SCHEMA = PACK / "fixtures" / "spec_golden.schema.json"
 
-REF = pristine()  # the judge's pristine reference, loaded by path (never `import tinyllm`)
+REF = pristine("L10.8")  # the judge's pristine reference, loaded by path (never `import tinyllm`)
 S = REF.module("infer.spec")
 SamplingParams = REF.module("infer.sampling").SamplingParams
 Pcg32 = REF.module("rng").Pcg32

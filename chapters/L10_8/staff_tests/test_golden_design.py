@@ -10,11 +10,11 @@ import pytest
 
 from chapters.L10_8 import oracle
 from chapters.L10_8.oracle import document
-from harness.subjects.reference import pristine
+from harness.pack import pristine
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
-REF = pristine()  # the judge's pristine reference, loaded by path
+REF = pristine("L10.8")  # the judge's pristine reference, loaded by path
 RAW = FIXTURE.read_bytes()
 DOC = oracle.load(FIXTURE)
 V_CASES, PL_CASES, NG_CASES = DOC["verify"], DOC["prompt_lookup"], DOC["ngram"]

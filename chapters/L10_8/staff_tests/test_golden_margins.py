@@ -22,11 +22,11 @@ from chapters.L10_8 import oracle
 from chapters.L10_8.oracle import document, margins, verify_cases
 from chapters.L10_8.oracle.verify_plan import verify_plan
 from chapters.L10_8.oracle.verify_probes import PROBES
-from harness.subjects.reference import pristine
+from harness.pack import pristine
 
 PACK = Path(__file__).resolve().parents[1]  # the chapter pack chapters/L10_8
 FIXTURE = PACK / "fixtures" / "spec_golden.json"
-REF = pristine()  # the judge's pristine reference, loaded by path
+REF = pristine("L10.8")  # the judge's pristine reference, loaded by path
 SAMPLING = REF.module("infer.sampling")
 Pcg32 = REF.module("rng").Pcg32
 LIB = oracle.bind(REF)

@@ -8,9 +8,9 @@ import pytest
 
 from chapters.L10_8 import oracle
 from chapters.L10_8.oracle.verify_probes import PROBE_GAP, residual_f32
-from harness.subjects.reference import pristine
+from harness.pack import pristine
 
-REF = pristine()
+REF = pristine("L10.8")
 LIB = oracle.bind(REF)
 SPEC = LIB.spec
 DOC = oracle.load(oracle.DEFAULT_OUT)

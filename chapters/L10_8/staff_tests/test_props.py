@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from harness.errors import Raised, Timeout
+from harness.pack import Raised, Timeout
 from chapters.L10_8.judge import properties
-from harness.paths import REPO
+from harness.pack import REPO
 from chapters.L10_8.judge.props import judge_reference
 
 GOLDEN = {"master_seed": 20261204}

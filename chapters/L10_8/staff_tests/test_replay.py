@@ -9,11 +9,11 @@ the round and the token where two generations part.
 from hypothesis import given, settings, strategies as st
 
 from chapters.L10_8.judge.replay import Expected, Round, own_parts_generation, parting, pristine_generation, seed_at
-from harness.subjects.reference import pristine
-from harness.registry import load_chapter
-from harness.subjects.open import open_impl
+from harness.pack import pristine
+from harness.pack import load_chapter
+from harness.pack import open_impl
 
-REF = pristine()
+REF = pristine("L10.8")
 IMPL = open_impl(load_chapter("L10.8"), "reference")
 IMPL.start_budget(10**9)
 PARAMS = [{"temperature": 0.0}, {"temperature": 0.8}, {"temperature": 1.0, "top_k": 5},

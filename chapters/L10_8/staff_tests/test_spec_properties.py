@@ -10,15 +10,15 @@ from hypothesis import given, settings, strategies as st
 
 from chapters.L10_8.judge import stats
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
-from harness.subjects.reference import pristine
-from harness.registry import load_chapter
-from harness.subjects.open import open_impl
+from harness.pack import pristine
+from harness.pack import load_chapter
+from harness.pack import open_impl
 from tinyllm.infer import spec
 from tinyllm.infer.sampling import SamplingParams
 from tinyllm.kv import KvPool
 
 VOCAB = 16
-REF = pristine()  # the judge's reference: the fake target's generator
+REF = pristine("L10.8")  # the judge's reference: the fake target's generator
 GREEDY = SamplingParams()
 DRAFTS = ("none", "ngram", "prompt_lookup")
 
