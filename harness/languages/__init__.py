@@ -19,7 +19,7 @@ from ..errors import UsageError, Words
 from ..paths import REPO
 from ..sandbox.confine import readable_copy, readable_file
 from . import python, rust, rust_image, stub
-from .python import INTERPRETER, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands)
+from .python import INTERPRETER, INTERPRETER_FILE, OL_RUNTIME, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands, autograder image)
 
 # What the Python worker imports of ol: the protocol loop, the session and the wire format; nothing else
 # of the harness (not the registry, not the reference's location), no fixture, test or oracle.

@@ -22,3 +22,9 @@ RUN_MODULE = "python -m"  # how a module of ol is run as a command (`python -m h
 def interpreter_version() -> str:
     """This interpreter's major.minor ("3.11"): a patch release grades alike."""
     return ".".join(platform.python_version_tuple()[:2])
+
+
+# ol's own runtime in an autograder image (harness.staff.gradescope): what setup.sh installs, and the file in
+# source/ where it records the interpreter it chose, for run_autograder
+OL_RUNTIME = "Python 3.11+"
+INTERPRETER_FILE = ".ol-python"

@@ -6,9 +6,10 @@ run_autograder to /autograder/run_autograder and runs it for each submission, wi
 /autograder/submission; it reads /autograder/results/results.json and shows staff, never students
 unless results.json says so, what run_autograder printed. So:
 
-* setup.sh picks a Python >= 3.11 (Ubuntu 22.04's python3 is 3.10: it installs python3.11 and
-  python3.11-venv from universe; 24.04's is 3.12, which may lack venv), makes ol's .venv and installs
-  everything into it (`./ol --help`), and records the interpreter: run_autograder needs no network.
+* setup.sh (scripts/setup.sh) picks an interpreter for ol that is new enough (Ubuntu 22.04's is too old: it
+  installs a newer one and its venv module from universe; 24.04's may lack venv), makes ol's .venv and
+  installs everything into it (`./ol --help`), and records the interpreter: run_autograder
+  (scripts/run_autograder.sh) needs no network.
 * One bundle takes an upload in any of the chapter's languages: the layout function tells which, as
   `ol check` does. Each language adds its own steps to both scripts (harness.languages: Language.image;
   a compiled language installs its toolchain and builds its reference once, confined as an upload's build
@@ -16,7 +17,7 @@ unless results.json says so, what run_autograder printed. So:
 * The fresh cases' seed is drawn when the bundle is built and kept in it, so every submission, and
   every regrade, is graded on the same cases. run_autograder prints ol's output (which names the
   seed) to its stdout, which stays hidden; results.json never holds the seed.
-* `python -m harness.staff.gradescope` (run_autograder's last step) writes results.json from the check's
+* `-m harness.staff.gradescope` (run_autograder's last step) writes results.json from the check's
   exit code: the report for 0 or 1; for 2 with an upload the layout function rejects (no submission
   in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.subjects.upload) or that the
   judge refused as malformed once the layout check passed (a crate without src/lib.rs: the reason it
@@ -35,107 +36,23 @@ from pathlib import Path
 
 from ..errors import BadSubmission, OlError
 from ..grading.judge import refusal_in
-from ..languages import language
+from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
 from ..paths import REPO
 from ..registry import load_chapter
 from ..render.gradescope import grader_failed, killed, redact, upload_rejected
 from ..subjects.layout import detect
 
 SEED_FILE = ".ol-assignment-seed"  # in source/: the fresh cases' seed, fixed for the assignment when the bundle is built
-PYTHON_FILE = ".ol-python"  # in source/, written by setup.sh: the interpreter it chose, for run_autograder
 META_FILE = ".ol-gradescope.json"  # in source/: the chapter's tests and what to upload, for a results.json without a report
-FALLBACK_FILE = ".ol-grader-failed.json"  # in source/: the results.json for when no Python can write one, rendered at build time
+FALLBACK_FILE = ".ol-grader-failed.json"  # in source/: the results.json for when no interpreter can write one, rendered at build time
 SIGNALLED = 128  # bash's exit status for a process killed by signal N is 128 + N
 LISTED_NAMES = 5  # names of an upload's entries a rejection quotes back to the student: enough to recognise it
 
-RUN_AUTOGRADER = r"""#!/usr/bin/env bash
-# Gradescope runs this for each submission, offline: setup.sh installed everything. AUTOGRADER_ROOT
-# lets a test run it outside /autograder. What it prints is ol's full output, for staff only
-# (results.json sets stdout_visibility hidden): it names the assignment's seed.
-set -uo pipefail
-root="${AUTOGRADER_ROOT:-/autograder}"
-src="$root/source"; sub="$root/submission"; res="$root/results"
-mkdir -p "$res"
-py="$(cat "$src/{python_file}" 2>/dev/null || echo python3)"   # recorded by setup.sh
-venv_py="${OL_VENV:-$src/.venv}/bin/python"                  # the environment ./ol uses
-[ -x "$venv_py" ] || venv_py="$py"
-# The seed stays in its file (root's alone, setup.sh): the judge reads it there, so no command line or
-# environment a worker could read holds it.
-[ -r "$src/{seed_file}" ] ||
-  echo "run_autograder: $src/{seed_file} is missing: rebuild the bundle with ol gradescope (--seed keeps the cases)"
-private="$(mktemp -d)"   # the judge writes here: a report the submission planted in results/ is never read
-mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
-chmod 0711 "$private" "$private/tmp"  # the uid fallback's worker reaches its own folder in tmp/ by name, lists nothing
-{language_run_env}
-TMPDIR="$private/tmp" OL_PYTHON="$py" \
-  bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "@$src/{seed_file}" --gradescope "$private/results.json" 2>&1
-code=$?
-echo "run_autograder: ol check exited $code"
-rm -f "$res/results.json"     # whatever the submission may have written there
-for p in "$venv_py" "$py"; do  # the second only if the environment itself is broken
-  PYTHONPATH="$src" "$p" -m harness.staff.gradescope "$src" "$code" "$private/results.json" "$sub" "$res/results.json" && break
-done
-if [ ! -s "$res/results.json" ]; then   # no Python could write it: still never a silent zero
-  cp "$src/{fallback_file}" "$res/results.json" ||
-    echo '{"score": 0, "output": "The grader failed before it could grade your upload; this is not a verdict on your code."}' \
-      > "$res/results.json"
-fi
-rm -rf "$private"
-exit 0
-"""
+# Gradescope's two scripts, bash with {placeholders} (_script fills them): read from scripts/ beside this module
+SCRIPTS = Path(__file__).parent / "scripts"
+RUN_AUTOGRADER = (SCRIPTS / "run_autograder.sh").read_text()
+SETUP_SH = (SCRIPTS / "setup.sh").read_text()
 
-SETUP_SH = r"""#!/usr/bin/env bash
-# Gradescope runs this once, as root and with the network, when it builds the autograder's image
-# (Ubuntu 22.04 or 24.04). AUTOGRADER_ROOT lets a test run it outside /autograder; OL_VENV names an
-# existing environment for ./ol to use instead of making source/.venv; OL_SETUP_RUST=0 sets up no Rust.
-set -euo pipefail
-root="${AUTOGRADER_ROOT:-/autograder}"
-src="$root/source"
-export DEBIAN_FRONTEND=noninteractive   # apt-get must never stop to ask
-updated=""
-apt_install() { [ -n "$updated" ] || { apt-get update; updated=1; }; apt-get install -y "$@"; }
-new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; }
-pick() {  # the first interpreter >= 3.11, as an absolute path
-  for c in python3 python3.13 python3.12 python3.11; do
-    p="$(command -v "$c" 2>/dev/null)" && new_enough "$p" && { echo "$p"; return 0; }
-  done
-  return 1
-}
-venv_works() {  # Debian and Ubuntu ship venv's ensurepip in a package of its own
-  d="$(mktemp -d)"; r=0
-  "$1" -m venv "$d/v" >/dev/null 2>&1 && "$d/v/bin/python" -m pip --version >/dev/null 2>&1 || r=1
-  rm -rf "$d"; return $r
-}
-if ! py="$(pick)"; then
-  echo "setup.sh: no Python 3.11 or newer here (Ubuntu 22.04's python3 is 3.10): installing python3.11 from the distribution" >&2
-  # 22.04 has python3.11 in universe; 24.04 has none, but its python3 is 3.12
-  apt_install python3.11 python3.11-venv || apt_install python3 python3-venv
-  py="$(pick)" || { echo "setup.sh: apt-get could not install Python 3.11 or newer (its output is above):" \
-                         "choose Gradescope's Ubuntu 22.04 or 24.04 base image" >&2; exit 1; }
-fi
-if ! venv_works "$py"; then
-  ver="$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-  pkgs="python$ver-venv"; [ "$(basename "$py")" = python3 ] && pkgs="python3-venv $pkgs"
-  echo "setup.sh: $py cannot make a virtual environment: installing $pkgs" >&2
-  apt_install $pkgs
-  venv_works "$py" || { echo "setup.sh: $py still cannot make a virtual environment after installing $pkgs:" \
-                             "see apt-get's output above" >&2; exit 1; }
-fi
-chmod +x "$src/ol" "$src/run_autograder" 2>/dev/null || true   # unzip may drop the modes
-cd "$src"
-OL_PYTHON="$py" bash ./ol --help >/dev/null   # makes the environment and installs ol into it, now, while there is a network
-echo "$py" > "$src/{python_file}"
-echo "setup.sh: ol runs on $py ($("$py" --version 2>&1)) in ${OL_VENV:-$src/.venv}"
-venv_py="${OL_VENV:-$src/.venv}/bin/python"
-{language_setup}
-# Where the container refuses user namespaces, workers run as uid 65534 with no namespace (harness/sandbox/confine.py):
-# the answers (the reference, the packs' golden files, tests and mutants, the samples) and the seed are made
-# the grader's (root's) alone, so that uid cannot read them. The judge copies what a worker needs.
-for private in reference chapters examples tests {seed_file}; do
-  [ ! -e "$src/$private" ] || chmod -R go-rwx "$src/$private"
-done
-{language_after_private}
-"""
 
 @dataclass
 class Bundle:
@@ -144,7 +61,7 @@ class Bundle:
     size: int  # bytes of the zip
     untracked: list[str] = field(default_factory=list)  # files git does not track, included (new modules beside tracked ones)
     skipped: list[str] = field(default_factory=list)  # files git does not track, left out
-    languages: tuple[str, ...] = ("python",)  # the chapter's: an upload in any of them is graded
+    languages: tuple[str, ...] = ()  # the chapter's: an upload in any of them is graded
 
 
 def upload_hint(chapter) -> str:
@@ -189,7 +106,7 @@ def _script(text: str, chapter) -> str:
              "language_run_env": "".join(i.run_env for i in images)}
     for key, value in steps.items():  # first: the steps hold placeholders of their own
         text = text.replace("{" + key + "}\n", value)
-    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "python_file": PYTHON_FILE, "fallback_file": FALLBACK_FILE}
+    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "interpreter_file": INTERPRETER_FILE, "fallback_file": FALLBACK_FILE}
     for key, value in names.items():
         text = text.replace("{" + key + "}", value)
     return text
@@ -230,7 +147,7 @@ def summary(b: Bundle, chapter: str, seed: int) -> tuple[list[str], list[str]]:
              f"  same cases in a rebuild: ol gradescope {chapter} --seed {seed}",
              f"  replay one grade:        ol check {chapter} --submission UPLOAD --ref-deps-if-missing --fresh {seed}",
              "next: Gradescope > Configure Autograder > upload the zip, base image Ubuntu 22.04 or 24.04 (setup.sh installs",
-             "  Python 3.11+ and ol's packages" + "".join(language(name).image.summary for name in b.languages)
+             f"  {OL_RUNTIME} and ol's packages" + "".join(language(name).image.summary for name in b.languages)
              + " while the image builds; grading then needs no network)"]
     if len(b.languages) > 1:
         lines.append(f"one assignment takes uploads in {' or '.join(b.languages)}: each is graded in the language it is in")
@@ -314,7 +231,7 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
 
 
 def main(argv: list[str]) -> int:
-    """python -m harness.staff.gradescope SOURCE CODE REPORT SUBMISSION RESULTS (run_autograder's last step)."""
+    """`-m harness.staff.gradescope SOURCE CODE REPORT SUBMISSION RESULTS` (run_autograder's last step)."""
     source, code, report, submission, results = Path(argv[0]), int(argv[1]), Path(argv[2]), Path(argv[3]), Path(argv[4])
     data, what = results_for(source, code, report, submission)
     seed = (source / SEED_FILE).read_text().strip() if (source / SEED_FILE).is_file() else ""

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry
+from harness import registry, testfiles
 from harness.languages import rust
 from harness.grading import task
 from harness.sandbox.confine import Mode
@@ -107,8 +107,8 @@ def test_a_tests_file_is_parsed_once_per_process_and_again_when_it_changes(tmp_p
     f = tmp_path / "test_some.py"
     f.write_text("import numpy\nfrom chapters.L10_8 import ops\nfrom . import near\n\ndef test_a():\n    pass\n")
     parses = []
-    real = registry.ast.parse
-    monkeypatch.setattr(registry.ast, "parse", lambda *a, **k: parses.append(a[1:2]) or real(*a, **k))
+    real = testfiles.ast.parse
+    monkeypatch.setattr(testfiles.ast, "parse", lambda *a, **k: parses.append(a[1:2]) or real(*a, **k))
     first = registry.parsed_tests(f)
     assert first.functions == ("a",) and first.imports == ("numpy", "chapters.L10_8")
     at_once(registry.parsed_tests, [f] * (2 * THREADS))
@@ -119,7 +119,7 @@ def test_a_tests_file_is_parsed_once_per_process_and_again_when_it_changes(tmp_p
 
 
 def test_a_parse_upset_by_one_outside_the_harness_is_made_again(monkeypatch):
-    real, upsets = registry.ast.parse, [2]
+    real, upsets = testfiles.ast.parse, [2]
 
     def upset(*args, **kw):  # what a traceback's parse in another thread at that moment does to it
         if upsets[0]:
@@ -127,12 +127,12 @@ def test_a_parse_upset_by_one_outside_the_harness_is_made_again(monkeypatch):
             raise SystemError("AST constructor recursion depth mismatch (before=18, after=10)")
         return real(*args, **kw)
 
-    monkeypatch.setattr(registry.ast, "parse", upset)
-    assert isinstance(registry.parse("x = 1\n"), registry.ast.Module) and upsets == [0]
+    monkeypatch.setattr(testfiles.ast, "parse", upset)
+    assert isinstance(registry.parse("x = 1\n"), testfiles.ast.Module) and upsets == [0]
     upsets[0] = registry.PARSE_ATTEMPTS
     with pytest.raises(SystemError):
         registry.parse("x = 1\n")
-    monkeypatch.setattr(registry.ast, "parse", lambda *a, **k: (_ for _ in ()).throw(SystemError("another")))
+    monkeypatch.setattr(testfiles.ast, "parse", lambda *a, **k: (_ for _ in ()).throw(SystemError("another")))
     with pytest.raises(SystemError, match="another"):
         registry.parse("x = 1\n")
 
