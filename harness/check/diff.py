@@ -31,7 +31,7 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
             why = f"your crate did not compile: {e.first_error}\n{e}" if getattr(e, "first_error", "") else str(e)
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}
-        sections = cases.diff_cases(impl, golden, pristine(chapter.chapter), shown)
+        sections = cases.diff_cases(impl, golden, pristine(chapter), shown)
     finally:
         impl.close()
     by_tag = Counter(t for s in sections.values() for r in s["divergent"] for t in r["tags"])

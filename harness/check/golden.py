@@ -41,7 +41,7 @@ def _write(golden: Path, data: bytes) -> None:
 
 def write_fixtures(chapter: Chapter) -> tuple[Path, int]:
     oracle = oracle_of(chapter)
-    data = oracle.dumps(oracle.build(pristine(chapter.chapter)))
+    data = oracle.dumps(oracle.build(pristine(chapter)))
     _write(chapter.golden, data)
     return chapter.golden, len(data)
 
@@ -50,7 +50,7 @@ def check_fixtures(chapter: Chapter) -> str | None:
     """None when the file equals a fresh regeneration byte for byte and its digest is recorded; else what differs."""
     if not chapter.golden.is_file():
         return f"{chapter.golden} does not exist"
-    problem = oracle_of(chapter).check(chapter.golden, pristine(chapter.chapter))
+    problem = oracle_of(chapter).check(chapter.golden, pristine(chapter))
     if problem is None and _recorded_digest(chapter.golden) != hashlib.sha256(chapter.golden.read_bytes()).hexdigest():
         problem = f"{digest_path(chapter.golden)} does not hold the file's sha256"
     return problem
@@ -60,7 +60,7 @@ def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
     """A golden file of new cases from `seed`, with the shipped file's case design (and its digest)."""
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
-    _write(path, oracle.dumps(oracle.build(pristine(chapter.chapter), seed)))
+    _write(path, oracle.dumps(oracle.build(pristine(chapter), seed)))
     for f in (path, digest_path(path)):  # the answers: the judge's alone (a uid-mode worker is another uid)
         if f.exists():
             f.chmod(0o600)

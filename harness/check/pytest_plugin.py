@@ -54,6 +54,7 @@ def given(config, fact: str):
 @pytest.fixture(scope="module")
 def chapter(request):
     if (handed := given(request.config, "ol_chapter")) is not None:
+        pristine(handed)  # the judge's reference, made from the Chapter ol check loaded: a pack's pristine(name) finds it
         return handed
     name = request.config.option.chapter or pack_chapter(request.node.path)
     if name is None:
@@ -64,7 +65,7 @@ def chapter(request):
 @pytest.fixture(scope="module")  # the chapter's: one Reference per chapter, made once (pristine is cached)
 def ref(chapter):
     """The judge's pristine reference (harness.subjects.reference.pristine): `ref.module("infer.spec")`."""
-    return pristine(chapter.chapter)
+    return pristine(chapter)
 
 
 @pytest.fixture(scope="module")

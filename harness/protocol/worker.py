@@ -13,6 +13,10 @@ import importlib.util
 import os
 import sys
 
+# the harness and the ops are imported before the submission is on sys.path (main), so it cannot shadow them
+from .session import PROTOCOL_VERSION, Session
+from .wire import dumps, loads, read_some
+
 
 def _load_ops(path: str):
     spec = importlib.util.spec_from_file_location("ol_chapter_ops", path)
@@ -30,10 +34,7 @@ def main() -> None:
     ap.add_argument("--in", dest="fd_in", type=int, required=True)
     ap.add_argument("--out", dest="fd_out", type=int, required=True)
     a = ap.parse_args()
-    # the harness and the ops first, before the submission is on sys.path, so it cannot shadow them
-    from .session import PROTOCOL_VERSION, Session
-    from .wire import dumps, loads, read_some
-    ops = _load_ops(a.ops)
+    ops = _load_ops(a.ops)  # the chapter's ops, too, before the submission is on sys.path
 
     sys.path.insert(0, a.package_dir)
     inbox = _Lines(a.fd_in, read_some)

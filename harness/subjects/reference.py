@@ -12,7 +12,6 @@ With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path already gives 
 while `pristine(chapter)` stays the pristine copy: a mutant cannot move the expected answers with it.
 """
 
-from functools import lru_cache
 import importlib
 import importlib.util
 import os
@@ -22,7 +21,7 @@ from pathlib import Path
 
 from ..languages import in_process
 from ..paths import REFERENCE_DIR
-from ..registry import load_chapter
+from ..registry import Chapter, load_chapter
 
 FROM_PATH_ENV = "OL_REFERENCE_FROM_PATH"  # set: `import <package>` is sys.path's (mutmut's mutated copy), see above
 
@@ -65,13 +64,21 @@ class Reference:
         return importlib.import_module(f"{self.alias}.{name}")
 
 
-@lru_cache(maxsize=None)
-def pristine(chapter: str) -> Reference:
-    """The chapter's pristine reference, in ol's own language (loaded on first use, then shared; two threads' first
-    calls may both make a Reference, of the one package load_package loaded once). Its `alias` is the module name
-    the judge imports it under."""
-    spec = load_chapter(chapter).language(in_process().name)
-    return Reference(spec.reference / spec.package, f"ol_judge_{spec.package}")
+_pristine: dict[str, Reference] = {}  # chapter name -> its pristine reference, once per process
+_pristine_lock = threading.Lock()
+
+
+def pristine(chapter: "Chapter | str") -> Reference:
+    """The chapter's pristine reference, in ol's own language (loaded on first use, then shared by the process's
+    threads). Give the Chapter the caller holds (a name loads the chapter, on the first call only). Its `alias` is
+    the module name the judge imports it under."""
+    name = chapter if isinstance(chapter, str) else chapter.chapter
+    with _pristine_lock:
+        ref = _pristine.get(name)
+        if ref is None:
+            spec = (load_chapter(chapter) if isinstance(chapter, str) else chapter).language(in_process().name)
+            ref = _pristine[name] = Reference(spec.reference / spec.package, f"ol_judge_{spec.package}")
+    return ref
 
 
 def use_reference(reference_dir: Path = REFERENCE_DIR) -> None:
