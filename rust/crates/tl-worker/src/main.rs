@@ -10,7 +10,7 @@
 //! object: there is no id to answer).
 //!
 //! The op table, `ops.rs`, is the chapter's: its pack supplies it (chapter.toml's `course_sources`, e.g.
-//! chapters/L10_8/rust/worker/ops.rs) and every workspace ol assembles has it at `src/ops.rs`. It gives
+//! `rust/worker/ops.rs` in its folder) and every workspace ol assembles has it at `src/ops.rs`. It gives
 //! `ops::State` (Default), `ops::dispatch(op, args, state, wire)` and `ops::unknown_op(op)`.
 
 mod conv;
