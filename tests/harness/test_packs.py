@@ -300,3 +300,21 @@ def test_a_second_language_plugs_in_with_one_entry_and_is_graded_by_ol(tmp_path)
     assert r.returncode == 0 and "2 of 2 passed" in r.stdout, r.stdout + r.stderr
     r = calc_ol("mutants", "T0.1", "--lang", "calc")
     assert r.returncode == 0 and "1 of 1 mutants caught" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("line, says", [
+    ('"calc/nothing.json" = "ops.json"', "'calc/nothing.json', which is not a file of the pack"),
+    ('"calc/ops.json" = "../ops.json"', "a place must be a relative path inside the workspace"),
+    ('"calc/ops.json" = "toycalc/ops.json"', "outside the submission's toycalc"),  # the student's own package
+])
+def test_the_registry_refuses_a_course_source_that_is_missing_or_misplaced(tmp_path, monkeypatch, line, says):
+    from harness.errors import RegistryError
+    from harness.registry import load_chapter
+
+    packs = calc_pack(tmp_path / "packs")
+    toml = packs / "toy" / "chapter.toml"
+    toml.write_text(toml.read_text().replace('"calc/ops.json" = "ops.json"', line))
+    monkeypatch.setenv("OL_CHAPTERS_PATH", str(packs))
+    with pytest.raises(RegistryError, match="malformed chapter table") as e:
+        load_chapter("T0.1")
+    assert says in str(e.value)
