@@ -89,6 +89,9 @@ class LanguageSpec:
     uploads: dict[str, str]  # a bare uploaded file name -> its place in the package
     mutmut: tuple[str, ...] = ()  # reference files mutmut mutates
     given: tuple[str, ...] = ()  # the course's files in a submission's tree: a build always takes the reference's
+    # the pack's own files of the course's code around a submission (a worker's op table): a path in a workspace ->
+    # the pack's file, copied there by whatever assembles a workspace in this language
+    course_sources: dict[str, Path] = field(default_factory=dict)
 
     @property
     def student_file(self) -> str:
@@ -335,7 +338,23 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
                         student_files=tuple(d["student_files"]), contract=(pack / d["contract"]).resolve(),
                         deps=tuple(d.get("deps", ())), default_workspace=d["default_workspace"],
                         uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())),
-                        given=tuple(d.get("given", ())))
+                        given=tuple(d.get("given", ())), course_sources=_course_sources(d.get("course_sources", {}), pack, d["package"]))
+
+
+def _course_sources(table: dict, pack: Path, package: str) -> dict[str, Path]:
+    """`course_sources` (the pack's file -> a path in a workspace) as {workspace path: pack file}; a file that is
+    missing, or a place outside the workspace or inside the submission's package (the student's: the course's files
+    there are `given`), is a ValueError (a malformed table)."""
+    out: dict[str, Path] = {}
+    for source, place in table.items():
+        path = (pack / source).resolve()
+        if not path.is_file() or not path.is_relative_to(pack.resolve()):
+            raise ValueError(f"course_sources names {source!r}, which is not a file of the pack")
+        if Path(place).is_absolute() or ".." in Path(place).parts or place in out or Path(place).is_relative_to(package):
+            raise ValueError(f"course_sources puts {source!r} at {place!r}: a place must be a relative path inside "
+                             f"the workspace, without '..', outside the submission's {package}, and named once")
+        out[place] = path
+    return out
 
 
 def make_importable() -> None:

@@ -7,10 +7,15 @@ pair), the read-only paths the worker may see, and its environment. It copies wh
 into that folder, world-readable (harness.sandbox.confine.readable_copy), so a confined worker reads copies,
 never the submission's or the project's own files. What a student writes in a language for a chapter
 (the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its chapter.toml);
-adding a language adds an entry here and a table in each pack that grades it.
+adding a language adds an entry here and a table in each pack that grades it. A language kept outside the
+project is one entry of OL_LANGUAGES instead (`NAME=FILE`, os.pathsep-separated: FILE a module whose LANGUAGE
+is its Language), found by `language(NAME)` as the built-in ones are.
 """
 
 from dataclasses import dataclass, field
+import functools
+import importlib.util
+import os
 from pathlib import Path
 import sys
 from typing import Callable
@@ -114,10 +119,33 @@ LANGUAGES = {"python": Language("python", _python_worker, words=python.WORDS, in
                               start=stub.start_rust)}
 
 
+PLUGINS_ENV = "OL_LANGUAGES"  # languages outside the project: NAME=FILE entries (see the module's docstring)
+
+
 def language(name: str) -> Language:
-    if name not in LANGUAGES:
-        raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(LANGUAGES)}")
-    return LANGUAGES[name]
+    known = {**plugged_in(os.environ.get(PLUGINS_ENV, "")), **LANGUAGES}  # a built-in name is never replaced
+    if name not in known:
+        raise UsageError(f"ol does not grade {name!r}; it grades {', '.join(known)}")
+    return known[name]
+
+
+@functools.lru_cache(maxsize=4)
+def plugged_in(entries: str) -> dict[str, Language]:
+    """The languages OL_LANGUAGES names (`entries`, its value): each FILE loaded once, its LANGUAGE checked."""
+    found: dict[str, Language] = {}
+    for entry in filter(None, entries.split(os.pathsep)):
+        name, _, file = entry.partition("=")
+        fix = f"{PLUGINS_ENV} holds {entry!r}: each entry is NAME=FILE, FILE a Python module defining LANGUAGE, a Language named NAME"
+        if not name.isidentifier() or not Path(file).is_file():
+            raise UsageError(fix)
+        spec = importlib.util.spec_from_file_location(f"ol_language_{name}", file)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        lang = getattr(module, "LANGUAGE", None)
+        if not isinstance(lang, Language) or lang.name != name:
+            raise UsageError(fix)
+        found[name] = lang
+    return found
 
 
 SOURCE_ROOTS = (rust.COURSE_CRATES.parent.name,)  # the repository's folders a language's build reads (the harness version)

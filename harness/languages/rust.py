@@ -5,7 +5,8 @@ it is confined like a worker (harness.sandbox.confine, the same mode), and it bu
 configured: the judge assembles a scratch workspace of its own,
 
     ws/Cargo.toml                      the judge's: three members, a dev profile, no dependencies
-    ws/crates/tl-json, ws/crates/tl-worker    the course's pristine copies (rust/crates/ of this repo)
+    ws/crates/tl-json, ws/crates/tl-worker    the course's pristine copies (rust/crates/ of this repo), with
+                                       the pack's files there (chapter.toml `course_sources`: the op table)
     ws/crates/tl-engine/Cargo.toml     the judge's: no build script, tl-json its one dependency,
                                        `unsafe_code` forbidden
     ws/crates/tl-engine/src/**/*.rs    the only files taken from the submission
@@ -40,6 +41,7 @@ from ..sandbox.bwrap import Limits
 from ..sandbox.confine import COPY_CAP_BYTES, COPY_CAP_FILES, Mode, confine, readable_file, reap
 
 COURSE_CRATES = REPO / "rust" / "crates"  # tl-json and tl-worker: the course's, never the student's
+JUDGE_CRATES = ("tl-json", "tl-worker")  # what the judge's build takes of them, with the pack's course_sources there
 BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a loaded grading box, far more
 # rustc's peak RSS on this workspace is about 200 MB; its threads and cargo's jobs count as processes;
 # the dev profile's incremental files and the worker binary are each a few MiB.
@@ -147,15 +149,27 @@ def assemble(lang, package_dir: Path, ws: Path) -> Path:
                             "declaring `pub mod spec;` and the earlier chapters' modules (ol start writes it)")
     ws.mkdir(parents=True, exist_ok=True)
     _write_if_changed(ws / "Cargo.toml", WORKSPACE_MANIFEST)
-    for crate in ("tl-json", "tl-worker"):
-        _sync(COURSE_CRATES / crate / "src", ws / "crates" / crate / "src")
+    chapters_own = judge_sources(lang)
+    for crate in JUDGE_CRATES:
+        src_dir = Path("crates") / crate / "src"
+        keep = {Path(place).relative_to(src_dir) for place in chapters_own if Path(place).is_relative_to(src_dir)}
+        _sync(COURSE_CRATES / crate / "src", ws / src_dir, keep=keep)
         _sync_file(COURSE_CRATES / crate / "Cargo.toml", ws / "crates" / crate / "Cargo.toml")
+    for place, source in chapters_own.items():  # the pack's part of the course's crates (its op table)
+        _sync_file(source, ws / place)
     engine = ws / "crates" / "tl-engine"
     _write_if_changed(engine / "Cargo.toml", ENGINE_MANIFEST)
     _sync(src, engine / "src", only_suffix=".rs")  # only Rust sources: no data an include could read
     for rel in lang.given:  # the course's own modules (the model, the runner target): never the submission's copy
         _sync_file(lang.reference / rel, ws / rel)
     return ws / "Cargo.toml"
+
+
+def judge_sources(lang) -> dict[str, Path]:
+    """The pack's files (chapter.toml `course_sources`) that the judge's build takes: those in the course's crates it
+    builds (JUDGE_CRATES), not `cargo test`'s front end of a student's workspace."""
+    return {place: source for place, source in lang.course_sources.items()
+            if any(Path(place).is_relative_to(Path("crates") / crate) for crate in JUDGE_CRATES)}
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -172,9 +186,10 @@ def _sync_file(src: Path, dst: Path) -> None:
         os.chmod(dst, 0o644)
 
 
-def _sync(src: Path, dst: Path, only_suffix: str = "") -> None:
+def _sync(src: Path, dst: Path, only_suffix: str = "", keep: set[Path] = frozenset()) -> None:
     """Make the tree `dst` hold exactly the regular files of `src` (symlinks skipped: one could name the
-    answers), unchanged files left as they are, within the submission copy caps."""
+    answers) and those of `keep` (paths in `dst` another source writes), unchanged files left as they are,
+    within the submission copy caps."""
     wanted: set[Path] = set()
     total = 0
     for root, dirs, names in os.walk(src, followlinks=False):
@@ -189,9 +204,10 @@ def _sync(src: Path, dst: Path, only_suffix: str = "") -> None:
             rel = path.relative_to(src)
             wanted.add(rel)
             _sync_file(path, dst / rel)
+    kept = wanted | set(keep)
     if dst.exists():
         for path in sorted(dst.rglob("*"), reverse=True):
-            if path.is_file() and path.relative_to(dst) not in wanted:
+            if path.is_file() and path.relative_to(dst) not in kept:
                 path.unlink()
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
@@ -212,6 +228,8 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
         key = hashlib.sha256()
         for path in sorted((real / lang.package / "src").rglob("*.rs")):
             key.update(str(path.relative_to(real)).encode() + b"\0" + path.read_bytes() + b"\0")
+        for place, source in sorted(judge_sources(lang).items()):  # the pack's op table: an edit is another build
+            key.update(f"course:{place}".encode() + b"\0" + source.read_bytes() + b"\0")
     return _cache_root() / key.hexdigest()[:16]
 
 

@@ -99,7 +99,11 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
     for crate in ("tl-json", "tl-worker", "tl-check"):  # the course's: always the current copy
         dst = workspace / "crates" / crate
         shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(COURSE_CRATES / crate, dst, ignore=shutil.ignore_patterns("target"))
+        if (COURSE_CRATES / crate).is_dir():  # tl-check is all the pack's (cargo test's front end names the chapter)
+            shutil.copytree(COURSE_CRATES / crate, dst, ignore=shutil.ignore_patterns("target"))
+    for place, source in lang.course_sources.items():  # the pack's part of them: the op table, the front end
+        (workspace / place).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, workspace / place)
     standing_in = []
     for rel in lang.deps:
         dst, src = workspace / rel, lang.reference / rel

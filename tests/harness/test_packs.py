@@ -112,8 +112,8 @@ def make_pack(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def ol(packs: Path, cwd: Path, *args) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OL_CHAPTERS_PATH": str(packs)}
+def ol(packs: Path, cwd: Path, *args, extra_env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OL_CHAPTERS_PATH": str(packs), **(extra_env or {})}
     return subprocess.run([sys.executable, "-m", "harness.cli", *map(str, args)], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -233,3 +233,88 @@ default_workspace = "pyc"
     finally:
         impl.close()
     assert not built[0].exists(), "the build's scratch folder goes with the Impl"
+
+
+CALC = REPO / "tests" / "harness" / "toy_language" / "calc.py"  # the toy language's folder: its Language, its worker
+CALC_TABLE = '''[language.calc]
+reference = "reference_calc"
+package = "toycalc"
+student_files = ["toycalc/core.calc"]
+contract = "reference_calc/toycalc/core.calc"
+default_workspace = "calc"
+[language.calc.uploads]
+"core.calc" = "toycalc/core.calc"
+[language.calc.course_sources]   # the calc worker's op table, the pack's: op -> the argument that is x
+"calc/ops.json" = "ops.json"
+
+[[test]]'''
+
+
+def calc_pack(root: Path) -> Path:
+    """The toy pack, also graded in calc: its [language.calc] table, its calc reference and op table, and m01 ported."""
+    files = {**TOY, "calc/ops.json": json.dumps({"double": "x"}), "reference_calc/toycalc/core.calc": "2 * x\n",
+             "mutants/m01.calc.patch": """
+                 --- a/toycalc/core.calc
+                 +++ b/toycalc/core.calc
+                 @@ -1 +1 @@
+                 -2 * x
+                 +x + 2
+             """}
+    files["chapter.toml"] = textwrap.dedent(TOY["chapter.toml"]).replace("[[test]]", CALC_TABLE, 1)
+    files["mutants/manifest.toml"] = TOY["mutants/manifest.toml"] + '        calc_patch = "m01.calc.patch"\n'
+    return make_pack(root, files)
+
+
+def calc_submission(folder: Path, expression: str) -> Path:
+    (folder / "toycalc").mkdir(parents=True)
+    (folder / "toycalc" / "core.calc").write_text(expression + "\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_a_second_language_plugs_in_with_one_entry_and_is_graded_by_ol(tmp_path):
+    """A toy language kept outside the engine (tests/harness/toy_language: a build step that compiles an expression,
+    a worker that speaks spec/protocol.md) is registered by one entry, OL_LANGUAGES=calc=FILE, and `ol check` and
+    `ol mutants` grade it through the real path: layout, build, confined worker, the pack's tests, the verdict."""
+    assert not [p for p in (REPO / "harness").rglob("*.py") if "calc" in p.read_text()], "the engine knows nothing of calc"
+    packs = calc_pack(tmp_path / "packs")
+    entry = {"OL_LANGUAGES": f"calc={CALC}"}
+
+    def calc_ol(*args, env=entry):
+        return ol(packs, tmp_path, *args, extra_env=env)
+
+    r = calc_ol("check", "T0.1", "--lang", "calc", "--submission", "reference", env={"OL_LANGUAGES": ""})
+    assert r.returncode == 2 and "ol does not grade 'calc'" in r.stderr, r.stdout + r.stderr  # no entry: not a language
+    r = calc_ol("check", "T0.1", "--lang", "calc", "--submission", "reference", "--json", "ref.json")
+    assert r.returncode == 0 and "2 of 2 passed" in r.stdout, r.stdout + r.stderr
+    assert json.loads((tmp_path / "ref.json").read_text())["summary"]["passed"] == 2
+    calc_submission(tmp_path / "square", "x * x")  # 2*2 == 4, but 3*3 != 6
+    r = calc_ol("check", "T0.1", "--submission", "square")  # its layout says calc: no --lang needed
+    assert r.returncode == 1 and "1 of 2 passed" in r.stdout and "golden cases differ" in r.stdout, r.stdout + r.stderr
+    calc_submission(tmp_path / "typo", "2 * y")
+    r = calc_ol("check", "T0.1", "--submission", "typo")
+    assert r.returncode == 1 and "0 of 2 passed" in r.stdout, r.stdout + r.stderr
+    assert "core.calc did not compile: column 5: unexpected 'y'" in r.stdout, r.stdout  # the build's error, on every test
+    (tmp_path / "core.calc").write_text("x + x\n")
+    r = calc_ol("check", "T0.1", "--submission", "core.calc")  # a bare upload, placed by the pack's table
+    assert r.returncode == 0 and "2 of 2 passed" in r.stdout, r.stdout + r.stderr
+    r = calc_ol("mutants", "T0.1", "--lang", "calc")
+    assert r.returncode == 0 and "1 of 1 mutants caught" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("line, says", [
+    ('"calc/nothing.json" = "ops.json"', "'calc/nothing.json', which is not a file of the pack"),
+    ('"calc/ops.json" = "../ops.json"', "a place must be a relative path inside the workspace"),
+    ('"calc/ops.json" = "toycalc/ops.json"', "outside the submission's toycalc"),  # the student's own package
+])
+def test_the_registry_refuses_a_course_source_that_is_missing_or_misplaced(tmp_path, monkeypatch, line, says):
+    from harness.errors import RegistryError
+    from harness.registry import load_chapter
+
+    packs = calc_pack(tmp_path / "packs")
+    toml = packs / "toy" / "chapter.toml"
+    toml.write_text(toml.read_text().replace('"calc/ops.json" = "ops.json"', line))
+    monkeypatch.setenv("OL_CHAPTERS_PATH", str(packs))
+    with pytest.raises(RegistryError, match="malformed chapter table") as e:
+        load_chapter("T0.1")
+    assert says in str(e.value)

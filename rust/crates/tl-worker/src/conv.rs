@@ -7,11 +7,6 @@
 //! calling the engine (spec/rust.md section 3); the converters below return the reason as a
 //! `String`, and each op says which error it becomes.
 
-use tl_engine::kv::KvError;
-use tl_engine::model::ModelError;
-use tl_engine::runner_target::RunnerError;
-use tl_engine::sampling::SamplingError;
-use tl_engine::spec::SpecError;
 use tl_json::{f64_json, Json};
 
 /// One failed request, as the error object of an answer.
@@ -47,42 +42,6 @@ impl Failure {
             ("traceback".into(), Json::Str(self.traceback.clone())),
             ("frames".into(), Json::Arr(self.frames.clone())),
         ])
-    }
-}
-
-impl From<SpecError> for Failure {
-    fn from(e: SpecError) -> Failure {
-        Failure::spec(e.0)
-    }
-}
-
-impl From<SamplingError> for Failure {
-    fn from(e: SamplingError) -> Failure {
-        Failure::new("SamplingError", e.0)
-    }
-}
-
-impl From<KvError> for Failure {
-    fn from(e: KvError) -> Failure {
-        Failure::new("KvError", e.0)
-    }
-}
-
-impl From<ModelError> for Failure {
-    fn from(e: ModelError) -> Failure {
-        Failure::new("ModelError", e.0)
-    }
-}
-
-/// A runner target's failure under its own name: the runner's ModelError and the pool's KvError with
-/// `spec_error` false, the target's own refusal as a SpecError.
-impl From<RunnerError> for Failure {
-    fn from(e: RunnerError) -> Failure {
-        match e {
-            RunnerError::Model(e) => e.into(),
-            RunnerError::Kv(e) => e.into(),
-            RunnerError::Spec(e) => e.into(),
-        }
     }
 }
 

@@ -8,6 +8,10 @@
 //! an error, a refusal or a panic of the engine is an error answer, and the worker goes on. It exits
 //! 0 when the in descriptor ends (the judge went away), and 1 on a line it cannot answer (not a JSON
 //! object: there is no id to answer).
+//!
+//! The op table, `ops.rs`, is the chapter's: its pack supplies it (chapter.toml's `course_sources`, e.g.
+//! `rust/worker/ops.rs` in its folder) and every workspace ol assembles has it at `src/ops.rs`. It gives
+//! `ops::State` (Default), `ops::dispatch(op, args, state, wire)` and `ops::unknown_op(op)`.
 
 mod conv;
 mod ops;
@@ -205,14 +209,5 @@ mod tests {
         assert_eq!(py_repr("it's"), "\"it's\"");
         assert_eq!(py_repr("a'b\"c"), "'a\\'b\"c'");
         assert_eq!(py_repr("a\nb\\"), "'a\\nb\\\\'");
-    }
-
-    #[test]
-    fn unknown_op_message_is_pythons() {
-        let f = ops::unknown_op(&Json::Str("nope".into()));
-        assert_eq!(f.ty, "KeyError");
-        assert_eq!(f.message, "\"unknown operation 'nope'; the protocol has ['blocks_for', 'dense_distribution', 'generate', \
-'ngram_draft', 'pool_call', 'pool_new', 'pool_write', 'prompt_lookup', 'propose', 'residual', 'rng_u32s', 'rollback', 'runner_target_call', \
-'runner_target_new', 'sample_dense', 'spec_config_parse', 'speculative_step', 'verify_draft', 'verify_first_tokens']\"");
     }
 }

@@ -1,14 +1,12 @@
 //! The two descriptors: one JSON object per line in each direction (spec/protocol.md sections 2 and 3),
-//! the callbacks into the judge, and the judge's target as a `Target`.
+//! and the callbacks into the judge.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 
-use tl_engine::spec::{SpecError, Target};
 use tl_json::{parse, Json};
 
-use crate::conv::{self, obj, uint};
+use crate::conv::obj;
 
 pub struct Wire {
     input: BufReader<File>,
@@ -78,52 +76,4 @@ impl Wire {
 pub fn die(why: &str) -> ! {
     eprintln!("tl-worker: {why}");
     std::process::exit(1)
-}
-
-/// The judge's target (section 11): `cached`, `extend` and `truncate` are callbacks. A refused
-/// callback is `Err(SpecError(the judge's message))`, and the wire records it. `cached` is asked of
-/// the judge once and then counted here from the calls the judge accepted (an extend of n ids adds n,
-/// a truncate sets the length): what the judge's target holds, without a round trip a round; a
-/// refused extend or truncate makes it ask again.
-pub struct JudgeTarget<'a> {
-    pub wire: &'a RefCell<Wire>,
-    cached: Option<usize>,
-}
-
-impl<'a> JudgeTarget<'a> {
-    pub fn new(wire: &'a RefCell<Wire>) -> Self {
-        JudgeTarget { wire, cached: None }
-    }
-
-    fn call(&mut self, method: &str, args: Json) -> Result<Json, SpecError> {
-        let out = self.wire.borrow_mut().call(method, args).map_err(SpecError);
-        if out.is_err() {
-            self.cached = None;
-        }
-        out
-    }
-}
-
-impl Target for JudgeTarget<'_> {
-    fn cached(&mut self) -> Result<usize, SpecError> {
-        if let Some(n) = self.cached {
-            return Ok(n);
-        }
-        let v = self.call("target.cached", obj(vec![]))?;
-        let n = conv::to_usize(&v, "the judge's target.cached answer").map_err(SpecError)?;
-        self.cached = Some(n);
-        Ok(n)
-    }
-
-    fn extend(&mut self, ids: &[u32]) -> Result<Vec<Vec<f32>>, SpecError> {
-        let v = self.call("target.extend", obj(vec![("ids", conv::ids(ids))]))?;
-        self.cached = self.cached.map(|n| n + ids.len());
-        conv::to_f32_rows(&v, "the judge's target.extend answer").map_err(SpecError)
-    }
-
-    fn truncate(&mut self, len: usize) -> Result<(), SpecError> {
-        self.call("target.truncate", obj(vec![("length", uint(len))]))?;
-        self.cached = Some(len);
-        Ok(())
-    }
 }

@@ -1,5 +1,12 @@
 //! Chapter L10.8's 18 operations (spec/protocol.md part 2), as `chapters/L10_8/ops.py` runs them:
 //! the same fields read in the same order, the same calls, the answers of its `ANSWERS` shapes.
+//!
+//! The chapter's part of the course's worker crate (rust/crates/tl-worker: the protocol loop, the wire and the
+//! conversions): chapter.toml's `course_sources` puts this file at tl-worker's `src/ops.rs` in every workspace ol
+//! assembles (the judge's build, `ol start`'s workspace). What `main.rs` needs of it: `State` (Default),
+//! `dispatch(op, args, state, wire)` and `unknown_op(op)`.
+
+mod engine;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,7 +22,9 @@ use tl_engine::spec::{self, Draft, Generated, SpecConfig, Target};
 use tl_json::{f64_json, Json};
 
 use crate::conv::*;
-use crate::wire::{JudgeTarget, Wire};
+use crate::wire::Wire;
+
+use self::engine::JudgeTarget;
 
 /// The protocol's op table, sorted (the unknown op's message lists it).
 pub const OPS: [&str; 19] = [
@@ -566,4 +575,18 @@ fn runner_target_call(a: &Json, st: &mut State) -> Res<Json> {
         }
         _ => return Err(Failure::new("ValueError", format!("runner target method {} is not in the protocol", show(method)))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_op_message_is_pythons() {
+        let f = unknown_op(&Json::Str("nope".into()));
+        assert_eq!(f.ty, "KeyError");
+        assert_eq!(f.message, "\"unknown operation 'nope'; the protocol has ['blocks_for', 'dense_distribution', 'generate', \
+'ngram_draft', 'pool_call', 'pool_new', 'pool_write', 'prompt_lookup', 'propose', 'residual', 'rng_u32s', 'rollback', 'runner_target_call', \
+'runner_target_new', 'sample_dense', 'spec_config_parse', 'speculative_step', 'verify_draft', 'verify_first_tokens']\"");
+    }
 }
