@@ -26,10 +26,10 @@ import threading
 import tomllib
 
 from .errors import RegistryError, UnknownChapter, UsageError
+from .mutant_manifest import DEFAULT_SET, MutantSpec, RuleMutantSpec, read_mutants, read_rule_mutants, unique_names  # noqa: F401  (re-exported)
 from .paths import CHAPTERS_DIR
 from .testfiles import PARSE_ATTEMPTS, PARSE_LOCK, ParsedTests, parse, parsed_tests, test_functions  # noqa: F401  (re-exported)
 
-DEFAULT_SET = "default"  # the mutant set of chapter.toml's `mutants` key: the named pitfalls
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
 PACKAGE = "chapters"  # the Python package every pack is imported under
@@ -47,32 +47,6 @@ class TestSpec:
     why: str
     points: float = 1.0
     timeout_s: float = DEFAULT_TIMEOUT_S
-
-
-@dataclass(frozen=True)
-class MutantSpec:
-    id: str
-    pitfall: str
-    symptom: str
-    must_fail: str
-    patch: Path  # the patch of the chapter's mutant language (Chapter.mutant_language)
-    patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
-
-
-@dataclass(frozen=True)
-class RuleMutantSpec:
-    """A mutant of a further set (chapter.toml's `mutant_sets`): the reference with one rule of the contract
-    broken. It is killed when any test fails; `expected_by` names the tests whose `checks` text names the rule."""
-
-    id: str
-    rule: str  # the rule it breaks, worded as the contract states it
-    misconception: str  # what the student believed
-    expected_by: tuple[str, ...]  # the tests meant to catch it (each a test of the chapter)
-    patch: Path | None  # the mutant language's patch (Chapter.mutant_language); None: ported to other languages only
-    differs_on: str = ""  # an input on which its answer differs from the reference's (it is not equivalent)
-    patches: dict[str, Path] = field(default_factory=dict)  # another language -> its port's patch (`<lang>_patch`)
-    # a language -> why the mistake cannot be made there (`<lang>_none = "..."`): left out of that language's count
-    not_applicable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -229,14 +203,6 @@ def defaults() -> dict[str, tuple[str, dict[str, str]]]:
     return found
 
 
-def _unique(names, what: str, where: Path) -> None:
-    seen = set()
-    for n in names:
-        if n in seen:
-            raise RegistryError(f"{where}: the {what} {n!r} is listed twice; names must be unique")
-        seen.add(n)
-
-
 def check_agreement(tests: tuple[TestSpec, ...], tests_files: tuple[Path, ...], toml: Path) -> None:
     rows = [t.name for t in tests]
     where = {}  # test name -> the file defining it
@@ -255,65 +221,8 @@ def check_agreement(tests: tuple[TestSpec, ...], tests_files: tuple[Path, ...], 
                             ". Add the missing [[test]] row or function (or remove the stray one).")
 
 
-def _mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str) -> tuple[MutantSpec, ...]:
-    if not manifest.is_file():
-        return ()
-    try:
-        m = tomllib.loads(manifest.read_text())
-        mutants = tuple(MutantSpec(id=x["id"], pitfall=x["pitfall"], symptom=x["symptom"], must_fail=x["must_fail"],
-                                   patch=manifest.parent / x.get("patch", f"{x['id']}.patch"),
-                                   patches={k.removesuffix("_patch"): manifest.parent / v for k, v in x.items()
-                                            if k.endswith("_patch")}) for x in m.get("mutant", []))
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
-        raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
-    _unique([x.id for x in mutants], "mutant", manifest)
-    names = {t.name for t in tests}
-    for x in mutants:
-        if x.must_fail not in names:
-            raise RegistryError(f"{manifest}: mutant {x.id} must fail {x.must_fail!r}, which is not a test of {chapter}")
-    return mutants
-
-
-def _rule_mutants(manifest: Path, tests: tuple[TestSpec, ...], chapter: str, plain: str) -> tuple[RuleMutantSpec, ...]:
-    """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list of
-    tests), optional patch (default <id>.patch), differs_on, <lang>_patch and <lang>_none (why the mistake cannot be
-    made in that language: the row is left out of its count). A row with a <lang>_patch but neither
-    patch nor <id>.patch has no port in `plain`, the chapter's mutant language. A missing manifest is an empty
-    set, as for the default set (a copy of the pack without its mutants still grades); `ol mutants` says so."""
-    if not manifest.is_file():
-        return ()
-    try:
-        rows = tomllib.loads(manifest.read_text()).get("mutant", [])
-        mutants = []
-        for x in rows:
-            expected = x["expected_by"]
-            expected = (expected,) if isinstance(expected, str) else tuple(expected)
-            if not expected or not all(isinstance(t, str) for t in expected):
-                raise TypeError(f"mutant {x['id']}: expected_by must name at least one test")
-            for key in ("id", "rule", "misconception", "differs_on"):
-                if not isinstance(x.get(key, ""), str):
-                    raise TypeError(f"mutant {x.get('id')}: {key} must be a string")
-            ports = {k.removesuffix("_patch"): manifest.parent / v for k, v in x.items() if k.endswith("_patch")}
-            default = manifest.parent / f"{x['id']}.patch"  # only <lang>_patch and no <id>.patch: no port in `plain`
-            patch = (manifest.parent / x["patch"] if "patch" in x else None if f"{plain}_none" in x
-                     else default if default.is_file() or not ports else None)
-            mutants.append(RuleMutantSpec(id=x["id"], rule=x["rule"], misconception=x["misconception"], expected_by=expected,
-                                          patch=patch, differs_on=x.get("differs_on", ""), patches=ports,
-                                          not_applicable={k.removesuffix("_none"): str(v) for k, v in x.items()
-                                                          if k.endswith("_none")}))
-    except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
-        raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
-    _unique([x.id for x in mutants], "mutant", manifest)
-    names = {t.name for t in tests}
-    for x in mutants:
-        unknown = [t for t in x.expected_by if t not in names]
-        if unknown:
-            raise RegistryError(f"{manifest}: mutant {x.id} is expected_by {unknown}, which are not tests of {chapter}")
-    return tuple(mutants)
-
-
 def _mutant_sets(ch: Chapter, declared: dict, tests: tuple[TestSpec, ...]) -> dict[str, tuple[RuleMutantSpec, ...]]:
-    sets = {name: _rule_mutants(path, tests, ch.chapter, ch.mutant_language) for name, path in declared.items()}
+    sets = {name: read_rule_mutants(path, tests, ch.chapter, ch.mutant_language) for name, path in declared.items()}
     seen = {m.id: DEFAULT_SET for m in ch.mutants}
     for name, mutants in sets.items():
         for m in mutants:
@@ -401,11 +310,11 @@ def load_chapter(chapter: str) -> Chapter:
             raise ValueError(f"worker_sees lists files that do not exist: {missing}")
     except (tomllib.TOMLDecodeError, KeyError, TypeError, ValueError) as e:
         raise RegistryError(f"{toml}: malformed chapter table ({type(e).__name__}: {e})") from e
-    _unique([t.name for t in tests], "test", toml)
+    unique_names([t.name for t in tests], "test", toml)
     for t in tests:
         if t.kind not in KINDS:
             raise RegistryError(f"{toml}: test {t.name} has kind {t.kind!r}; allowed {sorted(KINDS)}")
     check_agreement(tests, ch.tests_files, toml)
     make_importable()
-    ch = replace(ch, mutants=_mutants(ch.mutants_manifest, tests, chapter))
+    ch = replace(ch, mutants=read_mutants(ch.mutants_manifest, tests, chapter))
     return replace(ch, mutant_sets=_mutant_sets(ch, ch.mutant_set_manifests, tests))

@@ -12,7 +12,7 @@ from pathlib import Path
 from ..errors import BadSubmission
 from ..paths import REPO
 from ..registry import Chapter
-from .rust import COURSE_CRATES, ENGINE_MANIFEST
+from .rust_workspace import COURSE_CRATES, ENGINE_MANIFEST
 
 HEADER = "# Written by `ol start {chapter}` from {contract}. Replace each NotImplementedError with your code.\n"
 
@@ -71,7 +71,7 @@ members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker", "crates/tl-
 default-members = ["crates/tl-engine", "crates/tl-check"]
 resolver = "2"
 """
-# The student's copy of the engine's manifest: the judge's (harness.languages.rust.ENGINE_MANIFEST, which the grading build
+# The student's copy of the engine's manifest: the judge's (harness.languages.rust_workspace.ENGINE_MANIFEST, which the grading build
 # writes itself), with the library's tests left to the front end (it runs your own #[test]s when you have some).
 STUDENT_LIB = ('[lib]\npath = "src/lib.rs"\ntest = false      # `cargo test` runs the judge, then your own #[test]s '
                '(crates/tl-check)\ndoctest = false\n')
