@@ -15,7 +15,8 @@ import click
 from rich.text import Text
 
 from ..errors import SandboxError, UsageError
-from ..grading.grade import check_outputs, grade as run_grade, submissions_in
+from ..grading.grade import check_outputs, grade as run_grade
+from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
 from ..grading.roster import match, read_roster
 from ..registry import load_chapter

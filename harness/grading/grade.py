@@ -27,7 +27,7 @@ from pathlib import Path
 import tempfile
 import time
 
-from ..errors import BadSubmission, UsageError
+from ..errors import UsageError
 from ..registry import Chapter
 from ..report import Report
 from ..sandbox.confine import descendants, kill_all
@@ -41,22 +41,6 @@ from .task import Task
 from .version import version_of
 
 STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
-
-
-def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
-    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
-    harness.subjects.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
-    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
-    its entries are not: an entry that is a link is rejected when it is packed (harness.grading.parcel)."""
-    if not submissions_dir.is_dir():
-        raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
-    uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
-    base = submissions_dir.resolve()
-    subs = [base / p.name for p in sorted(submissions_dir.iterdir()) if not p.name.startswith(".")
-            and (p.is_dir() or p.suffix == ".zip" or p.name in uploads)]
-    if not subs:
-        raise BadSubmission(f"{submissions_dir} holds no submissions")
-    return subs
 
 
 def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
@@ -88,7 +72,7 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
     outputs record until a report says (this machine's, for the local default). `roster`: the class's roster matched
     to its entries (harness.grading.roster.match), written into the CSV and summary.json. Returns the ledger's result."""
     events = events or Events()
-    subs = submissions_in(chapter, submissions_dir)
+    subs = upload.submissions_in(chapter, submissions_dir)
     check_outputs(out_csv, results_dir)
     version = version_of(chapter)
     ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox, roster)

@@ -38,7 +38,7 @@ from ..errors import OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..sandbox.bwrap import Limits
 from ..sandbox.confine import Mode, confine, readable_file, reap
-from .rust_workspace import COURSE_CRATES, assemble, judge_sources  # noqa: F401  (COURSE_CRATES: re-exported)
+from .rust_workspace import COURSE_CRATES, TEMPLATE_ENV, assemble, judge_sources  # noqa: F401  (COURSE_CRATES, TEMPLATE_ENV: re-exported)
 
 BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a loaded grading box, far more
 # rustc's peak RSS on this workspace is about 200 MB; its threads and cargo's jobs count as processes;
@@ -157,7 +157,6 @@ def frame(f: dict) -> str:
     return f"\n  --> {f.get('file')}:{f.get('line')}" + (f"\n   | {f.get('source')}" if f.get("source") else "")
 
 
-TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
 # bwrap: where every build runs inside its sandbox. One path for all, so that the output of one build (the
 # grading run's template) is up to date for another: cargo's fingerprints hold the paths they were made at.
 FIXED_WS, FIXED_TARGET = "/ol/ws", "/ol/target"

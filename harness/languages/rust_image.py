@@ -11,7 +11,7 @@
 The commands the steps run are harness.languages.rust_setup's (not imported here: `python -m` runs it).
 """
 
-from .rust import TEMPLATE_ENV
+from .rust_workspace import TEMPLATE_ENV
 
 TEMPLATE_DIR = ".ol-rust-template"  # in source/, made by setup.sh (bwrap): the Rust reference's build
 

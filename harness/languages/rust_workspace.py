@@ -12,8 +12,11 @@ from ..errors import BadSubmission
 from ..paths import REPO
 from ..sandbox.confine import COPY_CAP_BYTES, COPY_CAP_FILES
 
+TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
+
 COURSE_CRATES = REPO / "rust" / "crates"  # tl-json and tl-worker: the course's, never the student's
 JUDGE_CRATES = ("tl-json", "tl-worker")  # what the judge's build takes of them, with the pack's course_sources there
+
 WORKSPACE_MANIFEST = """\
 # Written by the judge (ol): the grading build of one submission.
 [workspace]

@@ -28,7 +28,7 @@ import numpy as np
 from copydetect import CodeFingerprint, compare_files
 
 from ..errors import BadSubmission
-from ..grading.grade import submissions_in
+from ..subjects.upload import submissions_in
 from ..languages.stub import make_stub
 from ..subjects.layout import detect
 

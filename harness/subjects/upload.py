@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import BadSubmission
+from ..registry import Chapter
 from ..render.literal import visible
 
 ENTRY_CAP = 4000  # files and folders an upload may hold (harness.sandbox.confine.COPY_CAP_FILES: as many as a worker's copy)
@@ -176,3 +177,19 @@ def check(root: Path) -> None:
     """Refuse (BadSubmission) an upload `walk` refuses; return when it may be read."""
     for _ in walk(root):
         pass
+
+
+def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
+    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
+    harness.subjects.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
+    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
+    its entries are not: an entry that is a link is rejected when it is packed (harness.grading.parcel)."""
+    if not submissions_dir.is_dir():
+        raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
+    uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
+    base = submissions_dir.resolve()
+    subs = [base / p.name for p in sorted(submissions_dir.iterdir()) if not p.name.startswith(".")
+            and (p.is_dir() or p.suffix == ".zip" or p.name in uploads)]
+    if not subs:
+        raise BadSubmission(f"{submissions_dir} holds no submissions")
+    return subs
