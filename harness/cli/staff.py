@@ -117,17 +117,17 @@ def mutmut(chapter, json_path, jobs) -> None:
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("mutmut", total=None)
         result = run_mutmut(ch.chapter, on_progress=lambda line: progress.update(task, description=line[:80]), max_children=jobs)
-    new = [s for s in result["survived"] if s["disposition"] == "new"]
-    out.print(f"mutmut on {ch.chapter}: {result['total']} mutants, {result['killed']} killed, {result['timed_out']} timed out, "
-              f"{result['equivalent']} judged equivalent, {len(new)} new survivors; "
-              f"score {result['score']:.3f} of non-equivalent mutants killed; {time.perf_counter() - start:.0f}s")
-    for d in result.get("deselected", []):
+    new = result.new
+    out.print(f"mutmut on {ch.chapter}: {result.total} mutants, {result.killed} killed, {result.timed_out} timed out, "
+              f"{result.equivalent} judged equivalent, {len(new)} new survivors; "
+              f"score {result.score:.3f} of non-equivalent mutants killed; {time.perf_counter() - start:.0f}s")
+    for d in result.deselected:
         out.print(f"[yellow]deselected (fails on the reference):[/] {d['nodeid']}", markup=True)
     for s in new:
-        out.print(f"\n[bold red]survivor[/] {s['name']} ({s['status']})", markup=True)
-        out.print(s["diff"], markup=False)
+        out.print(f"\n[bold red]survivor[/] {s.name} ({s.status})", markup=True)
+        out.print(s.diff, markup=False)
     if json_path:
-        write_json(json_path, result)
+        write_json(json_path, result.to_json())
     raise Exit(1 if new else 0)
 
 

@@ -31,6 +31,7 @@ import tempfile
 import time
 import tomllib
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -221,15 +222,60 @@ def _diffs(scratch: Path, names: list[tuple[str, str]]) -> dict[str, str]:
     return json.loads(r.stdout)
 
 
-def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,
-               keep_scratch: bool = False) -> dict:
-    """Run mutmut over the chapter's reference files against the chapter's tests; see the module doc.
+@dataclass(frozen=True)
+class Survivor:
+    """A mutant no test failed: mutmut's name, "survived" or "no tests", its diff, and whether the pack's
+    mutmut_equivalent.toml judged it equivalent (disposition "equivalent", with the reason) or it is "new"."""
+    name: str
+    status: str
+    diff: str
+    disposition: str
+    reason: str
 
-    Returns {chapter, score, total, killed, timed_out, equivalent, no_tests, survived: [{name, status, diff,
-    disposition ("equivalent" | "new"), reason}], other: [{name, status}], stale_equivalent: [names],
-    deselected: [{nodeid, message}], duration_s, command, scratch (only with keep_scratch)}.
-    score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests stopped.
-    """
+    def to_json(self) -> dict:
+        return {"name": self.name, "status": self.status, "diff": self.diff, "disposition": self.disposition,
+                "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class MutmutResult:
+    """One `ol mutmut` run. score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests
+    stopped. `other`: mutants mutmut ended otherwise ({name, status}); `deselected`: the tests left out because
+    they fail on the reference ({nodeid, message}); `scratch`: the kept scratch copy (keep_scratch) or None."""
+    chapter: str
+    score: float
+    total: int
+    killed: int
+    timed_out: int
+    equivalent: int
+    no_tests: int
+    survived: tuple[Survivor, ...]
+    other: tuple[dict, ...]
+    stale_equivalent: tuple[str, ...]
+    deselected: tuple[dict, ...]
+    duration_s: float
+    command: str
+    scratch: str | None = None
+
+    @property
+    def new(self) -> list[Survivor]:
+        """The survivors nobody judged equivalent: what the tests miss."""
+        return [s for s in self.survived if s.disposition == "new"]
+
+    def to_json(self) -> dict:
+        out = {"chapter": self.chapter, "score": self.score, "total": self.total, "killed": self.killed,
+               "timed_out": self.timed_out, "equivalent": self.equivalent, "no_tests": self.no_tests,
+               "survived": [x.to_json() for x in self.survived], "other": list(self.other),
+               "stale_equivalent": list(self.stale_equivalent), "deselected": list(self.deselected),
+               "duration_s": self.duration_s, "command": self.command}
+        if self.scratch is not None:
+            out["scratch"] = self.scratch
+        return out
+
+
+def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,
+               keep_scratch: bool = False) -> MutmutResult:
+    """Run mutmut over the chapter's reference files against the chapter's tests; see the module doc."""
     ch = load_chapter(chapter)
     own = in_process().name  # mutmut mutates code of ol's own language, run in its process
     mutate = ch.language(own).mutmut
@@ -262,30 +308,19 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
             d = diffs.get(n, "")
             entry = known.get(n)
             eq = entry is not None and entry["diff"] == diff_summary(d)
-            survived.append({"name": n, "status": "survived" if c == 0 else "no tests", "diff": d,
-                             "disposition": "equivalent" if eq else "new", "reason": entry["reason"] if eq else ""})
-        equivalent = sum(1 for s in survived if s["disposition"] == "equivalent")
-        stale = sorted(n for n in known if n not in {s["name"] for s in survived if s["disposition"] == "equivalent"})
+            survived.append(Survivor(n, "survived" if c == 0 else "no tests", d, "equivalent" if eq else "new",
+                                     entry["reason"] if eq else ""))
+        equivalent = sum(1 for x in survived if x.disposition == "equivalent")
+        stale = sorted(n for n in known if n not in {x.name for x in survived if x.disposition == "equivalent"})
         total = len(results)
         denom = total - equivalent
-        out = {
-            "chapter": chapter,
-            "score": (killed + timed_out) / denom if denom else 1.0,
-            "total": total,
-            "killed": killed,
-            "timed_out": timed_out,
-            "equivalent": equivalent,
-            "no_tests": sum(1 for s in survived if s["status"] == "no tests"),
-            "survived": survived,
-            "other": other,
-            "stale_equivalent": stale,
-            "deselected": deselected,
-            "duration_s": round(time.monotonic() - start, 1),
-            "command": " ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})",
-        }
-        if keep_scratch:
-            out["scratch"] = str(scratch)
-        return out
+        return MutmutResult(
+            chapter=chapter, score=(killed + timed_out) / denom if denom else 1.0, total=total, killed=killed,
+            timed_out=timed_out, equivalent=equivalent, no_tests=sum(1 for x in survived if x.status == "no tests"),
+            survived=tuple(survived), other=tuple(other), stale_equivalent=tuple(stale), deselected=tuple(deselected),
+            duration_s=round(time.monotonic() - start, 1),
+            command=" ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})",
+            scratch=str(scratch) if keep_scratch else None)
     finally:
         if not keep_scratch:
             shutil.rmtree(scratch, ignore_errors=True)
