@@ -20,6 +20,8 @@ from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
 
+WORKERS_PER_CORE = 3  # `ol selftest`'s default pytest-xdist workers per core (see selftest)
+
 
 @click.command()
 @click.argument("chapter")
@@ -162,9 +164,10 @@ def selftest(ctx) -> None:
     # The suite's tests run side by side, their judges sharing the cores: none polls (harness.protocol.wire.SPIN_S)
     os.environ.setdefault("OL_SPIN_S", "0")
     wire.reread_spin()
-    # Two workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
+    # Three workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
     # so the long tests balance): the suite mostly waits (deadlines it proves, sandboxes starting, hostile samples
-    # sleeping; measured: 480 CPU-seconds in 2058 test-seconds), so a core runs one test while another waits.
+    # sleeping; measured: 480 CPU-seconds in 2058 test-seconds; with two a core the cores were busy 122 % of 200 %),
+    # so a core runs one test while others wait.
     # A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
     # groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its groups are ignored.)
     def chooses_workers(i: int, a: str) -> bool:
@@ -173,7 +176,7 @@ def selftest(ctx) -> None:
 
     own = any(chooses_workers(i, a) for i, a in enumerate(args))
     if not own and importlib.util.find_spec("xdist") is not None:
-        args = ["-n", str(2 * max(1, len(os.sched_getaffinity(0)))), "--dist", "worksteal", *args]
+        args = ["-n", str(WORKERS_PER_CORE * max(1, len(os.sched_getaffinity(0)))), "--dist", "worksteal", *args]
     # What to run: the caller's own test paths or node ids when it names any (`ol selftest tests/x.py::test_y`
     # runs that alone, as pytest would), else the whole suite from wherever ol is called.
     named = any(not a.startswith("-") and Path(a.split("::")[0]).exists() for a in args)
