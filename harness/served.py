@@ -103,6 +103,15 @@ def paths(k: str, folder: Path | None = None) -> tuple[Path, Path, Path]:
     return d / f"{k}.sock", d / f"{k}.lock", d / f"{k}.log"
 
 
+def short(path: Path) -> tuple[str, int | None]:
+    """A path to `path` an AF_UNIX address can hold (108 bytes): itself, or through a descriptor of its folder
+    (/proc/self/fd/N/NAME); (the path, the descriptor to close after its use, or None)."""
+    if len(os.fsencode(str(path))) < 100:
+        return str(path), None
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    return f"/proc/self/fd/{fd}/{path.name}", fd
+
+
 def _report(text: str) -> None:
     """OL_SERVER_REPORT=F: who ran the check, for ol's own tests (a line appended to F)."""
     where = os.environ.get("OL_SERVER_REPORT")
@@ -115,13 +124,17 @@ def served(argv: list[str], k: str) -> int | None:
     """Run `ol ARGV` through the server of key k: its exit code (-N: killed by signal N); None when there is no
     server to run it (nothing was written: the caller runs the check itself)."""
     sock_path, _, _ = paths(k)
+    conn, fd = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), None
     try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address, fd = short(sock_path)
         conn.settimeout(5)
-        conn.connect(str(sock_path))
+        conn.connect(address)
     except OSError:
         conn.close()
         return None
+    finally:
+        if fd is not None:
+            os.close(fd)
     with conn:
         fds, opened = [], []
         for fd in (0, 1, 2):  # a closed descriptor of ours is /dev/null to the check, as it would read it here

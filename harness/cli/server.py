@@ -39,7 +39,7 @@ from ..check.runner import UNUSED_PLUGINS
 from ..registry import load_chapter, make_importable, parsed_tests
 
 IDLE_S = 600.0
-POLL_S = 5.0  # how often an idle server looks at its socket
+POLL_S = 5.0  # how often an idle server looks at its socket (OL_SERVER_POLL_S)
 MAIN = "harness.cli:main"
 
 
@@ -224,10 +224,16 @@ def serve(folder: Path, key: str, chapter: str, environ: dict) -> int:
         print(f"ol judge server {os.getpid()}: not serving, a file changed while it started", file=sys.stderr)
         return 0  # a file changed while it imported: its imports may be newer than the key
     idle_s = float(os.environ.get("OL_SERVER_IDLE_S") or IDLE_S)
+    poll_s = min(idle_s, float(os.environ.get("OL_SERVER_POLL_S") or POLL_S))
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     staging = sock_path.with_name(f".{key}.{os.getpid()}.sock")
     staging.unlink(missing_ok=True)
-    listener.bind(str(staging))
+    address, fd = served.short(staging)
+    try:
+        listener.bind(address)
+    finally:
+        if fd is not None:
+            os.close(fd)
     listener.listen(64)
     os.replace(staging, sock_path)  # the socket appears ready: a client never connects to a half-started server
     ino = sock_path.stat().st_ino
@@ -236,7 +242,7 @@ def serve(folder: Path, key: str, chapter: str, environ: dict) -> int:
     sel.register(listener, selectors.EVENT_READ)
     last = time.monotonic()
     while True:
-        if not sel.select(POLL_S):
+        if not sel.select(poll_s):
             if time.monotonic() - last > idle_s or not _same_socket(sock_path, ino):
                 break
             continue
