@@ -18,7 +18,7 @@ enters ($XDG_CACHE_HOME, else ~/.cache); a server also exits when its socket is 
 
 No server (none yet, a dead or stale socket, a server that ends before its fork starts): the check runs in this
 process, and then a server is started in the background for the next one. OL_SERVER=0 (or `ol check
---no-server`) turns it off. `python -m harness.cli` never uses it: `./ol` runs `python -m harness`.
+--no-server`) turns it off. `python -m harness.cli` never uses it: `./ol` runs `python -m harness` (harness/__main__.py).
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def short(path: Path) -> tuple[str, int | None]:
     return f"/proc/self/fd/{fd}/{path.name}", fd
 
 
-def _report(text: str) -> None:
+def report(text: str) -> None:
     """OL_SERVER_REPORT=F: who ran the check, for ol's own tests (a line appended to F)."""
     where = os.environ.get("OL_SERVER_REPORT")
     if where:
@@ -181,7 +181,7 @@ def _await(conn: socket.socket, k: str) -> int | None:
                 word, _, value = line.decode().partition(" ")
                 if word == "pid":
                     pid = int(value)
-                    _report(f"served {k} pid {pid}")
+                    report(f"served {k} pid {pid}")
                 elif word in ("exit", "signal"):
                     return int(value) if word == "exit" else -int(value)
     finally:
@@ -211,25 +211,3 @@ def start(argv: list[str], k: str, environ: dict) -> None:
     with open(log_path, "ab") as log:
         subprocess.Popen([sys.executable, "-c", SERVER, str(d), k, chapter], stdin=subprocess.DEVNULL,
                          stdout=log, stderr=log, cwd="/", start_new_session=True, close_fds=True, env=environ)
-
-
-def main() -> None:
-    """`python -m harness`: `ol`, a check through its server when one is up."""
-    argv = sys.argv[1:]
-    use = enabled(argv)
-    if use:
-        environ, k = dict(os.environ), key()  # before the check sets anything in it
-        code = served(argv, k)
-        if code is not None:
-            if code < 0:
-                signal.signal(-code, signal.SIG_DFL)
-                os.kill(os.getpid(), -code)
-            sys.exit(code)
-        _report("in-process")
-    try:
-        from harness.cli import main as ol
-
-        ol(args=argv, prog_name="ol")
-    finally:
-        if use:
-            start(argv, k, environ)
