@@ -169,8 +169,11 @@ def test_a_stale_socket_is_a_check_in_its_own_process_with_the_same_output(env, 
     sock, _, _ = served.paths(served_key(env), Path(env["XDG_CACHE_HOME"]) / "ol" / "judge")
     sock.parent.mkdir(parents=True)
     dead = socket.socket(socket.AF_UNIX)
-    dead.bind(str(sock))  # a socket file nobody listens on: a server that died
+    address, fd = served.short(sock)
+    dead.bind(address)  # a socket file nobody listens on: a server that died
     dead.close()
+    if fd is not None:
+        os.close(fd)
     stale = ol(env, *QUICK)
     assert who(env) == ["in-process"]
     same_output(ol({**env, "OL_SERVER": "0"}, *QUICK), stale)
