@@ -29,6 +29,7 @@ import json
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -89,6 +90,8 @@ def key(environ=os.environ) -> str:
     # an installed, removed or upgraded package changes its folder's entries, so its mtime; sys.path[0] is the folder
     # `python -m` started in (the client's, or the server's /), where nothing of ol's is
     for entry in sys.path[1:]:
+        if entry and Path(entry).resolve() == REPO:
+            continue  # ol's own folders, walked above (its root's mtime moves with every tool's scratch file)
         try:
             s = os.stat(entry or ".")
         except OSError:
@@ -112,6 +115,15 @@ def short(path: Path) -> tuple[str, int | None]:
     return f"/proc/self/fd/{fd}/{path.name}", fd
 
 
+def _private(folder: Path) -> bool:
+    """The servers' folder is this user's and no one else's (mode 0700): a socket there is one of our servers'."""
+    try:
+        st = folder.stat()
+    except OSError:
+        return False
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o077
+
+
 def report(text: str) -> None:
     """OL_SERVER_REPORT=F: who ran the check, for ol's own tests (a line appended to F)."""
     where = os.environ.get("OL_SERVER_REPORT")
@@ -124,11 +136,17 @@ def served(argv: list[str], k: str) -> int | None:
     """Run `ol ARGV` through the server of key k: its exit code (-N: killed by signal N); None when there is no
     server to run it (nothing was written: the caller runs the check itself)."""
     sock_path, _, _ = paths(k)
+    if not _private(sock_path.parent):
+        return None
     conn, fd = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM), None
     try:
         address, fd = short(sock_path)
         conn.settimeout(5)
         conn.connect(address)
+        _, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+        if uid != os.geteuid():  # only a server of this user's gets our descriptors and environment
+            conn.close()
+            return None
     except OSError:
         conn.close()
         return None

@@ -252,3 +252,16 @@ def test_a_served_rust_check_gives_the_same_verdict_and_report(env, tmp_path):
     assert here.returncode == 1, here.stderr.decode()
     same_output(here, there)
     assert report_of(tmp_path / "here.json") == report_of(tmp_path / "there.json")
+
+
+@pytest.mark.slow(s=8)
+def test_a_server_folder_others_may_enter_is_not_trusted(env):
+    """The client hands its descriptors and environment only to a server in a folder that is this user's alone."""
+    server_up(env)
+    folder = Path(env["XDG_CACHE_HOME"]) / "ol" / "judge"
+    folder.chmod(0o755)
+    assert ol(env, *QUICK).returncode == 0
+    assert who(env) == ["in-process"]
+    folder.chmod(0o700)
+    assert ol(env, *QUICK).returncode == 0
+    assert [w.split()[0] for w in who(env)] == ["served"]
