@@ -52,7 +52,10 @@ class Student:
     def __init__(self, scratch: Path) -> None:
         self.home, self.cache = scratch / "student", scratch / "cache"
         self.home.mkdir()
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(self.cache)}
+        self.who = scratch / "who"  # harness.served's word on each check: served by the judge server, or in-process
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(self.cache), "OL_SERVER_REPORT": str(self.who)}
+        self.env.pop("OL_SERVER", None)
+        self.served: dict[str, list[str]] = {}
         r = subprocess.run(CLI + ["start", "L10.8"], cwd=self.home, capture_output=True, text=True, env=self.env)
         if r.returncode != 0:
             sys.exit(f"ol start L10.8 failed:\n{r.stdout}{r.stderr}")
@@ -125,6 +128,9 @@ class Student:
                     seen.setdefault(mark, time.perf_counter())
         proc.wait()
         took = time.perf_counter() - start
+        if self.who.exists():
+            self.served.setdefault(row, []).extend(w.split()[0] for w in self.who.read_text().splitlines())
+            self.who.unlink()
         if proc.returncode != 0:
             sys.exit(f"{row} failed ({proc.returncode}):\n{''.join(lines)[-4000:]}")
         if report is None:
@@ -140,6 +146,7 @@ def measure(student: Student, repeat: int) -> tuple[dict[str, list[float]], list
     tests: list[float] = []
     builds: dict[str, list[float]] = {"judge's build (cold)": [], "judge's build (warm)": []}
     rows = (BUILD, BUILD_WORKER, CHECK, TEST)
+    how: dict[str, list[str]] = {}
     for _ in range(repeat):
         for row in rows:  # cold: nothing built anywhere
             student.clean()
@@ -154,12 +161,17 @@ def measure(student: Student, repeat: int) -> tuple[dict[str, list[float]], list
             student.run(TEST if row == TEST else CHECK)  # the student's last check, of the same kind
             student.await_server(before)
             student.edit()
+            student.served.clear()
             took, own, build = student.run(row)
+            if row in (CHECK, TEST):
+                how.setdefault(f"{row} (warm)", []).extend(student.served.get(row, []))
             times.setdefault(f"{row} (warm)", []).append(took)
             if own is not None and row == CHECK:
                 tests.append(own)
             if build is not None and row == CHECK:
                 builds["judge's build (warm)"].append(build)
+    for row, words in how.items():
+        print(f"{row}: {words.count('served')} of {len(words)} served by the judge server")
     return {**times, **builds}, tests
 
 
