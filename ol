@@ -52,4 +52,4 @@ if [ ! -x "$venv/bin/ol" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want
   fi
 fi
 # PYTHONPATH: this checkout's harness, even when the environment was installed from another copy
-exec env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -m harness.cli "$@"
+exec env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -m harness "$@"  # harness.served: a check through its judge server

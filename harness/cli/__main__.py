@@ -1,4 +1,5 @@
-"""`-m harness.cli` is how ./ol runs ol; its help and errors say `ol`."""
+"""`-m harness.cli`: ol, always in this process (./ol runs `-m harness`, which may hand a check to the judge
+server: harness.served); its help and errors say `ol`."""
 
 from . import main
 

@@ -17,7 +17,8 @@ private="$(mktemp -d)"   # the judge writes here: a report the submission plante
 mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
 chmod 0711 "$private" "$private/tmp"  # the uid fallback's worker reaches its own folder in tmp/ by name, lists nothing
 {language_run_env}
-TMPDIR="$private/tmp" OL_PYTHON="$py" \
+# OL_SERVER=0: one check, in its own process; no judge server left behind for a next check (harness.served)
+TMPDIR="$private/tmp" OL_PYTHON="$py" OL_SERVER=0 \
   bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "@$src/{seed_file}" --gradescope "$private/results.json" 2>&1
 code=$?
 echo "run_autograder: ol check exited $code"
