@@ -1,4 +1,4 @@
-"""`python -m harness` is how ./ol runs ol: a check through the judge server when one is up (harness.served), else
+"""`-m harness` is how ./ol runs ol: a check through the judge server when one is up (harness.served), else
 in this process, and then a server started for the next check; its help and errors say `ol`. The entry of the
 program, above every package of harness/ (tests/harness/test_imports.py: its own floor)."""
 

@@ -12,13 +12,13 @@ run in this process would write it. The client waits for the fork's exit status 
 The server is found by a key of everything its imports depend on: this checkout's path, the interpreter and its
 flags, the environment (but the variables a shell changes from command to command: PWD, OLDPWD, SHLVL, _ and the
 server's own OL_SERVER*), and the path, size and mtime of every file of the harness, the references, the packs
-and the installed packages' folders (sys.path, but its first entry: the folder `python -m` ran in). Any change is another key, so another server: a stale one is
+and the installed packages' folders (sys.path, but its first entry: the folder `-m` ran in). Any change is another key, so another server: a stale one is
 never asked (it exits after IDLE_S). Its socket is `<cache>/ol/judge/<key>.sock` in a folder only this user
 enters ($XDG_CACHE_HOME, else ~/.cache); a server also exits when its socket is removed (the cache cleaned).
 
 No server (none yet, a dead or stale socket, a server that ends before its fork starts): the check runs in this
 process, and then a server is started in the background for the next one. OL_SERVER=0 (or `ol check
---no-server`) turns it off. `python -m harness.cli` never uses it: `./ol` runs `python -m harness` (harness/__main__.py).
+--no-server`) turns it off. `-m harness.cli` never uses it: `./ol` runs `-m harness` (harness/__main__.py).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FILE_ROOTS = ("harness", "reference", "rust", "fixtures", "config", "spec", "chapters", "pyproject.toml")
+# the checkout's folders a check's imports and data come from: every top-level folder but these (ol's own tests,
+# benches, docs and samples, which no check reads), and pyproject.toml
+NOT_READ = {"tests", "bench", "docs", "examples"}
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache", "node_modules"}
 VOLATILE_ENV = {"PWD", "OLDPWD", "SHLVL", "_"}  # a shell's, changed per command, read by no import
 SERVED_COMMANDS = {"check"}
@@ -82,13 +84,14 @@ def key(environ=os.environ) -> str:
     h.update(f"{REPO}\0{os.path.realpath(sys.executable)}\0{sys.version}\0{sys.flags}\0{sorted(sys._xoptions.items())}\n".encode())
     env = sorted((k, v) for k, v in environ.items() if k not in VOLATILE_ENV and not k.startswith("OL_SERVER"))
     h.update(json.dumps(env).encode())
-    roots = [REPO / r for r in FILE_ROOTS]
+    roots = [p for p in sorted(REPO.iterdir()) if p.is_dir() and not p.name.startswith(".") and p.name not in NOT_READ
+             and p.name not in SKIPPED] + [REPO / "pyproject.toml"]
     roots += [Path(p) for p in environ.get("OL_CHAPTERS_PATH", "").split(os.pathsep) if p]
     for root in roots:
         if root.exists():
             _tree_signature(root, h)
     # an installed, removed or upgraded package changes its folder's entries, so its mtime; sys.path[0] is the folder
-    # `python -m` started in (the client's, or the server's /), where nothing of ol's is
+    # `-m` started in (the client's, or the server's /), where nothing of ol's is
     for entry in sys.path[1:]:
         if entry and Path(entry).resolve() == REPO:
             continue  # ol's own folders, walked above (its root's mtime moves with every tool's scratch file)

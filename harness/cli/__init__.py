@@ -13,7 +13,7 @@ import os
 
 def one_blas_thread() -> None:
     """The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
-    for the cores (two Python checks at once: 5.2 s each with the default threads, 4.1 s with one). Set
+    for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one). Set
     before numpy is first imported (and again in a check the judge server forks); a caller's own value wins."""
     for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(threads, "1")

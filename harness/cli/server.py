@@ -1,6 +1,6 @@
 """The judge server: `ol check`s forked from a process that has already imported and collected them.
 
-    python -c harness.served.SERVER FOLDER KEY CHAPTER     (started by harness.served; not a command for people)
+    -c harness.served.SERVER FOLDER KEY CHAPTER     (started by harness.served; not a command for people)
 
 It takes FOLDER/KEY.lock for its life (one server a key), imports what a check imports (the CLI, pytest, the
 harness, the chapter's judge modules) and has pytest collect the chapter's tests once (their modules, assert-
