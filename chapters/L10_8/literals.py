@@ -10,9 +10,7 @@ import json
 
 import numpy as np
 
-from .cases import LOGPROB_TOL, SECTIONS
-
-PARAM_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
+from .cases import KNOBS, LOGPROB_TOL, SECTIONS
 
 
 def find(golden: dict, case_id: str) -> tuple[str, dict] | None:
@@ -41,11 +39,11 @@ def _u32s(xs) -> str:
 
 def _params_rust(p: dict) -> str:
     fields = []
-    for k in PARAM_FIELDS:
+    for k in KNOBS:
         v = p.get(k)
         if v is not None:
             fields.append(f"{k}: {int(v) if k == 'top_k' else _f64(v)}")
-    rest = "" if len(fields) == len(PARAM_FIELDS) else ", ..Default::default()"
+    rest = "" if len(fields) == len(KNOBS) else ", ..Default::default()"
     return "SamplingParams { " + ", ".join(fields) + rest + " }"
 
 
@@ -137,7 +135,7 @@ def _py_body(section: str, c: dict) -> list[str] | None:
     if section == "verify":
         rows = ",\n        ".join(f"np.array({_py_floats(r)}, dtype=np.float32)" for r in c["rows"])
         probs = "None" if c["draft_probs"] is None else "[" + ", ".join(_py_floats(q) for q in c["draft_probs"]) + "]"
-        params = ", ".join(f"{k}={int(v) if k == 'top_k' else float(v)!r}" for k in PARAM_FIELDS
+        params = ", ".join(f"{k}={int(v) if k == 'top_k' else float(v)!r}" for k in KNOBS
                            if (v := c["params"].get(k)) is not None)
         return [f"    rows = [\n        {rows},\n    ]",
                 f"    rng = Pcg32.from_seed({int(c['seed'])})",

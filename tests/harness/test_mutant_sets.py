@@ -14,7 +14,7 @@ from harness.staff.mutants import SET_KILL_THRESHOLD
 from harness.registry import DEFAULT_SET, RuleMutantSpec, load_chapter
 from harness.subjects.open import materialize_mutant
 
-from tests.harness.test_packs import TOY, make_pack, ol
+from tests.harness.test_packs import TOY, make_pack, ol, toy_patch
 
 CH = load_chapter("L10.8")
 EXTRA = CH.mutant_set("extra")
@@ -66,30 +66,9 @@ SET_MANIFEST = """
     expected_by = ["doubles_by_hand"]  # which does not double 0: the golden cases catch it, a finding
     differs_on = "double(0): 0, the mutant 1"
 """
-X1 = """
-    --- a/toypkg/core.py
-    +++ b/toypkg/core.py
-    @@ -6,2 +6,2 @@
-     def double(x):
-    -    return 2 * x
-    +    return x + 2
-"""
-X2 = """
-    --- a/toypkg/core.py
-    +++ b/toypkg/core.py
-    @@ -6,2 +6,2 @@
-     def double(x):
-    -    return 2 * x
-    +    return 2 * x if x else 1
-"""
-X3 = """
-    --- a/toypkg/core.py
-    +++ b/toypkg/core.py
-    @@ -6,2 +6,2 @@
-     def double(x):
-    -    return 2 * x
-    +    return x * 2
-"""
+X1 = toy_patch("x + 2")
+X2 = toy_patch("2 * x if x else 1")
+X3 = toy_patch("x * 2")
 
 
 def _with_set(manifest: str = SET_MANIFEST, patches: dict | None = None, toml_line: str | None = None) -> dict:

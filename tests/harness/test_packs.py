@@ -14,6 +14,19 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
+
+def toy_patch(body: str) -> str:
+    """A mutant of the toy reference (make_pack's text): double(x) returns `body` instead of 2 * x."""
+    return f"""
+        --- a/toypkg/core.py
+        +++ b/toypkg/core.py
+        @@ -6,2 +6,2 @@
+         def double(x):
+        -    return 2 * x
+        +    return {body}
+    """
+
+
 TOY = {
     "__init__.py": '"""A toy chapter: doubling numbers."""\n',
     "chapter.toml": """
@@ -78,14 +91,7 @@ TOY = {
         symptom = "every answer is off"
         must_fail = "doubles_match_the_golden_cases"
     """,
-    "mutants/m01.patch": """
-        --- a/toypkg/core.py
-        +++ b/toypkg/core.py
-        @@ -6,2 +6,2 @@
-         def double(x):
-        -    return 2 * x
-        +    return x + 2
-    """,
+    "mutants/m01.patch": toy_patch("x + 2"),
     "reference/toypkg/__init__.py": "",
     "reference/toypkg/core.pyi": '''
         class ToyError(ValueError): ...

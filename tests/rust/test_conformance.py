@@ -48,7 +48,7 @@ CH = load_chapter("L10.8")
 GOLDEN_PATH = REPO / "chapters/L10_8/fixtures/spec_golden.json"
 MODEL_DIR = str((REPO / "fixtures/models/tiny-llama").resolve())
 
-LOGPROB_ATOL = 1e-9  # chapters/L10_8/judge/requests.py LOGPROB_TOL
+LOGPROB_ATOL = 1e-9  # chapters/L10_8/cases LOGPROB_TOL
 MODEL_ATOL = MODEL_RTOL = 1e-4  # chapters/L10_8/judge/tiny_llama.py RTOL, ATOL
 VOCAB = 16  # the fake target's vocabulary (the generation tests')
 LISTENER_STOPS_AT = 5  # the token listener of a streamed generate answers false to the 5th token it hears

@@ -12,7 +12,7 @@ from harness.pack import Raised
 
 from . import domains as D
 from .props import check, close
-from .requests import LOGPROB_TOL
+from ..cases import LOGPROB_TOL
 
 
 def _seed(golden: dict) -> int:

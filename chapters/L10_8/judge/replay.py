@@ -28,14 +28,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.pack import where_differ
+from harness.pack import MASK64, where_differ
 
 from .fake_target import FakeTarget
 from .judging import case, short
 from .requests import VOCAB
 from .targets import LoggedTarget
 
-MASK64 = (1 << 64) - 1
 MAX_DRAWS = 4 * 17 + 8  # u32 draws one round may take: two uniforms per draft position (k <= 16), one for the bonus
 
 

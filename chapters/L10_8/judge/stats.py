@@ -47,12 +47,12 @@ from scipy.special import chdtrc  # the chi-square survival function, which scip
 from harness.pack import splitmix64
 
 from .fake_target import FakeTarget
+from .requests import VOCAB  # the fake target's vocabulary, the generation tests'
 
 SEEDS = 4000  # the chapter's number: enough to see a 0.03 shift in one bin's probability
 ALPHA = 1e-3  # the chapter's threshold: a correct verifier fails about 1 run in 1000 over random seed sets
 MIN_EXPECTED = 5.0  # the usual rule for Pearson's approximation to hold in every bin
 PROMPT = [1, 2, 3, 1, 2]  # prompt lookup drafts [3 1 2]: what followed [1 2] at position 0
-VOCAB = 16
 K = 3
 DRAFT = [3, 1, 2]  # what prompt lookup drafts after PROMPT with k K (checked against the judge's prompt_lookup in tests)
 PARAMS = {"temperature": 1.0}

@@ -70,13 +70,3 @@ class WatchedTarget(FakeTarget):
     def extend(self, ids):
         self.passes.append((len(self.heard), self.cached(), [int(i) for i in ids]))
         return super().extend(ids)
-
-
-def filled_table(pool, fills) -> list[int]:
-    """A block table of freshly allocated blocks with the given fills."""
-    table = []
-    for f in fills:
-        b = pool.alloc()
-        pool.set_fill(b, f)
-        table.append(b)
-    return table

@@ -9,9 +9,10 @@ from typing import Any, Sequence
 
 from harness.pack import Rand
 
-# REFUSED (a variant the reference's own objects refuse) and ANSWER_KEYS (a recorded answer's key order):
-# one definition, the judge's, so what the oracle records and what the tests record cannot drift apart
-from chapters.L10_8.judge.answers import ANSWER_KEYS, REFUSED  # noqa: F401
+# REFUSED (a variant the reference's own objects refuse), ANSWER_KEYS (a recorded answer's key order) and KNOBS
+# (a verify case's params): one definition, the case schema's, so what the oracle records and what the tests
+# record cannot drift apart
+from chapters.L10_8.cases import ANSWER_KEYS, KNOBS, REFUSED  # noqa: F401
 
 MASTER_SEED = 0x4C31302E38  # = 327242755640, the ASCII bytes of "L10.8"; the ONLY source of randomness
 
@@ -21,8 +22,6 @@ N_NGRAM = 40  # enough n-gram contexts for every kind below, several times over
 N_ROLLBACK = 12  # one rollback case per kind of rollback_cases' plan (the kinds need 12 positions)
 Q_DENOM = 4096  # draft probabilities are multiples of 1/4096 summing to exactly 1 (exact in any parser)
 
-# the seven SamplingParams fields, in the order the file writes them
-KNOBS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty")
 PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
 # the chapter pitfalls (section 5) a verify case can show: those of verify_draft
 VERIFY_BUGS = ("s04", "s05", "s06", "s07", "s08", "s09", "s12")

@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.pack import oracle_kit as kit
 
-from chapters.L10_8.judge.answers import comparable
+from chapters.L10_8.cases import SECTIONS, comparable
 from .common import ANSWER_KEYS, KNOBS, MASTER_SEED, MUST_SHOW, bind, shown
 from .draft_cases import ngram_case, ngram_plan, prompt_lookup_case, prompt_lookup_plan
 from .generate_cases import generate_cases
@@ -21,8 +21,6 @@ CHAPTER = "L10.8"
 GENERATOR = "chapters/L10_8/oracle"  # recorded in the file: where it comes from (the repository path of this package)
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "fixtures" / "spec_golden.json"  # the chapter pack's fixture
 NEG_INF = "-inf"  # how a -inf logit is written (JSON has no infinity)
-
-SECTIONS = ("verify", "prompt_lookup", "ngram", "generate", "rollback")  # the sections of cases, in file order
 
 
 # ---- the cases ------------------------------------------------------------------------------------

@@ -58,8 +58,9 @@ N_MARGIN = HEADROOM * WORST_BOUND
 EXP_FLOOR = -700.0
 
 
-def _seq_sum(values) -> float:
-    """The left-to-right sum of spec/sampling.md."""
+def seq_sum(values) -> float:
+    """The left-to-right sum of spec/sampling.md (the reference's residual sums so too; numpy's pairwise sum
+    can round differently)."""
     total = 0.0
     for v in values:
         total += float(v)
@@ -114,7 +115,7 @@ class Margins(Watch):
         if float(finite.min()) < EXP_FLOOR:
             self.decisions.append(("exp_underflow", 0.0))
         e = self.exp(d)
-        s = e / _seq_sum(e)
+        s = e / seq_sum(e)
         keep = s > 0.0
         rank = sorted(range(s.size), key=lambda i: (-s[i], i))
         if params.top_k > 0 or params.top_p < 1.0:
@@ -123,7 +124,7 @@ class Margins(Watch):
             for i in rank[params.top_k:]:
                 keep[i] = False
         if params.top_p < 1.0:
-            kept_mass = _seq_sum(s[i] for i in range(s.size) if keep[i])
+            kept_mass = seq_sum(s[i] for i in range(s.size) if keep[i])
             before = 0.0
             for i in rank:
                 if not keep[i]:
@@ -137,7 +138,7 @@ class Margins(Watch):
             for i in np.flatnonzero(keep):
                 self.note("min_p", s[i], floor, max(s[i], floor))
             keep &= s >= floor
-        total = _seq_sum(s[i] for i in range(s.size) if keep[i])
+        total = seq_sum(s[i] for i in range(s.size) if keep[i])
         mine = np.where(keep, s / total, 0.0)
         assert np.array_equal(mine, probs), "the margin watch recomputed another distribution than the reference"
 
@@ -166,7 +167,7 @@ class Margins(Watch):
             r = np.maximum(0.0, p - q)
         else:
             r = np.abs(p - q)
-        mass = _seq_sum(r)
+        mass = seq_sum(r)
         if mass > 0.0:
             assert np.array_equal(r / mass, res), "the margin watch recomputed another residual than the reference"
             self._walk("residual", res, u, lambda acc: 1.0 / mass)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from harness.pack import Rand
 
+from chapters.L10_8.cases import filled_table
+
 from .common import N_ROLLBACK, REFUSED, ROLLBACK_BUGS, ROLLBACK_TAGS, RefLib, order_tags
 
 B_MIN, B_MAX = 2, 8  # block sizes drawn: 2 is the least with a partial block, 8 keeps tables short
@@ -63,12 +65,7 @@ def _inputs(r: Rand, kind: str) -> dict:
 def _filled(lib: RefLib, case: dict):
     """A fresh reference pool and the case's table on it (one block per fill)."""
     pool = lib.kv.KvPool(case["num_blocks"], case["block_tokens"])
-    table = []
-    for f in case["fills"]:
-        b = pool.alloc()
-        pool.set_fill(b, f)
-        table.append(b)
-    return pool, table
+    return pool, filled_table(pool, case["fills"])
 
 
 def run_reference(lib: RefLib, case: dict) -> dict:

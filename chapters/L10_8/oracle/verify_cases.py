@@ -24,7 +24,7 @@ import numpy as np
 from harness.pack import exact_logprob
 
 from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
-from .margins import N_MARGIN, UNWATCHED, Margins, Watch
+from .margins import N_MARGIN, UNWATCHED, Margins, Watch, seq_sum
 from .verify_builder import Builder
 from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
 from .verify_probes import PROBES, ProbeBuilder, probe_seed, residual_f32
@@ -50,14 +50,6 @@ def run_reference(lib: RefLib, case: dict) -> tuple:
     v = lib.spec.verify_draft(case["rows"], case["draft"], case["draft_probs"], lib.params(case["params"]),
                                 case["prompt"], case["output"], rng)
     return v, rng.next_u32()
-
-
-def _seq_sum(a) -> float:
-    """A sum in index order, as the reference's residual sums (numpy's pairwise sum can round differently)."""
-    total = 0.0
-    for x in a:
-        total += float(x)
-    return total
 
 
 def run_variant(lib: RefLib, case: dict, bug: str | None,
@@ -94,8 +86,8 @@ def _resampled(lib: RefLib, pd: np.ndarray, q: np.ndarray, how: str) -> np.ndarr
         return residual_f32(pd, q)
     if how == "abs":
         r = np.abs(pd - q)
-        mass = _seq_sum(r)
-        return r / mass if mass > 0.0 else pd / _seq_sum(pd)
+        mass = seq_sum(r)
+        return r / mass if mass > 0.0 else pd / seq_sum(pd)
     return lib.spec.residual(pd, q)
 
 

@@ -22,7 +22,7 @@ import pytest
 from chapters.L10_8 import oracle
 from chapters.L10_8.judge.fake_target import FakeTarget
 from chapters.L10_8.oracle import document
-from chapters.L10_8.judge.answers import ANSWERS, comparable
+from chapters.L10_8.cases import ANSWERS, comparable
 from harness.pack import pristine
 from harness.pack import load_chapter
 from harness.pack import open_impl

@@ -8,8 +8,9 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 
 import pytest
 
+from chapters.L10_8.cases import golden_mismatch, golden_section
 from chapters.L10_8.judge import properties
-from chapters.L10_8.judge.judging import case, must_refuse, short
+from chapters.L10_8.judge.judging import case, must_refuse
 from chapters.L10_8.judge.requests import cfg
 
 
@@ -39,31 +40,17 @@ def test_hand_example_prompt_lookup(impl):
     assert not problems, "spec.pyi: these prompt_lookup calls raise SpecError:\n" + "\n".join(problems)
 
 
-def test_prompt_lookup_matches_python_l8_6(impl, golden):
-    wrong = []
-    for c in golden["prompt_lookup"]:
-        with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
-            got = impl.prompt_lookup(c["ctx"], c["k"], c["max_ngram"], c["min_ngram"])
-        impl.record(c["id"], got)  # for pitfall hints (harness.check.hints)
-        if got != c["expect"]:
-            wrong.append((c, got))
+def test_prompt_lookup_matches_python_l8_6(impl, golden, ref):
+    wrong = golden_section(impl, ref, golden, "prompt_lookup")
     if wrong:
-        c, got = wrong[0]
-        pytest.fail(f"{len(wrong)} of {len(golden['prompt_lookup'])} contexts differ from the Python reference. First: "
-                    f"case {c['id']} (tags {', '.join(c['tags'])}): ctx {short(c['ctx'][-24:], 24)} (last 24 of {len(c['ctx'])}), "
-                    f"k {c['k']}, n {c['max_ngram']}..{c['min_ngram']}: expected {c['expect']}, got {got}")
+        pytest.fail(golden_mismatch(ref, golden, "prompt_lookup", wrong))
     problem = properties.prompt_lookup(impl, golden)  # the whole domain: empty, long and periodic contexts, huge k and n
     assert problem is None, problem
 
 
-def test_ngram_draft_hand_example(impl, golden):
-    wrong = []
-    for c in golden["ngram"]:  # the same rules over the oracle's contexts (ties where the lower id comes later, ...)
-        with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
-            got = impl.ngram_draft(c["ctx"], c["k"], c["n"])
-        impl.record(c["id"], got)  # for pitfall hints (harness.check.hints)
-        if got != c["expect"]:
-            wrong.append((c, got))
+def test_ngram_draft_hand_example(impl, golden, ref):
+    # the same rules over the oracle's contexts (ties where the lower id comes later, ...)
+    wrong = golden_section(impl, ref, golden, "ngram")
     checks = [
         # (ctx, k, n, expected, what it shows)
         ([1, 2, 3, 1, 2, 4, 1, 2, 4, 1, 2], 1, 3, [4], "counts: after [1 2] came 3 once and 4 twice"),
@@ -91,10 +78,7 @@ def test_ngram_draft_hand_example(impl, golden):
     problem = must_refuse(lambda: impl.ngram_draft([1, -2, 1], 2, 3), "ngram_draft over a ctx holding token id -2")
     assert problem is None, problem
     if wrong:
-        c, got = wrong[0]
-        pytest.fail(f"{len(wrong)} of {len(golden['ngram'])} golden n-gram contexts differ from the Python reference. First: "
-                    f"case {c['id']} (tags {', '.join(c['tags'])}): ctx {short(c['ctx'][-24:], 24)} (last 24 of {len(c['ctx'])}), "
-                    f"k {c['k']}, n {c['n']}: expected {c['expect']}, got {got}")
+        pytest.fail(golden_mismatch(ref, golden, "ngram", wrong))
     problem = properties.ngram_draft(impl, golden)  # the whole domain, with contexts of 20-40 tied followers
     assert problem is None, problem
 

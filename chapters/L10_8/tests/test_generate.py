@@ -10,13 +10,13 @@ import numpy as np
 
 from harness.pack import expected_got
 
+from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
 from chapters.L10_8.judge import stats
-from chapters.L10_8.judge.answers import golden_mismatch, golden_section
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
 from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
-from chapters.L10_8.judge.requests import (GREEDY, LOGPROB_TOL, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
+from chapters.L10_8.judge.requests import (GREEDY, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
                                            SAMPLED_PENALISED, VOCAB, budget_target, cfg)
 
 
@@ -62,7 +62,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                          "reference" if draft == "none" else "own parts", cfg(draft), prompt, PENALISED, 7, MAX_NEW,
                          hint="Each round's verifier sees the prompt and every token emitted before the round: "
                               "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
-    assert not wrong, golden_mismatch(golden, "generate", wrong)
+    assert not wrong, golden_mismatch(ref, golden, "generate", wrong)
 
 
 def test_eos_and_max_tokens_end_generation(impl, ref):

@@ -8,10 +8,9 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 import random
 
 
+from chapters.L10_8.cases import filled_table, golden_mismatch, golden_section
 from chapters.L10_8.judge.judging import case, must_refuse
 from chapters.L10_8.judge import properties, tiny_llama
-from chapters.L10_8.judge.answers import golden_mismatch, golden_section
-from chapters.L10_8.judge.targets import filled_table
 
 
 # ---- rollback ---------------------------------------------------------------------------------------------
@@ -42,7 +41,7 @@ def test_rollback_hand_example(impl, golden, ref):
     pool.release(table[1])  # freed behind the table's back: releasing it again is the pool's KvError
     problem = must_refuse(lambda: impl.rollback(pool, table, 4), "keep 4 of a table whose second block is already free")
     assert problem is None, problem + " (the pool refuses to release a free block; rollback turns that into SpecError)"
-    assert not wrong, golden_mismatch(golden, "rollback", wrong)
+    assert not wrong, golden_mismatch(ref, golden, "rollback", wrong)
     problem = properties.blocks_for(impl, golden)  # every usize: 2^53 + 1 and 2^64 - 1 exact, never an overflow
     assert problem is None, problem
 

@@ -10,11 +10,11 @@ import math
 import numpy as np
 import pytest
 
-from chapters.L10_8.judge.judging import case, must_refuse, uniforms_drawn
+from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
+from chapters.L10_8.judge.judging import must_refuse, uniforms_drawn
 from chapters.L10_8.judge import properties, stats
-from chapters.L10_8.judge.answers import VERIFY_KEYS
 from chapters.L10_8.judge.bad_inputs import bad_inputs
-from chapters.L10_8.judge.requests import GREEDY, HAND_ROWS, HAND_SEED, LOGPROB_TOL
+from chapters.L10_8.judge.requests import GREEDY, HAND_ROWS, HAND_SEED
 
 
 # ---- the verifier -----------------------------------------------------------------------------------
@@ -130,27 +130,9 @@ def test_hand_example_sampled_step(impl, golden):
 
 
 def test_verify_matches_python_l8_6(impl, golden, ref):
-    wrong = []
-    for c in golden["verify"]:
-        with case(f"case {c['id']} (tags {', '.join(c['tags'])})"):
-            got = impl.verify_draft(c["rows"], c["draft"], c["draft_probs"], c["params"], c["prompt"], c["output"], c["seed"])
-        e = c["expect"]
-        impl.record(c["id"], {f: got[f] for f in VERIFY_KEYS})  # for pitfall hints
-        fields = [f for f in VERIFY_KEYS if got[f] != e[f]]
-        if not fields and not np.allclose(got["logprobs"], e["logprobs"], atol=LOGPROB_TOL, rtol=0):
-            fields = ["logprobs"]
-        if fields:
-            wrong.append((c, got, fields))
+    wrong = golden_section(impl, ref, golden, "verify")  # tokens, n_accepted, next u32 exact; logprobs within LOGPROB_TOL
     if wrong:
-        c, got, fields = wrong[0]
-        e = c["expect"]
-        lines = [f"{len(wrong)} of {len(golden['verify'])} verification cases differ from the Python reference. First: "
-                 f"case {c['id']} (tags {', '.join(c['tags'])}), draft {c['draft']}, params "
-                 f"{ {k: v for k, v in c['params'].items() if v not in (0, 0.0, 1.0) or k == 'temperature'} }:"]
-        for f in fields:
-            lines.append(f"  {f}: expected {e[f]}, got {got[f]}")
-        lines.append(f"  draws: the reference drew {uniforms_drawn(ref, c['seed'], e['next_u32'])}, yours {uniforms_drawn(ref, c['seed'], got['next_u32'])}")
-        pytest.fail("\n".join(lines))
+        pytest.fail(golden_mismatch(ref, golden, "verify", wrong))
 
 
 def test_verify_rejects_bad_shapes(impl, golden):
