@@ -5,6 +5,7 @@ refused before any test runs, naming both sides."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -282,7 +283,7 @@ def test_a_second_language_plugs_in_with_one_entry_and_is_graded_by_ol(tmp_path)
     """A toy language kept outside the engine (tests/harness/toy_language: a build step that compiles an expression,
     a worker that speaks spec/protocol.md) is registered by one entry, OL_LANGUAGES=calc=FILE, and `ol check` and
     `ol mutants` grade it through the real path: layout, build, confined worker, the pack's tests, the verdict."""
-    assert not [p for p in (REPO / "harness").rglob("*.py") if "calc" in p.read_text()], "the engine knows nothing of calc"
+    assert not [p for p in (REPO / "harness").rglob("*.py") if re.search(r"\bcalc\b", p.read_text())], "the engine knows nothing of calc"
     packs = calc_pack(tmp_path / "packs")
     entry = {"OL_LANGUAGES": f"calc={CALC}"}
 
