@@ -123,6 +123,30 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
     return _cache_root() / key.hexdigest()[:16]
 
 
+CACHE_KEPT = 24  # builds the cache keeps (each tens of MB): a student's workspaces and ol's copies, the most recently used
+CACHE_GRACE_S = 6 * 3600  # a build used this recently is never pruned, however many there are (a check may be using it)
+
+
+def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE_S) -> list[Path]:
+    """Remove the least recently used builds of the cache beyond the `kept` newest, unless used within `grace_s`
+    (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
+    build keyed by its content, which nothing else would ever remove. Returns what it removed."""
+    try:
+        builds = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), key=lambda p: p.stat().st_mtime,
+                        reverse=True)
+    except OSError:
+        return []
+    now, gone = time.time(), []
+    for old in builds[kept:]:
+        try:
+            if now - old.stat().st_mtime > grace_s:
+                shutil.rmtree(old, ignore_errors=True)
+                gone.append(old)
+        except OSError:
+            continue
+    return gone
+
+
 def _cache_root() -> Path:
     """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
@@ -171,6 +195,10 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = T
     template = Path(os.environ[TEMPLATE_ENV]) if mode.name == "bwrap" and os.environ.get(TEMPLATE_ENV) else None
     # uid: a cache under the judge's home is out of its reach
     cached = cache_dir(package_dir, lang) if cache and template is None and mode.name != "uid" else None
+    if cached is not None:
+        cached.mkdir(parents=True, exist_ok=True)
+        os.utime(cached)  # used now: the newest, never pruned while a check may be using it
+        prune_cache(cached.parent)
     ws, target = (cached or scratch) / "ws", (cached or scratch) / "target"
     if template is not None:
         shutil.copytree(template / "ws", ws, symlinks=True)  # times kept: cargo finds the template's output fresh

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,24 @@ def test_an_edit_of_the_packs_ops_rs_rebuilds_the_worker(tmp_path, monkeypatch):
     second = rust.build(ch, sub, tmp_path / "b2", mode)
     assert rust.cache_dir(sub, ch.language("rust")).parent == tmp_path / "cache" / "ol" / "rust"
     assert "this edited table has ['blocks_for'" in unknown_op_message(second / "bin" / "tl-worker")
+
+
+def test_the_build_cache_keeps_the_most_recently_used_builds_and_any_in_use(tmp_path):
+    """Each mutant or scratch copy ol checks leaves a build keyed by its content: the cache keeps the CACHE_KEPT most
+    recently used (a build's folder is touched when a build starts in it) and any used within the grace period."""
+    now = time.time()
+    builds = []
+    for i in range(rust.CACHE_KEPT + 6):
+        b = tmp_path / f"b{i:02d}"
+        (b / "target").mkdir(parents=True)
+        (b / "target" / "x").write_text("built")
+        age = rust.CACHE_GRACE_S + 1000 * (i + 1)  # b00 the newest, all older than the grace period
+        os.utime(b, (now - age, now - age))
+        builds.append(b)
+    recent = builds[-1]  # the oldest by rank, but used within the grace period: a check may be using it now
+    os.utime(recent, (now - 60, now - 60))
+    gone = rust.prune_cache(tmp_path)
+    kept = sorted(p.name for p in tmp_path.iterdir())
+    assert sorted(p.name for p in gone) == [b.name for b in builds[rust.CACHE_KEPT - 1:-1]], gone
+    assert kept == sorted([b.name for b in builds[:rust.CACHE_KEPT - 1]] + [recent.name]), kept
+    assert rust.prune_cache(tmp_path) == [], "nothing more to prune"
