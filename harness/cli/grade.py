@@ -123,25 +123,33 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     main.add_command(grade)
 
     def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
-        """The class's similar pairs into the results directory, for the report; none there when skipped or failed
-        (a previous run's would describe other code)."""
-        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
+        """The class's similar pairs into the results directory, for the report: the kept result when the class's code,
+        the given code and the detector are as they were (harness.staff.similar_cache), else compared again; none
+        there when skipped or failed (a previous run's would describe other code)."""
+        from ..staff import similar_cache  # here: as the report's, where used
 
-        (results_dir / SIMILARITY).unlink(missing_ok=True)
         if skip:
+            similar_cache.drop(results_dir)
             return
-        err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
         try:
-            from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
-
-            found = similar(ch, submissions_dir, only=kept)
+            look = similar_cache.lookup(ch, submissions_dir, results_dir, SIMILAR_THRESHOLD, only=kept)
+            if look.note:
+                err.print(Text.assemble(("ol: the kept similarity is not trusted: ", "bold yellow"), lit(look.note),
+                                        "; comparing again"))
+            found = look.found
+            if found is not None:
+                err.print(f"ol: the {len(kept)} submissions' code, the given code and the detector are as when they were last "
+                          "compared: the similarity kept is reused (ol similar; --no-similar skips it)")
+            else:
+                err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
+                found = similar_cache.compute(ch, submissions_dir, results_dir, SIMILAR_THRESHOLD, only=kept, key=look.key)
         except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
+            similar_cache.drop(results_dir)
             err.print(Text.assemble(("ol: the similarity could not be computed", "bold red"), " (the report has no such section): ",
                                     lit(f"{type(e).__name__}: {e}")))
             return
-        atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
         if found["pairs"]:
-            err.print(f"ol: {len(found['pairs']) + found['more']} pairs of submissions are unusually alike (ol similar): "
+            err.print(f"ol: {len(found['pairs']) + found.get('more', 0)} pairs of submissions are unusually alike (ol similar): "
                       "see the report's similarity section")
 
     @click.command()
@@ -178,14 +186,16 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, json_path) -> None:
         """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
         files left out; exit 1 when a pair is flagged."""
-        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
+        from ..grading.class_report import atomic_write  # here: as the report's, where used
         from ..render.html import similarity_page  # here: jinja2, which only the pages need
-        from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
+        from ..staff import similar_cache  # here: copydetect and its lexers, which only similarity needs
+        from ..staff.similar import similar
 
         ch = load_chapter(chapter)
-        found = similar(ch, submissions_dir, threshold)
-        if results_dir is not None:
-            atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
+        if results_dir is not None:  # kept with its key: `ol grade` reuses it when its class and threshold are these
+            found = similar_cache.compute(ch, submissions_dir, results_dir, threshold)
+        else:
+            found = similar(ch, submissions_dir, threshold)
         if json_path is not None:
             atomic_write(json_path, json.dumps(found, indent=1) + "\n")
         if html_path is not None:
