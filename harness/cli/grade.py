@@ -109,8 +109,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
         from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
-        written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
-        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
+        _wrote_report(write_report(ch, results_dir, out_csv.with_suffix(".html")), results_dir)
         rejected = result["summary"]["rejected"]
         if rejected:  # a verdict (0, with the reason), as the Gradescope bundle gives it: not a failure of the run
             err.print(f"ol: {rejected} of {n} entries are no submission (their rows say rejected, score 0, with the reason)")
@@ -121,6 +120,14 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
             raise Exit(3)
 
     main.add_command(grade)
+
+    def _wrote_report(written: dict, results_dir: Path) -> None:
+        if written["note"]:
+            err.print(Text.assemble(("ol: the record of the pages is not trusted: ", "bold yellow"), lit(written["note"])))
+        kept = written["pages"] - written["rendered"]
+        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/" +
+                  (f" ({kept} of them, and the class report, as they were: unchanged)" if kept and not written["class_rendered"]
+                   else f" ({kept} of them as they were: unchanged)" if kept else ""))
 
     def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
         """The class's similar pairs into the results directory, for the report: the kept result when the class's code,
@@ -169,7 +176,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         if out_html is not None and out_html.is_dir():
             raise UsageError(f"--out {out_html} is a folder; name the HTML file to write, e.g. {out_html / 'report.html'}")
         written = write_report(ch, results_dir, out_html)
-        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
+        _wrote_report(written, results_dir)
         if written["unreadable"]:
             err.print(f"ol: {len(written['unreadable'])} entries of {results_dir} could not be read: "
                       f"{', '.join(written['unreadable'])} (the report lists them)")
