@@ -14,6 +14,7 @@ from the ledger's entries for the class's submissions (rows by name). Nothing he
 
 from __future__ import annotations
 
+from functools import lru_cache
 import hashlib
 import json
 import os
@@ -89,14 +90,28 @@ def recorded_seed(results_dir: Path) -> int | None:
 def read_entry(results_dir: Path, name: str) -> tuple[Report, float, dict] | None:
     """(report, wall_s, key) of `name`'s entry, None when there is none or it is unreadable (it is graded again)."""
     try:
-        data = json.loads(entry_file(results_dir, name).read_text())
+        raw = entry_file(results_dir, name).read_bytes()
+    except OSError:
+        return None
+    entry = _parse_entry(raw)
+    if entry is None or entry[0].submission != name:  # another name's entry: not this one's
+        return None
+    report, wall, key = entry
+    return report, wall, dict(key) if isinstance(key, dict) else key  # the caller's to keep: the parsed entry is shared
+
+
+@lru_cache(maxsize=4096)
+def _parse_entry(raw: bytes) -> tuple[Report, float, dict] | None:
+    """An entry's bytes parsed and validated against the report's schema once a process: a resumed `ol grade` reads
+    each entry to skip it, then again for the class report (the Report is frozen, so the same one serves both)."""
+    try:
+        data = json.loads(raw)
         key = data.pop("key")
         wall = float(data.pop("wall_s"))
         for extra in ("seed", "graded_on"):
             data.pop(extra, None)
-        report = Report.from_json(data)
-        return (report, wall, key) if report.submission == name else None  # another name's entry: not this one's
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, OlError):
+        return Report.from_json(data), wall, key
+    except (ValueError, KeyError, TypeError, AttributeError, OlError):
         return None
 
 
