@@ -32,7 +32,8 @@ function but passes some other (the crash costs only its own tests); every row i
 grade ends the bench with exit 1, after the figures.
 Resume: the --jobs 2 command run again on its graded class (it skips all 20), and the plain `ol grade`
 command on a class of 100 whose ledger already holds each graded (bench/_grade_cluster.py says how
-that ledger is written), timed.
+that ledger is written), timed after one untimed run of it (which, as the run that graded the class would,
+compares the class's code and writes its pages: its seconds are printed beside): a resumed run reuses both.
 --pairs N (default 1): the cluster runs N times over, the sizes interleaved (1w, 2w, 1w, 2w, ...), so that
 a drift of this shared machine's load between two runs weighs on one ratio, not on all: every pair's
 ratio is printed, and the 1.8x goal is judged on their median (the first pair's runs give the other
@@ -251,8 +252,9 @@ def resume_only(a, chapter) -> int:
     goal = "met" if resume["seconds"] is not None and resume["seconds"] < gc.RESUME_GOAL_S else "NOT met"
     print(f"resume: `ol grade` over {gc.RESUME_N} already graded: " +
           (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
-          f" (goal < {gc.RESUME_GOAL_S:g} s): {goal}")
-    write_figures(a.out, {"resume_only": True, "seed": SEED, "resume": {"skip_100_s": resume["seconds"]}, "problems": problems})
+          f" (goal < {gc.RESUME_GOAL_S:g} s): {goal}" + _first(resume))
+    write_figures(a.out, {"resume_only": True, "seed": SEED, "resume": {"skip_100_s": resume["seconds"],
+                                                                         "first_s": resume.get("first_s")}, "problems": problems})
     for p in problems:
         print(f"BROKEN: {p}", file=sys.stderr)
     return 1 if problems else 0
@@ -307,6 +309,12 @@ def _upload(chapter, into: Path, i: int) -> None:
     spec = chapter.language("python")
     into.mkdir(parents=True)
     (into / Path(spec.student_files[0]).name).write_text((spec.reference / spec.student_files[0]).read_text() + f"\n# {i}\n")
+
+
+def _first(resume: dict) -> str:
+    """The untimed run before the resume: it compared the class's code and wrote its pages (what a finished run leaves)."""
+    return (f"; the run before it, which compared the class's code and wrote its pages: {resume['first_s']:.1f} s"
+            if resume.get("first_s") is not None else "")
 
 
 def report(a, langs, runs, expects, again_s, resume, problems) -> None:
@@ -372,13 +380,14 @@ def report(a, langs, runs, expects, again_s, resume, problems) -> None:
     print(f"resume: the {langs[0]} --jobs {a.jobs[0]} command again (skips its {n[langs[0]]}): {again_s:.1f} s; "
           f"`ol grade` over {gc.RESUME_N} already graded: " +
           (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
-          f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}")
+          f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}" + _first(resume))
     write_figures(a.out, {"quick": a.quick, "seed": SEED, "jobs": list(a.jobs), "cluster": list(a.cluster),
                           "languages": langs, "submissions": n, "kinds": kinds,
                           "mutants": list(QUICK_MUTANTS if a.quick else MUTANTS), "runs": runs,
                           "dask_scaling_2_over_1": scaling, "dask_scaling_pairs": pair_ratios, "pairs": a.pairs,
                           "dask_overhead": overheads,
-                          "resume": {"again_s": again_s, "skip_100_s": resume["seconds"]},
+                          "resume": {"again_s": again_s, "skip_100_s": resume["seconds"],
+                                     "first_s": resume.get("first_s")},
                           "goals_per_minute_jobs_2": {k: GOALS_PER_MINUTE[k] for k in langs},
                           "goals_met": {lang: runs[lang][f"--jobs {GOAL_JOBS}"]["per_minute"] >= GOALS_PER_MINUTE[lang]
                                         for lang in langs if f"--jobs {GOAL_JOBS}" in runs[lang] and not a.quick},
