@@ -183,7 +183,7 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
         rendered += how != "kept"
         edited += [path.name] if how == "edited" else []
     data = class_data(chapter, loaded, link)
-    where = str(out.resolve())
+    where = os.path.relpath(out.resolve(), results_dir.resolve())  # the class page, as the results directory sees it
     record, how = _page(out, _key(renderer, "class", data), kept["class"].get(where), lambda: html.class_report(data))
     edited += [out.name] if how == "edited" else []
     manifest = json.dumps({"format": PAGES_FORMAT, "pages": pages, "class": {where: record}}) + "\n"
@@ -241,7 +241,8 @@ def _page(path: Path, key: str | None, record, render) -> tuple[list, str]:
 
 
 def _read_pages(results_dir: Path) -> tuple[dict, str | None]:
-    """PAGES as {"pages": {file name: record}, "class": {path: record}}, and a note when it was there but corrupt."""
+    """PAGES as {"pages": {file name: record}, "class": {its path from the results directory: record}}, and a note
+    when it was there but corrupt."""
     empty = {"pages": {}, "class": {}, "raw": None}
     try:
         raw = (results_dir / PAGES).read_text(encoding="utf-8")
