@@ -156,7 +156,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
                                     lit(f"{type(e).__name__}: {e}")))
             return
         if found["pairs"]:
-            err.print(f"ol: {len(found['pairs']) + found.get('more', 0)} pairs of submissions are unusually alike (ol similar): "
+            err.print(f"ol: {len(found['pairs']) + found['more']} pairs of submissions are unusually alike (ol similar): "
                       "see the report's similarity section")
 
     @click.command()
@@ -195,8 +195,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         files left out; exit 1 when a pair is flagged."""
         from ..grading.class_report import atomic_write  # here: as the report's, where used
         from ..render.html import similarity_page  # here: jinja2, which only the pages need
-        from ..staff import similar_cache  # here: copydetect and its lexers, which only similarity needs
-        from ..staff.similar import similar
+        from ..staff import similar_cache  # here: as the report's, where used
+        from ..staff.similar import similar  # here: as the report's, where used
 
         ch = load_chapter(chapter)
         if results_dir is not None:  # kept with its key: `ol grade` reuses it when its class and threshold are these

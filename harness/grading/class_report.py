@@ -184,15 +184,15 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
         edited += [path.name] if how == "edited" else []
     data = class_data(chapter, loaded, link)
     where = os.path.relpath(out.resolve(), results_dir.resolve())  # the class page, as the results directory sees it
-    record, how = _page(out, _key(renderer, "class", data), kept["class"].get(where), lambda: html.class_report(data))
-    edited += [out.name] if how == "edited" else []
+    record, class_how = _page(out, _key(renderer, "class", data), kept["class"].get(where), lambda: html.class_report(data))
+    edited += [out.name] if class_how == "edited" else []
     manifest = json.dumps({"format": PAGES_FORMAT, "pages": pages, "class": {where: record}}) + "\n"
     if kept["raw"] != manifest:
         atomic_write(results_dir / PAGES, manifest)
     if edited:
         note = ((note + "; ") if note else "") + (f"{len(edited)} pages were not as ol wrote them ({', '.join(edited[:5])}"
                                                   f"{', ...' if len(edited) > 5 else ''}): written again")
-    return {"report": out, "pages": len(loaded["entries"]), "rendered": rendered, "class_rendered": how != "kept",
+    return {"report": out, "pages": len(loaded["entries"]), "rendered": rendered, "class_rendered": class_how != "kept",
             "unreadable": loaded["unreadable"], "data": data, "note": note}
 
 

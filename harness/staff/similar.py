@@ -26,6 +26,7 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
+
 from ..errors import BadSubmission
 from ..grading.grade import submissions_in
 from ..languages.stub import make_stub
