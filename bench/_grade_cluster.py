@@ -85,8 +85,8 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
     entries = [n for n in rewritten if n.endswith(".json") and not n.startswith(".") and n != "summary.json"]
     if entries:
         problems.append(f"the resumed run rewrote {len(entries)} ledger entries it should have skipped")
-    derived = [n for n in rewritten if n.endswith(".html") or n.startswith((".similarity", ".pages"))]
-    if derived:  # nothing changed: the similarity and every page are kept as they are (issue 28)
+    derived = [n for n in rewritten if n.endswith(".html") or n.startswith((".similarity", ".pages", ".validated"))]
+    if derived:  # nothing changed: the similarity, every page and the validated digests are kept as they are (issue 28)
         problems.append(f"the resumed run rewrote {len(derived)} pages or similarity files though nothing changed: "
                         f"{', '.join(derived[:5])}")
     return {"seconds": seconds, "first_s": first[1], "submissions": RESUME_N, "problems": problems}

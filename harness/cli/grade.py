@@ -103,6 +103,8 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         out.print(f"wrote {out_csv} and {results_dir}/" + (f"; replay with --seed {seed_value}" if seed_value is not None else "") +
                   (f"; {len(result['skipped'])} already graded with this key, skipped (--regrade grades them again)"
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
+        for note in result.get("notes", []):  # a record kept beside the ledger was corrupt: not trusted, made again
+            err.print(Text.assemble(("ol: not trusted: ", "bold yellow"), lit(note)))
         if matched is not None:
             _roster_lines(err, matched)
         kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
@@ -123,7 +125,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
 
     def _wrote_report(written: dict, results_dir: Path) -> None:
         if written["note"]:
-            err.print(Text.assemble(("ol: the record of the pages is not trusted: ", "bold yellow"), lit(written["note"])))
+            err.print(Text.assemble(("ol: not trusted: ", "bold yellow"), lit(written["note"])))
         kept = written["pages"] - written["rendered"]
         out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/" +
                   (f" ({kept} of them, and the class report, as they were: unchanged)" if kept and not written["class_rendered"]

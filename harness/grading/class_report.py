@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from .ledger import SUMMARY, entry_file, read_entry
+from .ledger import SUMMARY, Entries, entry_file
 from .version import version_of
 from ..render import html
 from ..report import Report
@@ -45,21 +45,24 @@ def feedback_file(results_dir: Path, name: str) -> Path:
 
 
 def load(results_dir: Path) -> dict:
-    """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity"}."""
+    """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity",
+    "note": why the record of validated entries was not trusted, or None}."""
     settings = _json(results_dir / SUMMARY) or {}
     entries, unreadable = [], []
+    reader = Entries(results_dir)  # each entry validated against the report's schema once, ever (ledger.VALIDATED)
     for path in sorted(results_dir.glob("*.json")):
         if path.name == SUMMARY or path.name.startswith("."):
             continue
         data = _json(path)
         name = data.get("submission") if isinstance(data, dict) else None
-        entry = read_entry(results_dir, name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
+        entry = reader.read(name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
         if entry is None:
             unreadable.append(path.name)
             continue
         entries.append((entry[0], entry[1]))
+    reader.save()
     return {"settings": settings, "entries": sorted(entries, key=lambda e: e[0].submission), "unreadable": unreadable,
-            "similarity": _json(results_dir / SIMILARITY)}
+            "similarity": _json(results_dir / SIMILARITY), "note": reader.note}
 
 
 def _json(path: Path):
@@ -173,6 +176,7 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
 
     back = quote(os.path.relpath(out.resolve(), results_dir.resolve()), errors="surrogateescape")
     kept, note = _read_pages(results_dir)
+    note = "; ".join(n for n in (loaded["note"], note) if n) or None
     renderer = _renderer(chapter)
     pages, rendered, edited = {}, 0, []
     for r, wall in loaded["entries"]:
