@@ -9,7 +9,9 @@ judge's or the machine's, and may be gone), unless told to regrade. `summary.jso
 seed from its start, so the same command resumes on the same cases.
 
 grades.csv and summary.json are rewritten, atomically, after every grade and at the end of the run:
-from the ledger's entries for the class's submissions (rows by name). Nothing here prints.
+from the ledger's entries for the class's submissions (rows by name). An entry is checked against the report's
+schema when read, once for its bytes: `.validated.json` keeps the digests of those that passed (Entries).
+Nothing here prints.
 """
 
 from __future__ import annotations
