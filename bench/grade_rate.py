@@ -1,7 +1,7 @@
 """Submissions graded per minute by `ol grade`: a Python class and a Rust class, on the local default and on a
 loopback Dask cluster, side by side in one run; Dask's overhead; how fast a resumed run skips.
 
-    python bench/grade_rate.py [--lang python|rust|all] [--jobs 2,1] [--cluster 1,2|none] [--pairs N] [--out F.json] [--quick]
+    python bench/grade_rate.py [--lang python|rust|all] [--jobs 2,1] [--cluster 1,2|none] [--pairs N] [--out F.json] [--quick] [--resume-only]
 
 Each language's class is 20 bare uploads (a folder holding only spec.py or spec.rs; the rest comes
 from that language's reference, --ref-deps), made by `make_class` into a temporary folder:
@@ -32,11 +32,15 @@ function but passes some other (the crash costs only its own tests); every row i
 grade ends the bench with exit 1, after the figures.
 Resume: the --jobs 2 command run again on its graded class (it skips all 20), and the plain `ol grade`
 command on a class of 100 whose ledger already holds each graded (bench/_grade_cluster.py says how
-that ledger is written), timed.
+that ledger is written), timed after one untimed run of it (which, as the run that graded the class would,
+compares the class's code and writes its pages: its seconds are printed beside): a resumed run reuses both.
 --pairs N (default 1): the cluster runs N times over, the sizes interleaved (1w, 2w, 1w, 2w, ...), so that
 a drift of this shared machine's load between two runs weighs on one ratio, not on all: every pair's
 ratio is printed, and the 1.8x goal is judged on their median (the first pair's runs give the other
 figures).
+--resume-only: the resume of 100 alone (the figure of issue 28's regression, in well under a minute): one correct
+Python upload graded with --jobs 1 for a real report to copy into the ledger, then the plain `ol grade` over
+the 100, timed and judged; no rates, no cluster.
 --quick: one correct submission and one mutant per language, --jobs 2 and a 2-worker cluster only,
 and the resume of 100 (the CI smoke run: its grades are checked, its rates printed, the goals not
 judged: two submissions are mostly fixed cost). The Rust class is left out (said so) where there is
@@ -203,6 +207,8 @@ def parse_args() -> argparse.Namespace:
                                                     f"{','.join(map(str, CLUSTER))}; {','.join(map(str, QUICK_CLUSTER))} with --quick)")
     ap.add_argument("--pairs", type=int, default=1, help="the cluster runs this many times, interleaved; the scaling "
                                                         "goal is judged on the median pair (default 1)")
+    ap.add_argument("--resume-only", action="store_true", help="only the resume of 100 (one upload graded first, "
+                                                                "for the report its ledger copies)")
     add_common(ap, "grade_rate", f"1 correct + mutant {', '.join(QUICK_MUTANTS)} per language, --jobs 2 and 2 workers only")
     a = ap.parse_args()
     try:
@@ -216,7 +222,7 @@ def parse_args() -> argparse.Namespace:
     if a.pairs < 1:
         ap.error("--pairs: at least 1")
     a.langs = LANGS if a.lang == "all" else (a.lang,)
-    a.out = out_path(a, "grade_rate")
+    a.out = a.out or (out_path(a, "grade_rate").with_suffix(".resume.json") if a.resume_only else out_path(a, "grade_rate"))
     return a
 
 
@@ -229,9 +235,36 @@ def figures(elapsed: float, rows: dict, expect: dict, slots: int) -> dict:
             "slots": slots, "wall_median_s_by_kind": by_kind, "wall_s": walls}
 
 
+def resume_only(a, chapter) -> int:
+    """The resume of RESUME_N alone: one correct Python upload graded for real (its report is what the ledger
+    copies), then the plain `ol grade` over the class of RESUME_N, timed."""
+    with tempfile.TemporaryDirectory(prefix="ol-grade-rate-") as tmp:
+        tmp = Path(tmp)
+        _upload(chapter, tmp / "class-one" / "correct-01", 0)
+        out_csv = tmp / "grades-one.csv"
+        _, stop = grade_once(tmp / "class-one", ["--jobs", "1"], out_csv)
+        rows = {r["submission"]: r for r in csv.DictReader(out_csv.open())}
+        problems = wrong_grades("python --jobs 1", rows, {"correct-01": Expect("correct", all_pass=True)}, "python",
+                                [t.name for t in chapter.tests]) + ([f"ol grade stopped with exit 3: {stop}"] if stop else [])
+        resume = gc.resume_skip(chapter, tmp, out_csv, SEED, lambda d, i: _upload(chapter, d, i)) if not problems else \
+            {"seconds": None, "problems": []}
+        problems += resume["problems"]
+    goal = "met" if resume["seconds"] is not None and resume["seconds"] < gc.RESUME_GOAL_S else "NOT met"
+    print(f"resume: `ol grade` over {gc.RESUME_N} already graded: " +
+          (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
+          f" (goal < {gc.RESUME_GOAL_S:g} s): {goal}" + _first(resume))
+    write_figures(a.out, {"resume_only": True, "seed": SEED, "resume": {"skip_100_s": resume["seconds"],
+                                                                         "first_s": resume.get("first_s")}, "problems": problems})
+    for p in problems:
+        print(f"BROKEN: {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
 def main() -> int:
     a = parse_args()
     chapter = load_chapter(CHAPTER)
+    if a.resume_only:
+        return resume_only(a, chapter)
     tests = [t.name for t in chapter.tests]
     langs = [lang for lang in a.langs if lang != "rust" or shutil.which("cargo")]
     if len(langs) < len(a.langs):
@@ -276,6 +309,12 @@ def _upload(chapter, into: Path, i: int) -> None:
     spec = chapter.language("python")
     into.mkdir(parents=True)
     (into / Path(spec.student_files[0]).name).write_text((spec.reference / spec.student_files[0]).read_text() + f"\n# {i}\n")
+
+
+def _first(resume: dict) -> str:
+    """The untimed run before the resume: it compared the class's code and wrote its pages (what a finished run leaves)."""
+    return (f"; the run before it, which compared the class's code and wrote its pages: {resume['first_s']:.1f} s"
+            if resume.get("first_s") is not None else "")
 
 
 def report(a, langs, runs, expects, again_s, resume, problems) -> None:
@@ -341,13 +380,14 @@ def report(a, langs, runs, expects, again_s, resume, problems) -> None:
     print(f"resume: the {langs[0]} --jobs {a.jobs[0]} command again (skips its {n[langs[0]]}): {again_s:.1f} s; "
           f"`ol grade` over {gc.RESUME_N} already graded: " +
           (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
-          f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}")
+          f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}" + _first(resume))
     write_figures(a.out, {"quick": a.quick, "seed": SEED, "jobs": list(a.jobs), "cluster": list(a.cluster),
                           "languages": langs, "submissions": n, "kinds": kinds,
                           "mutants": list(QUICK_MUTANTS if a.quick else MUTANTS), "runs": runs,
                           "dask_scaling_2_over_1": scaling, "dask_scaling_pairs": pair_ratios, "pairs": a.pairs,
                           "dask_overhead": overheads,
-                          "resume": {"again_s": again_s, "skip_100_s": resume["seconds"]},
+                          "resume": {"again_s": again_s, "skip_100_s": resume["seconds"],
+                                     "first_s": resume.get("first_s")},
                           "goals_per_minute_jobs_2": {k: GOALS_PER_MINUTE[k] for k in langs},
                           "goals_met": {lang: runs[lang][f"--jobs {GOAL_JOBS}"]["per_minute"] >= GOALS_PER_MINUTE[lang]
                                         for lang in langs if f"--jobs {GOAL_JOBS}" in runs[lang] and not a.quick},

@@ -11,6 +11,7 @@ results.json; none of them spells a field the Report does not give.
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+import hashlib
 import json
 from pathlib import Path
 
@@ -107,8 +108,11 @@ class Report:
         return data
 
     @classmethod
-    def from_json(cls, data: dict) -> "Report":
-        validate(data)
+    def from_json(cls, data: dict, validated: bool = False) -> "Report":
+        """The report `data` holds, checked against the schema unless `validated`: these very bytes passed it before
+        (harness.grading.ledger keeps the digests of the entries that did, under the schema's digest)."""
+        if not validated:
+            validate(data)
         return cls(data["chapter"], data["submission"], data["ref_deps"], [TestResult.from_json(t) for t in data["tests"]],
                    data["summary"].get("duration_s", 0.0), data.get("golden", ""), data.get("fresh_seed"),
                    list(data.get("pitfall_matches", [])), data.get("ungraded"), data.get("load_error"), data.get("sandbox"),
@@ -120,6 +124,12 @@ def _validator():
     import jsonschema  # on first use: a check printed to the console writes no JSON (importing it costs 0.1 s)
 
     return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+
+
+@lru_cache(maxsize=1)
+def schema_digest() -> str:
+    """sha256 of the report schema: what a digest of bytes once validated is valid under."""
+    return hashlib.sha256(SCHEMA.read_bytes()).hexdigest()
 
 
 def validate(data: dict) -> None:

@@ -104,14 +104,15 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         out.print(f"wrote {out_csv} and {results_dir}/" + (f"; replay with --seed {seed_value}" if seed_value is not None else "") +
                   (f"; {len(result['skipped'])} already graded with this key, skipped (--regrade grades them again)"
                    if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
+        for note in result.get("notes", []):  # a record kept beside the ledger was corrupt: not trusted, made again
+            err.print(Text.assemble(("ol: not trusted: ", "bold yellow"), lit(note)))
         if matched is not None:
             _roster_lines(err, matched)
         kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
         _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
         from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
-        written = write_report(ch, results_dir, out_csv.with_suffix(".html"))
-        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
+        _wrote_report(write_report(ch, results_dir, out_csv.with_suffix(".html")), results_dir)
         rejected = result["summary"]["rejected"]
         if rejected:  # a verdict (0, with the reason), as the Gradescope bundle gives it: not a failure of the run
             err.print(f"ol: {rejected} of {n} entries are no submission (their rows say rejected, score 0, with the reason)")
@@ -123,24 +124,40 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
 
     main.add_command(grade)
 
+    def _wrote_report(written: dict, results_dir: Path) -> None:
+        if written["note"]:
+            err.print(Text.assemble(("ol: not trusted: ", "bold yellow"), lit(written["note"])))
+        kept = written["pages"] - written["rendered"]
+        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/" +
+                  (f" ({kept} of them, and the class report, as they were: unchanged)" if kept and not written["class_rendered"]
+                   else f" ({kept} of them as they were: unchanged)" if kept else ""))
+
     def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], skip: bool) -> None:
-        """The class's similar pairs into the results directory, for the report; none there when skipped or failed
-        (a previous run's would describe other code)."""
-        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
+        """The class's similar pairs into the results directory, for the report: the kept result when the class's code,
+        the given code and the detector are as they were (harness.staff.similar_cache), else compared again; none
+        there when skipped or failed (a previous run's would describe other code)."""
+        from ..staff import similar_cache  # here: as the report's, where used
 
-        (results_dir / SIMILARITY).unlink(missing_ok=True)
         if skip:
+            similar_cache.drop(results_dir)
             return
-        err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
         try:
-            from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
-
-            found = similar(ch, submissions_dir, only=kept)
+            look = similar_cache.lookup(ch, submissions_dir, results_dir, SIMILAR_THRESHOLD, only=kept)
+            if look.note:
+                err.print(Text.assemble(("ol: the kept similarity is not trusted: ", "bold yellow"), lit(look.note),
+                                        "; comparing again"))
+            found = look.found
+            if found is not None:
+                err.print(f"ol: the {len(kept)} submissions' code, the given code and the detector are as when they were last "
+                          "compared: the similarity kept is reused (ol similar; --no-similar skips it)")
+            else:
+                err.print(f"ol: comparing the {len(kept)} submissions' code (ol similar; --no-similar skips it)")
+                found = similar_cache.compute(ch, submissions_dir, results_dir, SIMILAR_THRESHOLD, only=kept, key=look.key)
         except Exception as e:  # noqa: BLE001 -- the grades are written: the report goes without this section
+            similar_cache.drop(results_dir)
             err.print(Text.assemble(("ol: the similarity could not be computed", "bold red"), " (the report has no such section): ",
                                     lit(f"{type(e).__name__}: {e}")))
             return
-        atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
         if found["pairs"]:
             err.print(f"ol: {len(found['pairs']) + found['more']} pairs of submissions are unusually alike (ol similar): "
                       "see the report's similarity section")
@@ -162,7 +179,7 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
         if out_html is not None and out_html.is_dir():
             raise UsageError(f"--out {out_html} is a folder; name the HTML file to write, e.g. {out_html / 'report.html'}")
         written = write_report(ch, results_dir, out_html)
-        out.print(f"wrote the class report {written['report']} and {written['pages']} feedback pages in {results_dir}/")
+        _wrote_report(written, results_dir)
         if written["unreadable"]:
             err.print(f"ol: {len(written['unreadable'])} entries of {results_dir} could not be read: "
                       f"{', '.join(written['unreadable'])} (the report lists them)")
@@ -179,14 +196,16 @@ def add_to(main: click.Group, out, err, Exit, _seed) -> None:
     def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, json_path) -> None:
         """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
         files left out; exit 1 when a pair is flagged."""
-        from ..grading.class_report import SIMILARITY, atomic_write  # here: as the report's, where used
+        from ..grading.class_report import atomic_write  # here: as the report's, where used
         from ..render.html import similarity_page  # here: jinja2, which only the pages need
-        from ..staff.similar import similar  # here: copydetect and its lexers, which only similarity needs
+        from ..staff import similar_cache  # here: as the report's, where used
+        from ..staff.similar import similar  # here: as the report's, where used
 
         ch = load_chapter(chapter)
-        found = similar(ch, submissions_dir, threshold)
-        if results_dir is not None:
-            atomic_write(results_dir / SIMILARITY, json.dumps(found, indent=1) + "\n")
+        if results_dir is not None:  # kept with its key: `ol grade` reuses it when its class and threshold are these
+            found = similar_cache.compute(ch, submissions_dir, results_dir, threshold)
+        else:
+            found = similar(ch, submissions_dir, threshold)
         if json_path is not None:
             atomic_write(json_path, json.dumps(found, indent=1) + "\n")
         if html_path is not None:

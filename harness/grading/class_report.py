@@ -11,6 +11,8 @@ Nothing here prints.
 
 from __future__ import annotations
 
+import hashlib
+from importlib.metadata import PackageNotFoundError, version
 import json
 import os
 import re
@@ -20,7 +22,8 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from .ledger import SUMMARY, entry_file, read_entry
+from .ledger import SUMMARY, Entries, entry_file
+from .version import version_of
 from ..render import html
 from ..report import Report
 
@@ -42,21 +45,24 @@ def feedback_file(results_dir: Path, name: str) -> Path:
 
 
 def load(results_dir: Path) -> dict:
-    """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity"}."""
+    """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity",
+    "note": why the record of validated entries was not trusted, or None}."""
     settings = _json(results_dir / SUMMARY) or {}
     entries, unreadable = [], []
+    reader = Entries(results_dir)  # each entry validated against the report's schema once, ever (ledger.VALIDATED)
     for path in sorted(results_dir.glob("*.json")):
         if path.name == SUMMARY or path.name.startswith("."):
             continue
         data = _json(path)
         name = data.get("submission") if isinstance(data, dict) else None
-        entry = read_entry(results_dir, name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
+        entry = reader.read(name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
         if entry is None:
             unreadable.append(path.name)
             continue
         entries.append((entry[0], entry[1]))
+    reader.save()
     return {"settings": settings, "entries": sorted(entries, key=lambda e: e[0].submission), "unreadable": unreadable,
-            "similarity": _json(results_dir / SIMILARITY)}
+            "similarity": _json(results_dir / SIMILARITY), "note": reader.note}
 
 
 def _json(path: Path):
@@ -157,7 +163,9 @@ def feedback_data(chapter, r: Report, wall: float | None = None, back: str | Non
 
 
 def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
-    """The class page at `out` (default: report_path) and every entry's feedback page; returns what it wrote."""
+    """The class page at `out` (default: report_path) and every entry's feedback page; returns what it wrote. A page
+    whose inputs (what its template is given, and the renderer's version) and bytes are as PAGES records is not
+    rendered again: the same inputs render the same bytes."""
     out = out or report_path(results_dir)
     loaded = load(results_dir)
     base = os.path.relpath(results_dir.resolve(), out.resolve().parent)
@@ -167,11 +175,90 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
         return quote(f"{base}/{page}" if base != "." else page, errors="surrogateescape")
 
     back = quote(os.path.relpath(out.resolve(), results_dir.resolve()), errors="surrogateescape")
+    kept, note = _read_pages(results_dir)
+    note = "; ".join(n for n in (loaded["note"], note) if n) or None
+    renderer = _renderer(chapter)
+    pages, rendered, edited = {}, 0, []
     for r, wall in loaded["entries"]:
-        atomic_write(feedback_file(results_dir, r.submission), html.feedback_page(feedback_data(chapter, r, wall, back)))
+        data = feedback_data(chapter, r, wall, back)
+        path = feedback_file(results_dir, r.submission)
+        pages[path.name], how = _page(path, _key(renderer, "feedback", data), kept["pages"].get(path.name),
+                                      lambda: html.feedback_page(data))
+        rendered += how != "kept"
+        edited += [path.name] if how == "edited" else []
     data = class_data(chapter, loaded, link)
-    atomic_write(out, html.class_report(data))
-    return {"report": out, "pages": len(loaded["entries"]), "unreadable": loaded["unreadable"], "data": data}
+    where = os.path.relpath(out.resolve(), results_dir.resolve())  # the class page, as the results directory sees it
+    record, class_how = _page(out, _key(renderer, "class", data), kept["class"].get(where), lambda: html.class_report(data))
+    edited += [out.name] if class_how == "edited" else []
+    manifest = json.dumps({"format": PAGES_FORMAT, "pages": pages, "class": {where: record}}) + "\n"
+    if kept["raw"] != manifest:
+        atomic_write(results_dir / PAGES, manifest)
+    if edited:
+        note = ((note + "; ") if note else "") + (f"{len(edited)} pages were not as ol wrote them ({', '.join(edited[:5])}"
+                                                  f"{', ...' if len(edited) > 5 else ''}): written again")
+    return {"report": out, "pages": len(loaded["entries"]), "rendered": rendered, "class_rendered": class_how != "kept",
+            "unreadable": loaded["unreadable"], "data": data, "note": note}
+
+
+PAGES = ".pages.json"  # per page: the sha256 of what it was rendered from, and of its bytes
+PAGES_FORMAT = 1
+
+
+def _renderer(chapter) -> dict:
+    """What renders a page beside its data: ol's code and templates (the harness version), and the libraries."""
+    return {"format": PAGES_FORMAT, "harness": version_of(chapter)["digest"],
+            **{name: _package(name) for name in ("jinja2", "markupsafe", "matplotlib")}}
+
+
+def _package(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def _key(renderer: dict, kind: str, data: dict) -> str | None:
+    """The sha256 of a page's inputs; None when they are not plain data (the page is then rendered every time)."""
+    try:
+        text = json.dumps([renderer, kind, data], sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sha(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _page(path: Path, key: str | None, record, render) -> tuple[list, str]:
+    """([key, sha256 of the bytes], "kept" | "new" | "edited"): `path` rendered and written unless `record` says it was
+    rendered from `key` and its bytes are still those; "edited" when the inputs matched but the bytes did not."""
+    sha = _sha(path) if key is not None and isinstance(record, list) and record[:1] == [key] else None
+    if sha is not None and record == [key, sha]:
+        return record, "kept"
+    text = render()
+    atomic_write(path, text)
+    return [key, hashlib.sha256(text.encode("utf-8")).hexdigest()], "edited" if sha else "new"
+
+
+def _read_pages(results_dir: Path) -> tuple[dict, str | None]:
+    """PAGES as {"pages": {file name: record}, "class": {its path from the results directory: record}}, and a note
+    when it was there but corrupt."""
+    empty = {"pages": {}, "class": {}, "raw": None}
+    try:
+        raw = (results_dir / PAGES).read_text(encoding="utf-8")
+        data = json.loads(raw)
+    except FileNotFoundError:
+        return empty, None
+    except (OSError, ValueError) as e:
+        return empty, f"{PAGES} is corrupt ({type(e).__name__}): every page rendered again"  # UnicodeDecodeError too
+    if (not isinstance(data, dict) or data.get("format") != PAGES_FORMAT or not isinstance(data.get("pages"), dict)
+            or not isinstance(data.get("class"), dict)):
+        return empty, f"{PAGES} is not this version's record of the pages: every page rendered again"
+    return {"pages": data["pages"], "class": data["class"], "raw": raw}, None
 
 
 def atomic_write(path: Path, text: str) -> None:

@@ -9,11 +9,14 @@ judge's or the machine's, and may be gone), unless told to regrade. `summary.jso
 seed from its start, so the same command resumes on the same cases.
 
 grades.csv and summary.json are rewritten, atomically, after every grade and at the end of the run:
-from the ledger's entries for the class's submissions (rows by name). Nothing here prints.
+from the ledger's entries for the class's submissions (rows by name). An entry is checked against the report's
+schema when read, once for its bytes: `.validated.json` keeps the digests of those that passed (Entries).
+Nothing here prints.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 import hashlib
 import json
 import os
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from ..errors import OlError, UsageError
 from ..render.csv import grades_csv
-from ..report import Report
+from ..report import Report, schema_digest
 
 SUMMARY = "summary.json"
 
@@ -87,16 +90,86 @@ def recorded_seed(results_dir: Path) -> int | None:
 
 
 def read_entry(results_dir: Path, name: str) -> tuple[Report, float, dict] | None:
-    """(report, wall_s, key) of `name`'s entry, None when there is none or it is unreadable (it is graded again)."""
+    """(report, wall_s, key) of `name`'s entry, None when there is none or it is unreadable (it is graded again);
+    validated against the report's schema (Entries.read trusts the bytes VALIDATED records)."""
+    return Entries(results_dir, trust=False).read(name)
+
+
+VALIDATED = ".validated.json"  # the sha256 of each entry's bytes that passed the report's schema, under the schema's own
+VALIDATED_FORMAT = 1
+
+
+class Entries:
+    """The ledger's entries as read, each entry's bytes parsed and validated against the report's schema once: the
+    sha256 of the bytes that passed is kept in VALIDATED (`save`), and a later run parses those very bytes without
+    validating them again (the same bytes under the same schema pass the same). VALIDATED is trusted only when it
+    parses, names this schema's digest, and its check (a sha256 over the rest) matches: else every entry is
+    validated, and `note` says why when the file was corrupt or edited."""
+
+    def __init__(self, results_dir: Path, trust: bool = True) -> None:
+        self.results_dir = results_dir
+        self.trusted, self.note, self._raw = _read_validated(results_dir) if trust else (frozenset(), None, None)
+        self.valid: set[str] = set()  # the sha256 of every entry read that passed (now or before)
+
+    def read(self, name: str) -> tuple[Report, float, dict] | None:
+        try:
+            raw = entry_file(self.results_dir, name).read_bytes()
+        except OSError:
+            return None
+        sha = hashlib.sha256(raw).hexdigest()
+        entry = _parse_entry(raw, sha in self.trusted)
+        if entry is None or entry[0].submission != name:  # another name's entry: not this one's
+            return None
+        self.valid.add(sha)
+        report, wall, key = entry
+        return report, wall, dict(key) if isinstance(key, dict) else key  # the caller's to keep: the entry is shared
+
+    def save(self) -> None:
+        """VALIDATED, from the entries read here that passed; written only when it changed."""
+        entries = sorted(self.valid)
+        text = json.dumps({"format": VALIDATED_FORMAT, "schema": schema_digest(), "entries": entries,
+                           "check": _check(schema_digest(), entries)}) + "\n"
+        if text != self._raw:
+            _atomic_write(self.results_dir / VALIDATED, text)
+            self._raw = text
+
+
+def _check(schema: str, entries: list[str]) -> str:
+    return hashlib.sha256(json.dumps([VALIDATED_FORMAT, schema, entries]).encode()).hexdigest()
+
+
+def _read_validated(results_dir: Path) -> tuple[frozenset, str | None, str | None]:
+    """(the digests VALIDATED vouches for, why it was not trusted when it was corrupt or edited, its text)."""
     try:
-        data = json.loads(entry_file(results_dir, name).read_text())
+        raw = (results_dir / VALIDATED).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return frozenset(), None, None
+    except (OSError, ValueError) as e:
+        return frozenset(), f"{VALIDATED} cannot be read ({type(e).__name__}): every entry validated again", None
+    try:
+        data = json.loads(raw)
+        schema, entries = data["schema"], data["entries"]
+        if data.get("format") != VALIDATED_FORMAT or not isinstance(entries, list) or data.get("check") != _check(schema, entries):
+            raise ValueError("its check does not match what it lists")
+    except (ValueError, TypeError, KeyError) as e:
+        return frozenset(), f"{VALIDATED} is corrupt or was edited ({e}): every entry validated again", raw
+    if schema != schema_digest():  # another schema: its digests vouch for nothing now (no fault: said nowhere)
+        return frozenset(), None, raw
+    return frozenset(e for e in entries if isinstance(e, str)), None, raw
+
+
+@lru_cache(maxsize=4096)
+def _parse_entry(raw: bytes, validated: bool) -> tuple[Report, float, dict] | None:
+    """An entry's bytes parsed (and validated against the report's schema unless `validated`) once a process: a resumed
+    `ol grade` reads each entry to skip it, then again for the class report (the Report is frozen: one serves both)."""
+    try:
+        data = json.loads(raw)
         key = data.pop("key")
         wall = float(data.pop("wall_s"))
         for extra in ("seed", "graded_on"):
             data.pop(extra, None)
-        report = Report.from_json(data)
-        return (report, wall, key) if report.submission == name else None  # another name's entry: not this one's
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, OlError):
+        return Report.from_json(data, validated=validated), wall, key
+    except (ValueError, KeyError, TypeError, AttributeError, OlError):
         return None
 
 
@@ -113,6 +186,7 @@ class Ledger:
         self.version, self.seed, self.ref_deps = version, seed, ref_deps
         self.roster = roster  # harness.grading.roster.match's result, or None: no --roster
         self.entries: dict[str, tuple[Report, float, dict]] = {}  # name -> (report, wall, key): what is on disk
+        self.reader = Entries(results_dir)  # reads each entry, validating only bytes not validated before
         self.skipped: list[str] = []  # graded before, with this run's key: not graded again
         self.settings = {"chapter": chapter.chapter, "seed": seed, "fresh": seed is not None, "ref_deps": ref_deps,
                          "sandbox": sandbox, "harness": version}
@@ -122,7 +196,7 @@ class Ledger:
         return {"content": digest, "seed": self.seed, "ref_deps": self.ref_deps, "harness": self.version["digest"]}
 
     def read(self, name: str) -> tuple[Report, float, dict] | None:
-        return read_entry(self.results_dir, name)
+        return self.reader.read(name)
 
     def graded(self, name: str, digest: str, unconfined_ok: bool) -> bool:
         """True (and the entry kept for the CSV) when `name` was graded before with this run's key."""
@@ -155,12 +229,13 @@ class Ledger:
                 "tests": [t.name for t in self.chapter.tests], "reports": reports,
                 "wall_s": [self.entries[n][1] for n in names], "summary": summarize(self.chapter, reports),
                 "skipped": list(self.skipped), "missing": [n for n in sorted(self.names) if n not in self.entries],
-                "roster": self.roster}
+                "roster": self.roster, "notes": [self.reader.note] if self.reader.note else []}
 
     def write(self) -> None:
         """grades.csv and summary.json from the ledger's entries for the class."""
         result = self.result
         _atomic_write(self.out_csv, grades_csv(result))
+        self.reader.save()
         self._write_summary(result)
 
     def _write_summary(self, result: dict | None = None) -> None:

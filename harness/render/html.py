@@ -17,7 +17,6 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 from markupsafe import Markup
 
-from . import plots
 from .literal import visible
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -59,6 +58,8 @@ def similarity_page(chapter: str, similarity: dict) -> str:
 
 
 def _plots(data: dict) -> dict:
+    from . import plots  # here: matplotlib costs 0.5 s to import, which a class page kept as it was never needs
+
     top = max(data["max_score"], 1)
     # one bar a point (centred on it) for a small whole maximum, else SCORE_BINS bars
     bins = ([i - 0.5 for i in range(int(top) + 2)] if float(top).is_integer() and top <= 2 * SCORE_BINS

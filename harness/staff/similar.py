@@ -25,7 +25,6 @@ from itertools import combinations
 from pathlib import Path
 
 import numpy as np
-from copydetect import CodeFingerprint, compare_files
 
 from ..errors import BadSubmission
 from ..subjects.upload import submissions_in
@@ -36,6 +35,11 @@ NOISE = 25  # copydetect's noise threshold (its default): the shortest match cou
 THRESHOLD = 0.5  # a pair is flagged when either side has at least this share of its code in the other
 FILE_CAP = 512 * 1024  # bytes of one chapter file compared: source is kilobytes, a bigger one is skipped (named)
 MAX_PAIRS = 100  # flagged pairs kept with their code (the most alike first); the rest counted
+
+
+def detector_name() -> str:
+    """The installed detector and its version, read without importing it."""
+    return f"copydetect {version('copydetect')}"
 
 
 def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
@@ -89,14 +93,24 @@ def _document(chapter, sub) -> dict | str:
     return {"language": sub.language, "file": ", ".join(r for r, _ in parts), "code": "\n".join(c for _, c in parts)}
 
 
-def _fingerprint(name: str, code: str, boiler=None) -> CodeFingerprint:
-    return CodeFingerprint(name, NOISE, 1, boilerplate=boiler, fp=io.StringIO(code))
+def _detector():
+    """copydetect's fingerprint and comparison, imported on first use: copydetect and its lexers cost 0.5 s, which a
+    resumed `ol grade` reusing its kept result (harness.staff.similar_cache) never needs."""
+    from copydetect import CodeFingerprint, compare_files
+
+    return CodeFingerprint, compare_files
+
+
+def _fingerprint(name: str, code: str, boiler=None):
+    fingerprint, _ = _detector()
+    return fingerprint(name, NOISE, 1, boilerplate=boiler, fp=io.StringIO(code))
 
 
 def similar(chapter, submissions_dir: Path, threshold: float = THRESHOLD, only: set[str] | None = None) -> dict:
     """The class's flagged pairs, the most alike first, each with both sides' code and matching character ranges
     (`only`: of these entries alone)."""
     docs, skipped = sources(chapter, submissions_dir, only)
+    _, compare_files = _detector()
     pairs, compared, by_language = [], 0, {}
     for lang in chapter.languages:
         mine = [d for d in docs if d["language"] == lang]
@@ -119,7 +133,7 @@ def similar(chapter, submissions_dir: Path, threshold: float = THRESHOLD, only: 
             if overlap and max(scores) >= threshold:
                 pairs.append(_pair(lang, a, b, scores, slices, int(overlap)))
     pairs.sort(key=lambda p: (-max(p["scores"]), p["names"]))
-    return {"detector": f"copydetect {version('copydetect')}", "noise": NOISE, "threshold": threshold,
+    return {"detector": detector_name(), "noise": NOISE, "threshold": threshold,
             "compared": compared, "by_language": by_language, "given": True, "skipped": sorted(skipped, key=lambda s: s["name"]),
             "pairs": pairs[:MAX_PAIRS], "more": max(0, len(pairs) - MAX_PAIRS)}
 

@@ -235,3 +235,113 @@ def test_a_class_with_no_graded_score_and_no_pitfall_still_gets_its_report(tmp_p
     page = Page(write_report(CH, results)["report"].read_text())
     assert "score-histogram" not in page.ids and "pitfall-bars" not in page.ids and "time-histogram" in page.ids
     assert "mean -" in page.all_text and "median -" in page.all_text
+
+
+# A rebuilt report renders only what changed (issue 28): observed through the renderer's calls, counted, and each page's
+# inode and mtime, never the clock; what it keeps is what a fresh build writes, byte for byte.
+
+@pytest.fixture
+def renders(monkeypatch):
+    """{"feedback": [names rendered], "class": [count]}: harness.render.html's two page renderers, wrapped."""
+    from harness.render import html
+
+    seen = {"feedback": [], "class": []}
+    real_page, real_class = html.feedback_page, html.class_report
+    monkeypatch.setattr(html, "feedback_page", lambda data: seen["feedback"].append(data["name"]) or real_page(data))
+    monkeypatch.setattr(html, "class_report", lambda data: seen["class"].append(1) or real_class(data))
+    return seen
+
+
+def stats(results: Path) -> dict:
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in [*results.glob("*.html"), results.parent / "grades.html"]}
+
+
+def fresh_build(tmp_path: Path, results: Path) -> dict:
+    """Every page of a copy of `results` (its entries, summary and similarity alone) built with nothing kept."""
+    copy = tmp_path / "fresh" / "grades-results"
+    copy.mkdir(parents=True)
+    for p in results.iterdir():
+        if p.suffix == ".json" and p.name != ".pages.json":
+            copy.joinpath(p.name).write_bytes(p.read_bytes())
+    written = write_report(CH, copy)
+    assert written["rendered"] == len(written["data"]["rows"]) and written["class_rendered"]
+    return {p.name: p.read_bytes() for p in [*copy.glob("*.html"), written["report"]]}
+
+
+def built(results: Path) -> dict:
+    return {p.name: p.read_bytes() for p in [*results.glob("*.html"), results.parent / "grades.html"]}
+
+
+@pytest.mark.slow(s=2)
+def test_a_rebuilt_report_renders_no_page_whose_inputs_are_unchanged(tmp_path, renders):
+    results = ledger_of(tmp_path, CLASS)
+    first = write_report(CH, results)
+    assert len(renders["feedback"]) == len(CLASS) and renders["class"] == [1] and first["rendered"] == len(CLASS)
+    before = stats(results)
+    again = write_report(CH, results)
+    assert again["rendered"] == 0 and not again["class_rendered"] and again["note"] is None
+    assert len(renders["feedback"]) == len(CLASS) and renders["class"] == [1]  # nothing rendered the second time
+    assert stats(results) == before  # nor written
+    assert built(results) == fresh_build(tmp_path, results)
+
+
+@pytest.mark.slow(s=4)
+def test_a_changed_entry_or_similarity_renders_what_shows_it_and_the_same_bytes_as_a_fresh_build(tmp_path, renders):
+    from harness.grading.class_report import SIMILARITY
+
+    results = ledger_of(tmp_path, CLASS)
+    write_report(CH, results)
+    before = stats(results)
+    ledger = Ledger(CH, [r.submission for r, _ in CLASS], tmp_path / "grades.csv", results, 7, True, {"digest": "d" * 16}, "bwrap")
+    ledger.record(report("alice", {NAMES[0]: Outcome.FAIL}, pitfall="s01"), 3.0, "digest-5", "local")  # alice regraded
+    renders["feedback"].clear()
+    written = write_report(CH, results)
+    alice = feedback_file(results, "alice").name
+    assert renders["feedback"] == ["alice"] and written["rendered"] == 1 and written["class_rendered"]
+    after = stats(results)
+    assert {n for n in before if after[n] != before[n]} == {alice, "grades.html"}
+    assert "15 of 16 tests passed" in Page(feedback_file(results, "alice").read_text()).all_text
+    assert built(results) == fresh_build(tmp_path, results)
+    (results / SIMILARITY).write_text(json.dumps({"detector": "copydetect 0.5.0", "noise": 25, "threshold": 0.5, "compared": 5,
+                                                  "by_language": {"python": 5}, "given": True, "skipped": [], "pairs": [],
+                                                  "more": 0}))
+    renders["feedback"].clear()
+    written = write_report(CH, results)
+    assert renders["feedback"] == [] and written["class_rendered"] and 'id="similarity"' in written["report"].read_text()
+
+
+@pytest.mark.slow(s=2)
+def test_a_new_renderer_renders_every_page_again(tmp_path, renders, monkeypatch):
+    from harness.grading import class_report
+
+    results = ledger_of(tmp_path, CLASS)
+    write_report(CH, results)
+    real = class_report._renderer
+    monkeypatch.setattr(class_report, "_renderer", lambda chapter: {**real(chapter), "jinja2": "0.0-another"})
+    written = write_report(CH, results)
+    assert written["rendered"] == len(CLASS) and written["class_rendered"] and len(renders["feedback"]) == 2 * len(CLASS)
+
+
+@pytest.mark.slow(s=2)
+@pytest.mark.parametrize("damage", ["record-not-json", "record-not-a-record", "page-edited", "page-gone"])
+def test_a_corrupt_record_or_an_edited_page_is_rendered_again_and_said(tmp_path, renders, damage):
+    results = ledger_of(tmp_path, CLASS)
+    write_report(CH, results)
+    pages = built(results)
+    alice = feedback_file(results, "alice")
+    if damage == "record-not-json":
+        (results / ".pages.json").write_text('{"format": 1, "pages": {')
+    elif damage == "record-not-a-record":
+        (results / ".pages.json").write_text('["format", 1]')
+    elif damage == "page-edited":
+        alice.write_text(alice.read_text().replace("16 of 16", "0 of 16"))
+    else:
+        alice.unlink()
+    renders["feedback"].clear()
+    written = write_report(CH, results)
+    if damage.startswith("record"):
+        assert ".pages.json" in written["note"] and written["rendered"] == len(CLASS) and written["class_rendered"]
+    else:
+        assert renders["feedback"] == ["alice"] and not written["class_rendered"]
+        assert (alice.name in written["note"]) if damage == "page-edited" else written["note"] is None
+    assert built(results) == pages  # what ol wrote, again

@@ -153,3 +153,52 @@ def dump(browser: str, page: Path) -> str:
     """The DOM Chromium built from the page."""
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom", page.as_uri()],
                           capture_output=True, text=True, timeout=120).stdout
+
+
+def derived(out: Path) -> dict:
+    """(inode, mtime) of what a run derives from the ledger: the similarity kept, its key, every page, the class page."""
+    results = out / "grades-results"
+    files = [results / ".similarity.json", results / ".similarity.key", *results.glob("*.html"), out / "grades.html"]
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in files}
+
+
+def resume(root: Path, out: Path, klass: Path) -> subprocess.CompletedProcess:
+    """The graded class's command again, on a copy of its outputs (the class's own folder `klass`)."""
+    return ol("grade", "L10.8", klass, "--ref-deps", "--jobs", "2", "--roster", root / "roster.csv", "--out", out / "grades.csv")
+
+
+@pytest.mark.slow(s=6)
+@pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
+def test_a_resumed_run_reuses_the_similarity_and_every_page_when_nothing_changed(graded, tmp_path):
+    root, out, r = graded
+    assert r.returncode == 0, r.stderr
+    copy = shutil.copytree(out, tmp_path / "out")
+    before = derived(copy)
+    again = resume(root, copy, root / "class")
+    assert again.returncode == 0 and "6 of 6 submissions already graded" in again.stderr, again.stdout + again.stderr
+    assert "the similarity kept is reused" in again.stderr and "comparing" not in again.stderr, again.stderr
+    assert "(6 of them, and the class report, as they were: unchanged)" in again.stdout, again.stdout
+    assert derived(copy) == before  # nothing compared, rendered or written again
+    assert (copy / "grades.html").read_bytes() == (out / "grades.html").read_bytes()
+
+
+@pytest.mark.slow(s=20)
+@pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
+def test_a_resumed_run_with_one_submission_changed_compares_again_and_renders_its_page_alone(graded, tmp_path):
+    root, out, r = graded
+    assert r.returncode == 0, r.stderr
+    klass = shutil.copytree(root / "class", tmp_path / "class")
+    copy = shutil.copytree(out, tmp_path / "out")
+    (klass / "py-b" / "spec.py").write_text((klass / "py-a" / "spec.py").read_text() + "\n# py-b's own line\n")
+    before = derived(copy)
+    again = resume(root, copy, klass)  # py-b graded again (its content changed), the rest skipped
+    assert again.returncode == 0 and "5 of 6 submissions already graded" in again.stderr, again.stdout + again.stderr
+    assert "comparing the 6 submissions' code" in again.stderr and "kept is reused" not in again.stderr, again.stderr
+    after = derived(copy)
+    assert {n for n in before if after[n] != before[n]} == {".similarity.json", ".similarity.key", "py-b.html", "grades.html"}
+    kept = json.loads((copy / "grades-results" / ".similarity.json").read_text())
+    fresh = tmp_path / "fresh.json"
+    ol("similar", "L10.8", klass, "--json", fresh, timeout=300)  # a fresh comparison of the changed class
+    kept_pairs = {frozenset(p["names"]): p["scores"] for p in kept["pairs"]}
+    assert kept_pairs == {frozenset(p["names"]): p["scores"] for p in json.loads(fresh.read_text())["pairs"]}
+    assert frozenset({"py-a", "py-b"}) in kept_pairs  # the changed code is what was compared

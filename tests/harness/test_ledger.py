@@ -3,6 +3,7 @@ ledger's keys and what it skips (harness.grading.ledger), the harness version (h
 worker's refusal of another version's task (harness.grading.task)."""
 
 from dataclasses import replace
+import hashlib
 import json
 import os
 import zipfile
@@ -134,6 +135,77 @@ def test_the_ledger_skips_only_a_grade_with_the_same_key(tmp_path):
     assert entry["key"] == {"content": "da", "seed": 5, "ref_deps": True, "harness": "v1"} and entry["wall_s"] == 1.5
     (tmp_path / "results" / "a.json").write_text(entry.__repr__())  # damaged by hand: graded again, not trusted
     assert not a_ledger(tmp_path, ["a"]).graded("a", "da", False)
+
+
+@pytest.fixture
+def validations(monkeypatch):
+    """The report schema's validations, counted (harness.report.validate, wrapped), each process's parse cache empty."""
+    from harness.grading import ledger
+
+    seen = []
+    real = rp.validate
+    monkeypatch.setattr(rp, "validate", lambda data: seen.append(data["submission"]) or real(data))
+    ledger._parse_entry.cache_clear()
+    yield seen
+    ledger._parse_entry.cache_clear()
+
+
+def a_new_process():
+    """What a new run starts from: no entry parsed yet (the parse cache lives as long as its process)."""
+    from harness.grading import ledger
+
+    ledger._parse_entry.cache_clear()
+
+
+def test_an_entry_is_validated_against_the_schema_once_while_its_bytes_are_the_same(tmp_path, validations):
+    from harness.grading.ledger import Entries
+
+    (tmp_path / "results").mkdir()
+    first = a_ledger(tmp_path, ["a", "b", "c"])
+    for name in "abc":
+        first.record(report(name), 1.0, f"d{name}", "local")
+    again = a_ledger(tmp_path, ["a", "b", "c"])  # the next run: each entry read (and validated) to be skipped
+    assert all(again.graded(n, f"d{n}", False) for n in "abc") and sorted(validations) == ["a", "b", "c"]
+    again.write()  # the end of the run: the validated entries' digests kept
+    a_new_process()
+    third = a_ledger(tmp_path, ["a", "b", "c"])
+    assert all(third.graded(n, f"d{n}", False) for n in "abc") and len(validations) == 3  # none validated again
+    entry = tmp_path / "results" / "b.json"
+    entry.write_text(entry.read_text().replace('"wall_s": 1.0', '"wall_s": 2.0'))  # new bytes: validated again
+    a_new_process()
+    assert Entries(tmp_path / "results").read("b")[1] == 2.0 and validations[3:] == ["b"]
+    entry.write_text(entry.read_text().replace('"outcome": "pass"', '"outcome": "passed-ish"', 1))  # breaks the schema
+    a_new_process()
+    assert Entries(tmp_path / "results").read("b") is None and validations[4:] == ["b"]  # never trusted: read as missing
+
+
+@pytest.mark.parametrize("damage", ["not-json", "listed-by-hand", "another-schema"])
+def test_a_corrupt_or_edited_record_of_validated_entries_is_not_trusted(tmp_path, validations, monkeypatch, damage):
+    from harness.grading import ledger
+
+    (tmp_path / "results").mkdir()
+    book = a_ledger(tmp_path, ["a", "b"])
+    book.record(report("a"), 1.0, "da", "local")
+    book.record(report("b"), 1.0, "db", "local")
+    reader = ledger.Entries(tmp_path / "results")
+    reader.read("a"), reader.read("b")
+    reader.save()  # a's and b's digests kept, both valid
+    record = tmp_path / "results" / ledger.VALIDATED
+    data = json.loads(record.read_text())
+    entry = tmp_path / "results" / "b.json"
+    entry.write_text(entry.read_text().replace('"outcome": "pass"', '"outcome": "passed-ish"', 1))  # b breaks the schema
+    if damage == "not-json":
+        record.write_text(record.read_text()[:40])
+    elif damage == "listed-by-hand":  # the broken b's digest added, the check left as it was
+        data["entries"].append(hashlib.sha256(entry.read_bytes()).hexdigest())
+        record.write_text(json.dumps(data))
+    else:
+        monkeypatch.setattr(ledger, "schema_digest", lambda: "another schema's digest")
+    a_new_process()
+    validations.clear()
+    reader = ledger.Entries(tmp_path / "results")
+    assert (reader.note is None) if damage == "another-schema" else (ledger.VALIDATED in reader.note)
+    assert reader.read("a") is not None and reader.read("b") is None and sorted(validations) == ["a", "b"]
 
 
 def test_a_submission_named_summary_is_refused_and_the_ledger_sits_beside_the_csv(tmp_path):

@@ -1,0 +1,130 @@
+"""A class's similarity (harness.staff.similar), kept in the results directory and reused while nothing it depends on
+changed: a resumed `ol grade` whose submissions are all graded already would otherwise compare the same code
+again (copydetect, every pair within a language: half a minute for a class of 100).
+
+The result is `.similarity.json` (what the class report shows, as `ol similar --results-dir` writes it), and its
+key is beside it in `.similarity.key`: a sha256 over everything the result depends on,
+  - each compared entry's name and content digest (harness.grading.parcel.digest: every file's path, mode and bytes),
+    made from the files as they are when asked, never taken from the ledger;
+  - the code every student got, as text (the stub and the given files: harness.staff.similar.boilerplate);
+  - the detector's settings (threshold, noise, the caps) and versions (copydetect's, pygments' lexers), and the
+    harness version's digest (harness.grading.version: ol's own code, the chapter pack, the references);
+with the sha256 of the result's bytes. A result is reused only when both match: a key file that does not parse,
+or a result edited, cut short or gone since it was written, is computed again, and the lookup says so (a note).
+When an entry's digest cannot be made (a link, an unreadable file) there is no key: the similarity is computed
+and no key is kept. A result is kept with its key only when the class's key is the same after the comparison as
+before it (a file changed while it ran: no key, so the next run compares again). A wrong similarity is a wrong
+conclusion of the staff's: when in doubt, compare. Library code: returns data and notes, prints nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import hashlib
+from importlib.metadata import PackageNotFoundError, version
+import json
+from pathlib import Path
+
+from ..grading.class_report import SIMILARITY, atomic_write
+from ..grading.grade import submissions_in
+from ..grading.parcel import ParcelError, digest
+from ..grading.version import version_of
+from . import similar as sim
+
+KEY = ".similarity.key"  # beside SIMILARITY: the key it was computed under, and its bytes' sha256
+FORMAT = 1  # of the key file and of what the key covers: a change here recomputes every kept result
+
+
+@dataclass(frozen=True)
+class Lookup:
+    found: dict | None  # the kept result, when it is this class's; None: compare
+    key: str | None  # the class's key now (None: it has none, the result is not kept)
+    note: str | None  # why a kept result was not trusted (a corrupt or edited file), for the staff to read
+
+
+def _package(name: str) -> str | None:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] | None = None) -> str | None:
+    """The sha256 of what the similarity of the entries of `submissions_dir` (`only`: these alone) depends on; None
+    when an entry's content digest cannot be made."""
+    entries = []
+    for path in submissions_in(chapter, submissions_dir):
+        if only is not None and path.name not in only:
+            continue
+        try:
+            entries.append([path.name, digest(path)])
+        except (ParcelError, OSError):
+            return None
+    given = {lang: hashlib.sha256(json.dumps(sim.boilerplate(chapter, lang)).encode()).hexdigest()
+             for lang in sorted(chapter.languages)}
+    material = {"format": FORMAT, "harness": version_of(chapter)["digest"], "detector": sim.detector_name(),
+                "pygments": _package("pygments"), "threshold": threshold, "noise": sim.NOISE, "file_cap": sim.FILE_CAP,
+                "max_pairs": sim.MAX_PAIRS, "given": given, "entries": entries}
+    return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
+
+
+def lookup(chapter, submissions_dir: Path, results_dir: Path, threshold: float = sim.THRESHOLD,
+           only: set[str] | None = None) -> Lookup:
+    """The kept result when it was computed under the class's key now, else None (and why, when a file was corrupt)."""
+    key = class_key(chapter, submissions_dir, threshold, only)
+    kept, note = _read(results_dir)
+    if kept is None or key is None or kept[0] != key:
+        return Lookup(None, key, note)
+    return Lookup(kept[1], key, None)
+
+
+def _read(results_dir: Path) -> tuple[tuple[str, dict] | None, str | None]:
+    """((key, result), None) when the key file parses and the result is the bytes recorded with it; else (None, why),
+    the why None when there is simply no key file (a first run, --no-similar, `ol similar` without a class key)."""
+    try:
+        raw_key = (results_dir / KEY).read_bytes()
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, f"{KEY} cannot be read ({e.strerror or e})"
+    try:
+        meta = json.loads(raw_key)
+        key, want = meta["key"], meta["result_sha256"]
+        if meta.get("format") != FORMAT or not isinstance(key, str) or not isinstance(want, str):
+            raise ValueError("not this version's key file")
+    except (ValueError, TypeError, KeyError) as e:
+        return None, f"{KEY} is corrupt ({type(e).__name__}: {e})"
+    try:
+        raw = (results_dir / SIMILARITY).read_bytes()
+    except OSError as e:
+        return None, f"{SIMILARITY} is gone or unreadable ({e.strerror or e}) though {KEY} records one"
+    if hashlib.sha256(raw).hexdigest() != want:
+        return None, f"{SIMILARITY} is not the file ol wrote (edited or cut short since)"
+    try:
+        found = json.loads(raw)
+    except ValueError as e:
+        return None, f"{SIMILARITY} is corrupt ({e})"
+    if not isinstance(found, dict) or not isinstance(found.get("pairs"), list):
+        return None, f"{SIMILARITY} holds no similarity result"
+    return (key, found), None
+
+
+def drop(results_dir: Path) -> None:
+    """No result and no key (a previous run's would describe other code); the key first, so no key outlives its result."""
+    (results_dir / KEY).unlink(missing_ok=True)
+    (results_dir / SIMILARITY).unlink(missing_ok=True)
+
+
+def compute(chapter, submissions_dir: Path, results_dir: Path, threshold: float = sim.THRESHOLD,
+            only: set[str] | None = None, key: str | None = None) -> dict:
+    """The similarity compared afresh and written into `results_dir`, with its key when the class had one before
+    the comparison (`key`, else made here) and has the same after; returns the result."""
+    drop(results_dir)  # a comparison that fails leaves none: the report then has no such section
+    key = key or class_key(chapter, submissions_dir, threshold, only)
+    found = sim.similar(chapter, submissions_dir, threshold, only)
+    text = json.dumps(found, indent=1) + "\n"
+    atomic_write(results_dir / SIMILARITY, text)
+    if key is not None and class_key(chapter, submissions_dir, threshold, only) == key:
+        meta = {"format": FORMAT, "key": key, "result_sha256": hashlib.sha256(text.encode()).hexdigest()}
+        atomic_write(results_dir / KEY, json.dumps(meta, indent=1) + "\n")
+    return found
