@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from ..grading.class_report import SIMILARITY, atomic_write
-from ..grading.grade import submissions_in
+from ..subjects.upload import submissions_in
 from ..grading.parcel import ParcelError, digest
 from ..grading.version import version_of
 from . import similar as sim
