@@ -17,7 +17,9 @@ The facts, each a function of the engine whose calls are counted:
   golden file checked     harness.check.golden.verify (its digest, or its schema without one)
   golden file parsed      json.loads of the golden file's bytes (harness.check.runner.run_check's one parse)
   report written as JSON  harness.report.Report.to_json (the judge's, to its stdout; the orchestrator's, to the ledger)
-  report read, validated  harness.report.Report.from_json (schema-validated where it crosses a process or a file)
+  report read             harness.report.Report.from_json (from the judge's stdout; the ledger's entries, read back)
+  report validated        harness.report.validate: against its schema, where it crosses from a judge (the ledger's
+                          entries, once ever: harness.grading.ledger's VALIDATED)
 
 A count per submission above 1 is a fact derived again. The study (../shared/design/architecture.md) measured,
 per judged submission before issue 27: the chapter loaded about 6 times, the layout 3, the sandbox probed 3,
@@ -43,7 +45,8 @@ FACTS = {  # row -> (module file under harness/, function name)
     "sandbox probed": ("sandbox/confine.py", "choose"),
     "golden file checked": ("check/golden.py", "verify"),
     "report written as JSON": ("report.py", "to_json"),
-    "report read, validated": ("report.py", "from_json"),
+    "report read": ("report.py", "from_json"),
+    "report validated": ("report.py", "validate"),
 }
 SUBMISSIONS = ("correct", "s07-draws-u-resample-only-on-rejection")  # a passing one and a failing one, in turn
 
