@@ -164,12 +164,18 @@ def test_an_entry_is_validated_against_the_schema_once_while_its_bytes_are_the_s
     first = a_ledger(tmp_path, ["a", "b", "c"])
     for name in "abc":
         first.record(report(name), 1.0, f"d{name}", "local")
-    again = a_ledger(tmp_path, ["a", "b", "c"])  # the next run: each entry read (and validated) to be skipped
-    assert all(again.graded(n, f"d{n}", False) for n in "abc") and sorted(validations) == ["a", "b", "c"]
-    again.write()  # the end of the run: the validated entries' digests kept
+    # the ledger vouches for the bytes it wrote from its Reports (validated where they crossed from their judges)
+    a_new_process()
+    again = a_ledger(tmp_path, ["a", "b", "c"])  # the next run: each entry read to be skipped, none validated
+    assert all(again.graded(n, f"d{n}", False) for n in "abc") and validations == []
+    (tmp_path / "results" / ".validated.json").unlink()  # no record: each entry validated once, then kept
     a_new_process()
     third = a_ledger(tmp_path, ["a", "b", "c"])
-    assert all(third.graded(n, f"d{n}", False) for n in "abc") and len(validations) == 3  # none validated again
+    assert all(third.graded(n, f"d{n}", False) for n in "abc") and sorted(validations) == ["a", "b", "c"]
+    third.write()  # the end of the run: the validated entries' digests kept
+    a_new_process()
+    fourth = a_ledger(tmp_path, ["a", "b", "c"])
+    assert all(fourth.graded(n, f"d{n}", False) for n in "abc") and len(validations) == 3  # none validated again
     entry = tmp_path / "results" / "b.json"
     entry.write_text(entry.read_text().replace('"wall_s": 1.0', '"wall_s": 2.0'))  # new bytes: validated again
     a_new_process()
