@@ -184,21 +184,35 @@ def known_chapters() -> list[str]:
     return sorted(_packs())
 
 
-def _table(name: str) -> dict:
-    return tomllib.loads((_packs()[name] / "chapter.toml").read_text())
+def _tables() -> dict[str, dict]:
+    """chapter name -> its chapter.toml, for every pack whose table parses: what the help texts read at start-up. A
+    pack that does not parse is left out here, never raised: the command that loads it says what is wrong
+    (load_chapter, exit 3), where `ol --help` and every other chapter still work."""
+    found: dict[str, dict] = {}
+    for d in search_dirs():
+        for toml in sorted(d.glob("*/chapter.toml")):
+            try:
+                table = tomllib.loads(toml.read_text())
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+                continue
+            if isinstance(table.get("chapter"), str):
+                found.setdefault(table["chapter"], table)
+    return found
 
 
 def courses() -> list[str]:
     """The courses the known chapters belong to (each chapter.toml's `course`), as `ol --help` names them."""
-    return sorted({c for name in known_chapters() if (c := _table(name).get("course"))})
+    return sorted({c for t in _tables().values() if isinstance(c := t.get("course"), str) and c})
 
 
 def defaults() -> dict[str, tuple[str, dict[str, str]]]:
     """chapter -> (its own language, {language: its default workspace}), read from the tables alone (for --help)."""
     found = {}
-    for name in known_chapters():
-        d = _table(name)
-        spaces = {lang: spec.get("default_workspace", "") for lang, spec in d.get("language", {}).items()}
+    for name, d in sorted(_tables().items()):
+        languages = d.get("language", {})
+        if not isinstance(languages, dict):
+            continue
+        spaces = {lang: spec.get("default_workspace", "") for lang, spec in languages.items() if isinstance(spec, dict)}
         found[name] = (d.get("default_language", next(iter(spaces), "")), spaces)
     return found
 
