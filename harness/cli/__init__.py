@@ -90,7 +90,7 @@ def _start_help() -> str:
 
 
 @click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]},
-             help=f"ol: grade and differential-test {' and '.join(courses())} chapters.")
+             help=f"ol: grade and differential-test {' and '.join(courses()) or 'course'} chapters.")
 @click.option("--debug", is_flag=True, help="print the traceback of an internal error")
 @click.pass_context
 def main(ctx, debug: bool) -> None:

@@ -34,6 +34,19 @@ def test_a_package_without_the_chapter_file_is_a_usage_error(tmp_path):
     assert no_test_ran(r) and len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_pack_whose_table_does_not_parse_is_a_harness_error_not_a_traceback_at_start(tmp_path):
+    """ol's help texts read every pack's table when it starts: a broken one is named by the command that loads the
+    chapters (exit 3, one message), and `ol --help` still works."""
+    broken = tmp_path / "packs" / "Broken"
+    broken.mkdir(parents=True)
+    (broken / "chapter.toml").write_text('chapter = "B1.0"\ntests = [\n')
+    env = {"OL_CHAPTERS_PATH": str(tmp_path / "packs")}
+    assert ol("--help", env=env).returncode == 0
+    r = ol("tests", "L10.8", env=env)
+    assert r.returncode == 3 and "Traceback" not in r.stderr + r.stdout, r.stderr
+    assert f"{broken / 'chapter.toml'}: not valid TOML" in r.stderr, r.stderr
+
+
 def test_an_unknown_mutant_is_a_usage_error_in_one_line():
     r = ol("check", "L10.8", "--submission", "mutant:s99")
     assert r.returncode == 2 and "has no mutant 's99'" in first_line(r) and "s01" in first_line(r), r.stderr
