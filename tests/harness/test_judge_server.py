@@ -204,8 +204,14 @@ def test_the_server_ends_when_its_socket_is_removed_and_when_idle(env):
     sock = next((Path(env["XDG_CACHE_HOME"]) / "ol" / "judge").glob("*.sock"))
     sock.unlink()
     _wait(lambda: not _alive(pid), "the server to see its socket gone")
-    pid = server_up({**env, "OL_SERVER_IDLE_S": "0.5"})
-    _wait(lambda: not _alive(pid), "the server's idle end")
+    # idle after 0.5 s: its socket may come and go between two looks of a busy test, so the server is followed by the
+    # pid its lock names (a new one: the same key's lock named the server just ended)
+    idle = {**env, "OL_SERVER_IDLE_S": "0.5"}
+    sock, lock, log = served.paths(served_key(dict(idle)), Path(env["XDG_CACHE_HOME"]) / "ol" / "judge")
+    assert ol(idle, *QUICK).returncode == 0 and who(idle) == ["in-process"]
+    _wait(lambda: _pid_of(lock) not in (None, pid), "the idle server's start")
+    _wait(lambda: not _alive(_pid_of(lock)), "the server's idle end")
+    assert not sock.exists() and "not serving" not in (log.read_text() if log.exists() else ""), "it served, then idled"
 
 
 def _raw_at_a_terminal(argv, env) -> tuple[int, bytes]:
