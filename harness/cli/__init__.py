@@ -45,7 +45,7 @@ from ..render.gradescope import results_json
 from ..sandbox.confine import answers_exposed, choose, exposure_advice
 from ..subjects.layout import detect
 from ..subjects.open import validate
-from . import staff
+from . import grade as grading, staff
 from .common import Exit, err, out, seed as _seed, write_json as _write_json
 
 
@@ -394,6 +394,5 @@ def _workspace_language(ch) -> str:
 for _command in (staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config, staff.selftest):
     main.add_command(_command)
 
-from .grade import add_to  # noqa: E402  (`ol grade`, in a module of its own)
-
-add_to(main, out, err, Exit, _seed)
+for _command in (grading.grade, grading.report, grading.similar_cmd):  # `ol grade`, `ol report`, `ol similar`
+    main.add_command(_command)
