@@ -110,10 +110,10 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
     _wrote_report(write_report(ch, results_dir, out_csv.with_suffix(".html")), results_dir)
-    rejected = result["summary"]["rejected"]
+    rejected = result["summary"].rejected
     if rejected:  # a verdict (0, with the reason), as the Gradescope bundle gives it: not a failure of the run
         err.print(f"ol: {rejected} of {n} entries are no submission (their rows say rejected, score 0, with the reason)")
-    ungraded = result["summary"]["ungraded"]
+    ungraded = result["summary"].ungraded
     if ungraded:
         err.print(f"[bold red]ol: {ungraded} of {n} submissions could not be graded[/] (their rows say ungraded, "
                   "with the reason); fix the cause and grade them again.", markup=True)

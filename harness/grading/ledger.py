@@ -17,6 +17,7 @@ Nothing here prints.
 from __future__ import annotations
 
 from functools import lru_cache
+from dataclasses import dataclass
 import hashlib
 import json
 import os
@@ -30,8 +31,26 @@ from ..report import Report, schema_digest
 SUMMARY = "summary.json"
 
 
-def summarize(chapter, reports: list[Report]) -> dict:
-    """The class's counts: `graded` (a verdict on the code), `rejected` (no submission: 0), `ungraded` (no verdict)."""
+@dataclass(frozen=True)
+class ClassSummary:
+    """The class's counts: `graded` (a verdict on the code), `rejected` (no submission: 0), `ungraded` (no verdict);
+    `all_passed` of the graded; each test's passes; each pitfall's count of best matches, the most matched first."""
+    submissions: int
+    graded: int
+    rejected: int
+    ungraded: int
+    all_passed: int
+    passed_by_test: dict[str, int]
+    pitfalls_most_matched: dict[str, int]
+
+    def to_json(self) -> dict:
+        return {"submissions": self.submissions, "graded": self.graded, "rejected": self.rejected,
+                "ungraded": self.ungraded, "all_passed": self.all_passed, "passed_by_test": dict(self.passed_by_test),
+                "pitfalls_most_matched": dict(self.pitfalls_most_matched)}
+
+
+def summarize(chapter, reports: list[Report]) -> ClassSummary:
+    """The class's counts (ClassSummary) over its reports."""
     graded = [r for r in reports if r.ungraded is None and r.rejected is None]
     passed_by_test = {t.name: 0 for t in chapter.tests}
     pitfalls: dict[str, int] = {}
@@ -41,10 +60,8 @@ def summarize(chapter, reports: list[Report]) -> dict:
         for m in r.pitfall_matches[:1]:
             pitfalls[f"{m['id']}: {m['pitfall']}"] = pitfalls.get(f"{m['id']}: {m['pitfall']}", 0) + 1
     rejected = sum(r.rejected is not None and r.ungraded is None for r in reports)
-    return {"submissions": len(reports), "graded": len(graded), "rejected": rejected,
-            "ungraded": len(reports) - len(graded) - rejected,
-            "all_passed": sum(r.ok for r in graded), "passed_by_test": passed_by_test,
-            "pitfalls_most_matched": dict(sorted(pitfalls.items(), key=lambda kv: -kv[1]))}
+    return ClassSummary(len(reports), len(graded), rejected, len(reports) - len(graded) - rejected,
+                        sum(r.ok for r in graded), passed_by_test, dict(sorted(pitfalls.items(), key=lambda kv: -kv[1])))
 
 
 def default_results_dir(out_csv: Path) -> Path:
@@ -245,7 +262,7 @@ class Ledger:
     def _write_summary(self, result: dict | None = None) -> None:
         data = dict(self.settings)
         if result is not None:
-            data |= {"sandbox": result["sandbox"], "summary": result["summary"], "missing": result["missing"]}
+            data |= {"sandbox": result["sandbox"], "summary": result["summary"].to_json(), "missing": result["missing"]}
         if self.roster is not None:
             data["roster"] = self.roster
         _atomic_write(self.results_dir / SUMMARY, json.dumps(data, indent=2) + "\n")

@@ -182,9 +182,9 @@ def grades(out, chapter: str, result: dict) -> None:
     if result.get("missing"):
         out.print(Text.assemble(("not graded", "bold red"), " (the run stopped first): ", lit(", ".join(result["missing"]))))
     summ = result["summary"]
-    out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ["passed_by_test"].items()))
-    if summ["pitfalls_most_matched"]:
-        out.print("pitfalls most often matched: " + "; ".join(f"{k} ({v})" for k, v in summ["pitfalls_most_matched"].items()))
+    out.print("passed per test: " + ", ".join(f"{k} {v}" for k, v in summ.passed_by_test.items()))
+    if summ.pitfalls_most_matched:
+        out.print("pitfalls most often matched: " + "; ".join(f"{k} ({v})" for k, v in summ.pitfalls_most_matched.items()))
 
 
 def similar_pairs(out, found: dict) -> None:

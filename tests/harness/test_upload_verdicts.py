@@ -439,4 +439,4 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
     assert rows["light-unpack"]["reason"].startswith("Unpacking light-unpack took longer than 60 s"), rows["light-unpack"]
     assert "this machine is too slow or stuck" in rows["light-unpack"]["reason"]
     assert all(v > 60 for v in looks.values()), looks  # each entry's own deadline passed, none other's
-    assert result["summary"]["rejected"] == 2 and result["summary"]["ungraded"] == 2, result["summary"]
+    assert result["summary"].rejected == 2 and result["summary"].ungraded == 2, result["summary"]
