@@ -195,7 +195,7 @@ def test_config_check_validates_a_runtime_file_with_the_engines_messages(tmp_pat
     assert r.returncode == 2 and "no runtime file at" in first_line(r), r.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=23)
 def test_a_first_setup_without_network_says_what_is_missing_in_one_line(tmp_path):
     env = {"OL_VENV": str(tmp_path / "venv"), "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(tmp_path / "no-wheels"),
            "PIP_CONFIG_FILE": os.devnull, "OL_PYTHON": sys.executable}

@@ -70,7 +70,7 @@ def test_fresh_stub_fails_every_test_with_not_implemented(tmp_path):
         assert "not implemented" in t["message"], f"{t['name']}: {t['message'][:300]}"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=18)
 def test_fixtures_check_passes_and_catches_a_one_byte_edit(tmp_path):
     r = ol("fixtures", "L10.8", "--check")
     assert r.returncode == 0, r.stderr

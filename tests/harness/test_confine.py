@@ -221,7 +221,7 @@ def test_the_uid_fallback_refuses_a_worker_that_could_not_reach_its_files(tmp_pa
     assert str(private / "model" / "w.bin") in str(e.value)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=20)
 def test_a_submission_too_large_to_copy_is_refused_and_leaves_no_worker_folder(tmp_path, monkeypatch):
     """More files than the worker's copy takes: BadSubmission with the reason, and its folder removed. (The
     upload's own walk refuses such a folder first, harness.subjects.upload.ENTRY_CAP; lifted here, the copy's cap is

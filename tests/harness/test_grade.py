@@ -61,7 +61,7 @@ def _failing(row: dict) -> dict:
     return {t: o for t, o in row.items() if t not in FIXED and o != "pass"}
 
 
-@pytest.mark.slow(s=45)
+@pytest.mark.slow(s=135)
 def test_the_readme_grade_command_from_the_root_and_from_elsewhere_grades_the_examples_as_expected_and_identically(tmp_path):
     """`ol grade L10.8 examples/submissions --seed 4242 --ref-deps` as a member of staff types it, with relative
     paths, run twice with one seed: from the project root over the mixed folder (the README's command;
@@ -143,7 +143,7 @@ def verify_draft(rows, draft, draft_probs, p, prompt, output, rng):
 '''
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=25)
 def test_fresh_cases_defeat_memorised_golden_answers(tmp_path):
     sys.path.insert(0, str(REPO / "reference"))
     from tinyllm.rng import Pcg32
@@ -215,7 +215,7 @@ def test_bad_outputs_are_refused_before_anyone_is_graded(tmp_path):
         assert not (tmp_path / "grades.csv").exists(), "nothing may be graded before the outputs are known good"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=20)
 def test_every_upload_layout_gradescope_accepts_ol_grade_accepts(tmp_path):
     """A class exported from Gradescope: each folder holds what its student uploaded (a bare spec.py, a
     tinyllm/ folder, or a zip of either); a loose file of the export (a roster) is not a submission."""

@@ -95,7 +95,7 @@ def stop(proc: subprocess.Popen) -> tuple[str, str]:
     return proc.communicate(timeout=60)
 
 
-@pytest.mark.slow(s=64)
+@pytest.mark.slow(s=130)
 def test_workers_of_two_threads_each_give_the_local_default_s_csv_byte_for_byte(tmp_path):
     """A small mixed class (Python and Rust, a pass, a failure, a load error, a rejected entry, and more
     submissions than the cluster's 4 threads, so a thread grades one after another too) graded on two
@@ -132,7 +132,7 @@ def test_workers_of_two_threads_each_give_the_local_default_s_csv_byte_for_byte(
     assert len(workers) == 2, f"both workers graded: {remote.stderr[-2000:]}"
 
 
-@pytest.mark.slow(s=28)
+@pytest.mark.slow(s=47)
 def test_a_worker_killed_mid_run_loses_no_submission_and_grades_none_twice(tmp_path):
     from distributed import Client
 
@@ -161,7 +161,7 @@ def test_a_worker_killed_mid_run_loses_no_submission_and_grades_none_twice(tmp_p
     assert sorted(finished) == sorted(names), f"each finished exactly once:\n{stderr[-3000:]}"
 
 
-@pytest.mark.slow(s=20)
+@pytest.mark.slow(s=53)
 @pytest.mark.parametrize("engine", ["local", "cluster"])
 def test_an_interrupted_run_resumes_and_grades_nothing_twice(tmp_path, engine):
     klass = bare_class(tmp_path / "class", 5)

@@ -128,7 +128,7 @@ def has_colour(pixels: np.ndarray, hex_colour: str) -> int:
     return int((np.abs(pixels - rgb).max(axis=2) <= 8).sum())
 
 
-@pytest.mark.slow(s=25)
+@pytest.mark.slow(s=68)
 @pytest.mark.xdist_group("graded_report_class")  # the class graded once, not once per xdist worker
 def test_the_report_and_a_feedback_page_render_in_headless_chromium(graded):
     browser = chromium()

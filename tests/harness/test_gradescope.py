@@ -448,7 +448,7 @@ def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_wo
     assert f"fresh cases from seed {SECRET_SEED}" in log, "graded on the assignment's cases, read from its file"
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=28)
 @needs_rust
 def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder, worker_uids):
     """uid mode builds the crate as the worker uid, from scratch (a template is bwrap's alone), with the
@@ -472,7 +472,7 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     assert "could not be loaded" in data["output"] and "couldn't read" in data["output"], data["output"]
 
 
-@pytest.mark.slow(s=12)
+@pytest.mark.slow(s=33)
 def test_one_seed_gives_identical_results_and_students_never_see_it(autograder):
     ag = autograder  # the assignment's bundle, set up once for the module (its seed: SECRET_SEED)
     upload = lambda sub: shutil.copytree(BUGGY, sub / BUGGY.name, ignore=shutil.ignore_patterns("__pycache__"))  # noqa: E731
@@ -497,7 +497,7 @@ def test_bundle_names_are_relative_with_the_scripts_and_seed_at_the_root(tmp_pat
         assert {"ol", "pyproject.toml", "harness/staff/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(s=16)
 def test_setup_installs_python311_when_python3_is_older(tmp_path):
     """Ubuntu 22.04: python3 is 3.10, so setup.sh asks apt-get for python3.11 and python3.11-venv and uses it."""
     root = extract(build(tmp_path, SEED), tmp_path / "root")

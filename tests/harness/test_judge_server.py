@@ -243,7 +243,7 @@ def test_a_served_check_at_a_terminal_writes_to_the_terminal_as_its_own_process_
     assert here == there
 
 
-@pytest.mark.slow(s=30)
+@pytest.mark.slow(s=51)
 @pytest.mark.skipif(shutil.which("cargo") is None, reason="no cargo on this machine")
 def test_a_served_rust_check_gives_the_same_verdict_and_report(env, tmp_path):
     """A student's workspace (ol start), its spec.rs the stub: every test fails the same way served or not."""

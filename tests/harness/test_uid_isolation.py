@@ -307,7 +307,7 @@ if not _os.path.exists(_MARK + "/daemon"):  # the first worker that loads it lea
 '''
 
 
-@pytest.mark.slow(s=40)
+@pytest.mark.slow(s=61)
 def test_ol_grade_in_uid_mode_grades_the_next_submission_on_a_daemons_uid_as_if_alone(tmp_path):
     """`ol grade --jobs 1` in mode uid (one worker uid, so both judges' workers run as it, one after the other):
     the first submission's worker leaves a setsid daemon that, once that worker is gone, kills every process of

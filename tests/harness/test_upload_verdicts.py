@@ -250,7 +250,7 @@ def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, k
 
 
 @pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
-@pytest.mark.slow(s=25)
+@pytest.mark.slow(s=55)
 def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs_row_for_each(hostile_class, tmp_path):
     """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
     threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
