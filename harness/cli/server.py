@@ -20,6 +20,7 @@ when its folder is gone; it is single-threaded when it forks.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import importlib
 import io
@@ -32,11 +33,16 @@ import socket
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
+
+import pytest
 
 from .. import served
 from ..check.runner import UNUSED_PLUGINS
 from ..registry import load_chapter, make_importable, parsed_tests
+from . import one_blas_thread
+from .common import reset_consoles
 
 IDLE_S = 600.0
 POLL_S = 5.0  # how often an idle server looks at its socket (OL_SERVER_POLL_S)
@@ -45,8 +51,6 @@ MAIN = "harness.cli:main"
 
 def preload(chapter: str) -> None:
     """Import what a check imports, and have pytest collect the chapter's tests (their modules stay imported)."""
-    import pytest
-
     cli = importlib.import_module("harness.cli")
     importlib.import_module("harness.check.pytest_plugin")
     if not chapter:
@@ -93,8 +97,6 @@ def _check(request: dict, fds: list[int], conn: socket.socket) -> None:
         _run_check(request, fds, conn)
     except BaseException:  # noqa: BLE001 -- never back into the server's loop
         try:
-            import traceback
-
             os.write(2, ("ol: internal error: the judge server could not start the check (rerun with --no-server):\n"
                          + traceback.format_exc()).encode())
         finally:
@@ -113,9 +115,6 @@ def _run_check(request: dict, fds: list[int], conn: socket.socket) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    from . import one_blas_thread
-    from .common import reset_consoles
-
     one_blas_thread()
     tempfile.tempdir = None
     random.seed()  # a new interpreter's own draws, not the server's
@@ -134,13 +133,9 @@ def _run_check(request: dict, fds: list[int], conn: socket.socket) -> None:
     except KeyboardInterrupt:  # as a new interpreter ends on one: killed by SIGINT
         code = -signal.SIGINT
     except BaseException:  # noqa: BLE001 -- as a new interpreter ends on an uncaught exception
-        import traceback
-
         traceback.print_exc()
         code = 1
     finally:
-        import atexit
-
         atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             try:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from harness.grading.ledger import ClassSummary
 from harness.outcomes import Outcome
 from harness.registry import load_chapter
 from harness.render import console as show
@@ -116,7 +117,7 @@ def test_the_console_draws_a_class_its_progress_and_a_diff_literally():
     names = FORMULAS + MARKUP + ["\x1b[2Jclear"]
     reports = [report(n) for n in names] + [report("[/x]-ungraded", ungraded=f"the judge refused it as input: {HOSTILE}")]
     result = {"seed": 7, "reports": reports, "wall_s": [1.0] * len(reports), "missing": ["[/y]\x1b[H"],
-              "summary": {"passed_by_test": {t.name: 1 for t in CH.tests}, "pitfalls_most_matched": {}}}
+              "summary": ClassSummary(len(reports), len(reports) - 1, 0, 1, 0, {t.name: 1 for t in CH.tests}, {})}
     con, buf = terminal()
     show.grades(con, "L10.8", result)
     progress = GradeProgress(con)
