@@ -22,6 +22,12 @@ from tests.harness.hostile_kit import kill_marked, marked, tree_digest
 
 JOBS = 2
 HANG_GUARD_S = 1800.0  # an `ol grade` of the class that has not ended by then hangs (it takes ~2 to 6 minutes)
+# The class's fresh cases: a fixed seed, so that the s07 base's honest verdict is one verdict. Since the property
+# checks draw their inputs from the grading seed, a seed may also draw an input on which s07's slip shows in a
+# second test (verify_rejects_bad_shapes' property over verify_draft): a random seed made the honest 15 a 14 now and
+# then. Given by file, as staff keep it off command lines (README: --seed @FILE). On seed 4242 the base scores 15,
+# as the README's `ol grade` of examples/submissions checks for s07 (examples/submissions/expected.json).
+SEED = 4242
 AFTERLIFE_S = 3.0      # the forger's daemon, had it got out, rewrites every 0.5 s till killed: the outputs must not change
 TREES = ("chapters", "harness", "reference", "fixtures")  # the repository's trees a submission must not touch
 
@@ -54,8 +60,11 @@ def test_the_hostile_catalog_graded_as_one_class(tmp_path):
     canary = secrets.token_hex(16)
     env = hc.canary_env(canary) | {"TMPDIR": str(run_tmp)}
     repo_before, subs_before = repo_digest(), tree_digest(subs, skip_pycache=False)
+    seed_file = tmp_path / "seed"
+    seed_file.write_text(f"{SEED}\n")
+    seed_file.chmod(0o600)
     cmd = [sys.executable, "-m", "harness.cli", "grade", "L10.8", str(subs), "--jobs", str(JOBS), "--out", str(out_csv),
-           "--results-dir", str(results)]
+           "--results-dir", str(results), "--seed", f"@{seed_file}"]
     try:
         with hc.CanaryListener() as listener:
             r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S)
