@@ -364,3 +364,11 @@ def test_the_pack_check_sees_an_engine_import(tmp_path):
     (pack / "judge" / "a.py").write_text("from harness.pack import Rand\ndef f():\n    from harness.errors import Raised\n")
     assert pack_imports(pack, {pack / "ops.py"}) == ["P/judge/a.py:3 imports harness.errors",
                                                      "P/ops.py:2 imports harness.registry"]
+
+
+MODULE_LINES = 400  # the project's style: a module a reader holds in mind (README, Layout)
+
+
+def test_no_module_of_the_engine_is_over_400_lines():
+    long = {module_name(p): n for p in sorted(HARNESS.rglob("*.py")) if (n := len(p.read_text().splitlines())) > MODULE_LINES}
+    assert not long, f"modules over {MODULE_LINES} lines (split each by concern): {long}"
