@@ -49,7 +49,13 @@ def start_ol_grade(klass: Path, out: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), "--ref-deps",
                              "--out", str(out / "grades.csv"), "--results-dir", str(out / "results"), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, preexec_fn=_interruptible)
+
+
+def _interruptible() -> None:
+    """In the child, before it runs ol: SIGINT as at a terminal. A suite started in the background by a shell
+    (`./ol selftest &`) inherits SIGINT ignored, and so would `ol grade`: the test's Ctrl-C would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def without_timing(csv_text: str) -> bytes:
