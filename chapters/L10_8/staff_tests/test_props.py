@@ -1,6 +1,10 @@
 """The judge's differential property checks (judge/props.py, judge/properties.py): a submission that differs
 from the reference anywhere in a function's domain is shown its smallest differing input; the same grading
-seed draws the same inputs, another draws others; a timeout is no difference to shrink but its own outcome."""
+seed draws the same inputs, another draws others; a timeout is no difference to shrink but its own outcome; the
+inputs a second check reads back (harness.pack.memo) are the inputs drawn.
+
+Every test here has its own empty cache folder and draws anew (the `own_cache` fixture; `_drawn` forgets between
+draws): a test that the drawing is reproducible must draw, not read back what it drew a moment before."""
 
 import math
 import os
@@ -9,12 +13,23 @@ import sys
 
 import pytest
 
-from harness.pack import Raised, Timeout
-from chapters.L10_8.judge import properties
+from harness.pack import Raised, Timeout, memo
+from chapters.L10_8.judge import properties, props
 from harness.pack import REPO
 from chapters.L10_8.judge.props import judge_reference
 
 GOLDEN = {"master_seed": 20261204}
+PROPERTIES = ("prompt_lookup", "ngram_draft", "parse_config", "propose", "residual", "sample_dense",
+              "speculative_step", "dense_distribution", "verify_draft", "blocks_for")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """This test's own cache folder, and nothing in this process's memory: what it draws, it draws."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    memo.forget()
+    yield tmp_path / "cache"
+    memo.forget()
 
 
 class Fake:
@@ -27,8 +42,7 @@ class Fake:
 @pytest.mark.slow(s=4)
 def test_the_reference_agrees_with_itself_on_every_property():
     ref = judge_reference()
-    for name in ("prompt_lookup", "ngram_draft", "parse_config", "propose", "residual", "sample_dense",
-                 "speculative_step", "dense_distribution", "verify_draft", "blocks_for"):
+    for name in PROPERTIES:
         assert getattr(properties, name)(ref, GOLDEN) is None, name
 
 
@@ -66,6 +80,10 @@ def test_a_refusal_where_the_reference_answers_is_a_difference():
 
 
 def _drawn(seed: int) -> list:
+    """The inputs blocks_for's check asks for `seed`, drawn anew (nothing read back from memory or disk)."""
+    memo.forget()
+    for kept in memo.folder("draws").glob("*"):
+        kept.unlink()
     seen, fake = [], Fake()
     def record(t, b):
         seen.append((t, b))
@@ -112,11 +130,43 @@ def test_the_inputs_do_not_depend_on_the_modules_the_judge_imported(tmp_path, mo
 
 
 @pytest.mark.slow(s=2)
-def test_a_property_check_writes_nothing_in_the_folder_it_runs_in(tmp_path):
+def test_a_property_check_writes_nothing_in_the_folder_it_runs_in(tmp_path, own_cache):
+    """Hypothesis's ./.hypothesis and the like: a check writes only into the judge's own cache (its drawn inputs)."""
+    student = tmp_path / "student"
+    student.mkdir()
     code = ("import json; from chapters.L10_8.judge import properties; "
             "from chapters.L10_8.judge.props import judge_reference; "
             "assert properties.prompt_lookup(judge_reference(), {'master_seed': 1}) is None")
-    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", code], cwd=student, capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(REPO)})
     assert r.returncode == 0, r.stderr[-2000:]
-    assert not list(tmp_path.iterdir()), f"a check wrote into the student's folder: {list(tmp_path.iterdir())}"
+    assert not list(student.iterdir()), f"a check wrote into the student's folder: {list(student.iterdir())}"
+    assert len(list((own_cache / "ol" / "draws").iterdir())) == 1, "the drawn inputs are kept in the judge's cache"
+
+
+@pytest.mark.slow(s=3)
+def test_a_second_check_reads_back_the_inputs_drawn_and_draws_nothing(own_cache, monkeypatch):
+    """Every property's inputs, drawn by one check and read back from disk by the next (another process's
+    memory: forgotten here), are the same values of the same types (repr: a tuple is no list, -0.0 no 0.0)."""
+    drawn, read, made = {}, {}, []
+    real_draw, real_inputs = props._draw, props.drawn_inputs
+
+    def draw(*a):
+        made.append(a[1])
+        return real_draw(*a)
+
+    def inputs(into):
+        def recorded(seed, name, strategy, examples=props.EXAMPLES):
+            into[name] = repr(got := real_inputs(seed, name, strategy, examples))
+            return got
+        return recorded
+
+    monkeypatch.setattr(props, "_draw", draw)
+    for into in (drawn, read):
+        memo.forget()
+        monkeypatch.setattr(props, "drawn_inputs", inputs(into))
+        for name in PROPERTIES:
+            assert getattr(properties, name)(judge_reference(), GOLDEN) is None, name
+    assert len(drawn) == len(PROPERTIES) and len(made) == len(PROPERTIES), (sorted(drawn), made)
+    assert read == drawn, [name for name in drawn if read.get(name) != drawn[name]]
+    assert len(list((own_cache / "ol" / "draws").glob("*.marshal"))) == len(PROPERTIES)

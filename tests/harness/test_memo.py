@@ -1,0 +1,125 @@
+"""harness.pack.memo: a value made once, read back the same (types and all), kept only where this user alone
+writes, and anything it cannot trust made again."""
+
+import math
+import os
+
+import pytest
+
+from harness.pack import memo
+
+VALUE = [(1, [2, 3]), (-0.0, float("nan"), float("inf")), {"b": 1, "a": (None, True, "é\x00")}, 2**70, -(2**64)]
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    memo.forget()
+    yield tmp_path / "xdg" / "ol" / "t"
+    memo.forget()
+
+
+class Maker:
+    def __init__(self, value=VALUE):
+        self.value, self.calls = value, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.value
+
+
+def same(a, b) -> bool:
+    return repr(a) == repr(b) and type(a) is type(b)
+
+
+def test_a_value_is_made_once_and_read_back_whole_by_the_next_process(cache):
+    make = Maker()
+    assert memo.remembered("t", "k", make) is VALUE and make.calls == 1
+    assert memo.remembered("t", "k", make) is VALUE and make.calls == 1, "this process's memory"
+    memo.forget()  # the next process: only the disk
+    back = memo.remembered("t", "k", make)
+    assert make.calls == 1 and same(back, VALUE), back
+    assert math.copysign(1, back[1][0]) == -1 and math.isnan(back[1][1]) and list(back[2]) == ["b", "a"]
+    assert [p.name for p in cache.iterdir()] == [f.name for f in cache.glob("*.marshal")], "no file left half-written"
+    assert oct(cache.stat().st_mode & 0o777) == oct(0o700)
+
+
+def test_another_key_is_made_anew():
+    memo.remembered("t", "k1", Maker())
+    other = Maker([1])
+    assert memo.remembered("t", "k2", other) == [1] and other.calls == 1
+
+
+@pytest.mark.parametrize("spoil", ["damaged", "empty", "another key", "writable by others", "a link"])
+def test_a_file_it_cannot_trust_is_a_miss_made_again_and_rewritten(cache, tmp_path, spoil):
+    memo.remembered("t", "k", Maker())
+    memo.forget()
+    (path,) = cache.glob("*.marshal")
+    if spoil == "damaged":
+        path.write_bytes(path.read_bytes()[:-7])
+    elif spoil == "empty":
+        path.write_bytes(b"")
+    elif spoil == "another key":
+        memo.remembered("t", "other", Maker(["planted"]))
+        memo.forget()
+        (planted,) = set(cache.glob("*.marshal")) - {path}
+        os.replace(planted, path)
+    elif spoil == "writable by others":
+        path.chmod(0o666)
+    else:
+        target = tmp_path / "elsewhere.marshal"
+        os.replace(path, target)
+        path.symlink_to(target)
+    make = Maker()
+    assert same(memo.remembered("t", "k", make), VALUE) and make.calls == 1, f"{spoil}: made again"
+    memo.forget()
+    again = Maker()
+    assert same(memo.remembered("t", "k", again), VALUE) and again.calls == 0, f"{spoil}: rewritten, then read back"
+    assert not path.is_symlink()
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs root to give a file to another user")
+def test_a_file_of_another_user_is_a_miss(cache):
+    memo.remembered("t", "k", Maker())
+    memo.forget()
+    (path,) = cache.glob("*.marshal")
+    os.chown(path, 64999, 64999)
+    make = Maker()
+    assert same(memo.remembered("t", "k", make), VALUE) and make.calls == 1
+
+
+def test_a_value_marshal_cannot_hold_is_made_each_time(cache):
+    odd = Maker([object()])
+    memo.remembered("t", "k", odd)
+    memo.forget()
+    memo.remembered("t", "k", odd)
+    assert odd.calls == 2 and not list(cache.glob("*"))
+
+
+def test_a_cache_that_cannot_be_written_still_gives_the_value(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    make = Maker()
+    assert memo.remembered("t", "k", make) is VALUE and make.calls == 1
+
+
+def test_a_user_without_a_home_still_gets_the_value(monkeypatch):
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setattr(memo.Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
+    make = Maker()
+    assert memo.remembered("t", "k", make) is VALUE and make.calls == 1
+
+
+def test_only_the_newest_files_are_kept(cache, monkeypatch):
+    monkeypatch.setattr(memo, "KEPT", 3)
+    for i in range(5):
+        memo.remembered("t", f"k{i}", Maker([i]))
+        for p in cache.glob("*.marshal"):  # each older than the next
+            os.utime(p, (p.stat().st_mtime - 10, p.stat().st_mtime - 10))
+    assert len(list(cache.glob("*.marshal"))) == 3
+    memo.forget()
+    newest = Maker([4])
+    assert memo.remembered("t", "k4", newest) == [4] and newest.calls == 0
+    oldest = Maker([0])
+    assert memo.remembered("t", "k0", oldest) == [0] and oldest.calls == 1
