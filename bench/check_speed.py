@@ -28,7 +28,9 @@ and reference) are compiled by the first check and cached in __pycache__, as on 
 second check on. So every command runs without PYTHONDONTWRITEBYTECODE (an environment may set it), after one
 untimed check of each Python row; --cold-bytecode measures a checkout that never caches it instead: every command
 with PYTHONDONTWRITEBYTECODE=1 and this checkout's __pycache__ folders removed before each Python check, which then
-compiles ol's modules again (the floor's are compiled either way).
+compiles ol's modules again (the floor's are compiled either way). The property checks' drawn inputs likewise: the
+first check of a seed draws them and keeps them in the user's cache (harness.pack.memo), later checks read them back;
+--cold-bytecode gives every Python check an empty cache folder, so each draws them again.
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
 mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
@@ -91,7 +93,10 @@ def rust_workspace(scratch: Path) -> Path | None:
 
 
 def drop_bytecode() -> None:
-    """Remove the compiled modules of this checkout's Python code (--cold-bytecode: a check compiles them again)."""
+    """Remove the compiled modules of this checkout's Python code and the checks' kept inputs (--cold-bytecode: a
+    check compiles them and draws them again)."""
+    if "XDG_CACHE_HOME" in ENV:
+        shutil.rmtree(ENV["XDG_CACHE_HOME"], ignore_errors=True)
     for top in ("harness", "chapters", "reference"):
         for cache in (REPO / top).rglob("__pycache__"):
             shutil.rmtree(cache, ignore_errors=True)
@@ -237,6 +242,8 @@ def main() -> int:
         for k in (IN_PROCESS, WORKER, UNCONFINED):
             BEFORE[k] = drop_bytecode
     with tempfile.TemporaryDirectory(prefix="ol-bench-rust-") as scratch:
+        if a.cold_bytecode:
+            ENV["XDG_CACHE_HOME"] = str(Path(scratch) / "cache-cold")  # the Python rows' cache, emptied before each
         rust = rust_workspace(Path(scratch))
         if rust is None:
             print("no cargo here: the Rust rows are left out")
@@ -264,8 +271,9 @@ def main() -> int:
     if WORKER in med and UNCONFINED in med:
         print(f"the sandbox's own cost: {med[WORKER] - med[UNCONFINED]:+.2f} s a check "
               f"({med[WORKER] / med[UNCONFINED]:.2f}x the unconfined worker)")
-    print("bytecode: " + ("compiled again by every check (--cold-bytecode)" if a.cold_bytecode else
-                          "ol's modules cached in __pycache__ by an untimed first check (as from a student's second check on)"))
+    print("bytecode and drawn inputs: " + ("compiled and drawn again by every check (--cold-bytecode)" if a.cold_bytecode else
+          "ol's modules cached in __pycache__, the property checks' inputs in the user's cache, by an untimed first check "
+          "(as from a student's second check on)"))
     write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "cold_bytecode": a.cold_bytecode, "sandbox": modes, "times_s": times, "median_s": med,
                           "ratio_to_floor": ratio, "goals_x_floor": GOALS, "rust_goals_x_python_check": RUST_GOALS,
                           "ratio_to_python_check": {k: med[k] / med[WORKER] for k in RUST_GOALS if k in med},
