@@ -157,6 +157,12 @@ def autograder(tmp_path_factory) -> Autograder:
     return make(tmp_path_factory.mktemp("gradescope"), SECRET_SEED)
 
 
+# The tests of the module's bundle in two groups, each dealt whole to one xdist worker (conftest.py), which sets
+# the bundle up once (about 25 s): two workers, not one (each group is about 150 s of grading), nor six.
+PYTHON_UPLOADS = pytest.mark.xdist_group("gradescope_python")
+RUST_AND_UID_UPLOADS = pytest.mark.xdist_group("gradescope_rust_uid")
+
+
 def _zip(path: Path, files: dict[str, Path]) -> None:
     with zipfile.ZipFile(path, "w") as z:
         for name, src in files.items():
@@ -175,7 +181,8 @@ UPLOADS = {  # every layout the layout function accepts, as a student would uplo
 }
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=15)
 @pytest.mark.parametrize("layout", list(UPLOADS))
 def test_every_accepted_layout_of_the_reference_scores_full(autograder, layout):
     data, log = autograder.grade(UPLOADS[layout])
@@ -217,7 +224,8 @@ RUST_UPLOADS = {  # what a Rust student uploads: the file, the crate's folder, t
 RUST_SPECS = {"reference": RUST_REF_SPEC, "stub": RUST_STUB}
 
 
-@pytest.mark.slow
+@RUST_AND_UID_UPLOADS
+@pytest.mark.slow(s=15)
 @needs_rust
 @pytest.mark.parametrize("spec", list(RUST_SPECS))
 @pytest.mark.parametrize("layout", list(RUST_UPLOADS))
@@ -237,7 +245,8 @@ def test_every_rust_layout_is_graded_by_the_rust_worker(autograder, rust_workspa
             assert first.startswith("error: not implemented: ") and all(line.startswith("known pitfall: ") for line in rest), t
 
 
-@pytest.mark.slow
+@RUST_AND_UID_UPLOADS
+@pytest.mark.slow(s=1)
 @needs_rust
 def test_setup_built_the_rust_reference_once_into_a_template_only_the_grader_can_read(autograder):
     """setup.sh found this machine's toolchain (no apt-get) and built the template in the sandbox: the build
@@ -255,7 +264,8 @@ def test_setup_built_the_rust_reference_once_into_a_template_only_the_grader_can
         assert st.st_uid == os.geteuid() and not stat.S_IMODE(st.st_mode) & 0o077, f"{p} is not the grader's alone"
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=12)
 def test_a_broken_spec_scores_zero_saying_it_could_not_be_loaded_where(autograder):
     data, _ = autograder.grade(lambda sub: (sub / "spec.py").write_text("def prompt_lookup(:\n"))
     assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
@@ -269,7 +279,8 @@ REJECTED = {  # nothing the layout function accepts
 }
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=2)
 @pytest.mark.parametrize("case", list(REJECTED))
 def test_an_upload_with_no_submission_is_told_in_one_sentence_what_to_upload(autograder, case):
     upload, quoted = REJECTED[case]
@@ -294,7 +305,8 @@ LINKED = {  # an upload that is (or holds) a link to the answers: before issue 2
 }
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=2)
 @pytest.mark.parametrize("case", list(LINKED))
 def test_an_upload_holding_a_link_is_rejected_naming_it_and_nothing_it_names_is_read(autograder, case):
     name, target, words = LINKED[case]
@@ -310,7 +322,8 @@ def test_an_upload_holding_a_link_is_rejected_naming_it_and_nothing_it_names_is_
         assert secret.decode(errors="replace") not in json.dumps(data) + log
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=2)
 def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
     toml = autograder.dir / "source" / "chapters" / "L10_8" / "chapter.toml"
     good = toml.read_text()
@@ -351,7 +364,8 @@ def test_an_upload_the_judge_refuses_after_the_layout_check_is_rejected_as_ol_gr
     assert gradescope.results_for(source, 2, said, sub)[1].startswith("grader failure"), "a refusal must be the judge's own"
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=4)
 def test_when_no_python_can_write_results_the_bundled_grader_failure_stands_in(autograder):
     meta = autograder.dir / "source" / ".ol-gradescope.json"
     meta.rename(meta.with_suffix(".away"))  # run_autograder's last step fails under every interpreter
@@ -379,7 +393,8 @@ if b"check" in _argv:  # its parent is the judge: unconfined (never, with the sa
 """
 
 
-@pytest.mark.slow
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=15)
 def test_a_submission_that_tries_to_kill_its_judge_and_forge_results_gets_its_honest_grade(autograder):
     """The s01 sample (honestly FULL - 1) with a payload that forges results.json and kills its parent: in
     the sandbox its parent is the sandbox's init and /autograder is out of view, so the grade is honest."""
@@ -403,7 +418,10 @@ for _path in ("/autograder/source/chapters/L10_8/fixtures/spec_golden.json", "/a
 if _os.getuid() == 0:
     raise RuntimeError("not the fallback's uid")
 """
-@pytest.mark.slow
+
+
+@RUST_AND_UID_UPLOADS
+@pytest.mark.slow(s=18)
 def test_without_namespaces_the_bundle_grades_as_an_unprivileged_uid_that_cannot_read_the_answers(autograder, worker_uids):
     """Gradescope's own advice, where bubblewrap cannot run: the worker is uid 65534, and setup.sh made the
     answers, the reference and the seed root's alone. The s01 sample with a payload that raises if it can
@@ -434,7 +452,8 @@ if _found:
 """
 
 
-@pytest.mark.slow
+@RUST_AND_UID_UPLOADS
+@pytest.mark.slow(s=17)
 def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_worker_can_read(autograder, worker_uids):
     """The uid fallback's worker reads every /proc/*/cmdline and /proc/*/environ it may while it is graded: the
     assignment's seed is in none (the judge reads it from setup.sh's root-only file). s01 keeps FULL - 1."""
@@ -448,7 +467,8 @@ def test_without_namespaces_the_seed_is_on_no_command_line_or_environment_the_wo
     assert f"fresh cases from seed {SECRET_SEED}" in log, "graded on the assignment's cases, read from its file"
 
 
-@pytest.mark.slow(s=28)
+@RUST_AND_UID_UPLOADS
+@pytest.mark.slow(s=31)
 @needs_rust
 def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivileged_uid(autograder, worker_uids):
     """uid mode builds the crate as the worker uid, from scratch (a template is bwrap's alone), with the
@@ -472,7 +492,8 @@ def test_without_namespaces_a_rust_upload_is_built_and_graded_as_the_unprivilege
     assert "could not be loaded" in data["output"] and "couldn't read" in data["output"], data["output"]
 
 
-@pytest.mark.slow(s=33)
+@PYTHON_UPLOADS
+@pytest.mark.slow(s=35)
 def test_one_seed_gives_identical_results_and_students_never_see_it(autograder):
     ag = autograder  # the assignment's bundle, set up once for the module (its seed: SECRET_SEED)
     upload = lambda sub: shutil.copytree(BUGGY, sub / BUGGY.name, ignore=shutil.ignore_patterns("__pycache__"))  # noqa: E731
