@@ -37,9 +37,14 @@ HAS_CARGO = rust.missing() is None  # what the harness itself asks before a Rust
 RUST_MARKS = [pytest.mark.slow, pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")]
 
 
+def same_sample(name: str):
+    """The mark of every test of one sample: dealt to one xdist worker (conftest.py), which grades it once (graded)."""
+    return pytest.mark.xdist_group(f"sample {name}")
+
+
 def samples(names) -> list:
-    """`names` as pytest params, a Rust sample marked slow and skipped without cargo."""
-    return [pytest.param(n, marks=RUST_MARKS) if LANGUAGE[n] == "rust" else n for n in names]
+    """`names` as pytest params, each in its sample's group, a Rust sample marked slow and skipped without cargo."""
+    return [pytest.param(n, marks=[same_sample(n), *(RUST_MARKS if LANGUAGE[n] == "rust" else [])]) for n in names]
 
 SAMPLED = "sampled_spec_keeps_the_target_distribution"  # 4000 generations: the slowest test
 RUNNER = "runner_target_scores_every_fed_position"  # the tiny llama in the worker: the second slowest
@@ -126,6 +131,7 @@ def test_sample_outcome_kinds(name):
     assert not wrong, f"{name}:\n" + "\n".join(wrong)
 
 
+@same_sample("s07-draws-u-resample-only-on-rejection")
 def test_failures_carry_the_pitfall_feedback():
     rep, _ = graded("s07-draws-u-resample-only-on-rejection")
     (t,) = [t for t in rep.tests if t.name == "verify_matches_python_l8_6"]
@@ -152,6 +158,7 @@ def test_hangs_is_a_timeout_not_a_hang(name):
     assert after and all(x.outcome == "pass" for x in after), "a fresh worker must serve the tests after the timeout"
 
 
+@same_sample("no-import")
 def test_no_import_says_it_could_not_be_imported():
     """One message, before any test: the import failed, naming the missing module, the file and line."""
     rep, _ = graded("no-import")
@@ -164,6 +171,7 @@ def test_no_import_says_it_could_not_be_imported():
     assert rep.score == 0
 
 
+@same_sample("rust-does-not-compile")
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
 def test_rust_does_not_compile_carries_rustcs_first_error_on_every_test():
@@ -175,6 +183,7 @@ def test_rust_does_not_compile_carries_rustcs_first_error_on_every_test():
     assert rep.score == 0
 
 
+@same_sample("rust-panics")
 @pytest.mark.slow
 @pytest.mark.skipif(not HAS_CARGO, reason="needs cargo")
 def test_rust_panics_names_the_panic_and_its_line_on_every_test():
