@@ -14,8 +14,8 @@ from ..subjects.reference import pristine
 from ..transport.feedback import Bare, brief, expected_got, where_differ
 from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
-from . import memo
-from .memo import remembered
+from .. import memo
+from ..memo import remembered
 from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
 __all__ = ["Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",

@@ -1,4 +1,4 @@
-"""harness.pack.memo: a value made once, read back the same (types and all), kept only where this user alone
+"""harness.memo: a value made once, read back the same (types and all), kept only where this user alone
 writes, and anything it cannot trust made again."""
 
 import math
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness.pack import memo
+from harness import memo
 
 VALUE = [(1, [2, 3]), (-0.0, float("nan"), float("inf")), {"b": 1, "a": (None, True, "é\x00")}, 2**70, -(2**64)]
 
@@ -123,3 +123,45 @@ def test_only_the_newest_files_are_kept(cache, monkeypatch):
     assert memo.remembered("t", "k4", newest) == [4] and newest.calls == 0
     oldest = Maker([0])
     assert memo.remembered("t", "k0", oldest) == [0] and oldest.calls == 1
+
+
+def test_fresh_cases_are_built_once_per_seed_and_read_back_byte_for_byte(tmp_path, monkeypatch):
+    """harness.check.golden.fresh_golden: the second check of a seed (another process: memory forgotten) reads
+    the case set the first built, the same bytes, and builds nothing; another seed builds its own."""
+    from harness.check import golden
+    from harness.registry import load_chapter
+
+    ch = load_chapter("L10.8")
+    oracle = golden.oracle_of(ch)
+    built = []
+    for into in "abc":
+        (tmp_path / into).mkdir()
+    real = oracle.build
+    monkeypatch.setattr(oracle, "build", lambda ref, seed: built.append(seed) or real(ref, seed))
+    first = golden.fresh_golden(ch, 11, tmp_path / "a").read_bytes()
+    memo.forget()
+    second = golden.fresh_golden(ch, 11, tmp_path / "b").read_bytes()
+    assert built == [11] and second == first
+    memo.forget()
+    assert golden.fresh_golden(ch, 12, tmp_path / "c").read_bytes() != first and built == [11, 12]
+    assert oct((tmp_path / "b" / f"{ch.golden.stem}.fresh-11.json").stat().st_mode & 0o777) == oct(0o600)
+
+
+def test_a_fresh_case_sets_key_names_every_file_of_the_pack_and_the_reference(tmp_path):
+    """Any byte of the oracle, the pack's other files (its case design, the shipped golden file) or the reference
+    changes the key: a case set built by other code is never read back."""
+    import shutil
+
+    from harness.check import golden
+    from harness.registry import load_chapter
+    from harness.subjects.reference import pristine
+
+    ch = load_chapter("L10.8")
+    pack, ref = tmp_path / "pack", tmp_path / "ref"
+    shutil.copytree(ch.pack_dir, pack, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(pristine(ch).package_dir, ref, ignore=shutil.ignore_patterns("__pycache__"))
+    keys = {golden._builder.__wrapped__(pack, ref)}
+    for edited in (pack / "oracle" / "__init__.py", pack / "fixtures" / "spec_golden.json", ref / "infer" / "spec.py"):
+        edited.write_bytes(edited.read_bytes() + b" ")
+        keys.add(golden._builder.__wrapped__(pack, ref))
+    assert len(keys) == 4, "each edit gives a new key"

@@ -177,7 +177,7 @@ def _drawing_code() -> str:
 def drawn_inputs(grading_seed: int, name: str, strategy, examples: int = EXAMPLES) -> list[tuple]:
     """The inputs a run compares: Hypothesis's simplest input, then `examples` inputs drawn as one list in one test
     case (the drawing is paid per input, Hypothesis's machinery per test case), derandomised from the seed.
-    Drawn once per seed and code (harness.pack.memo): a second check with the same seed reads them back, the
+    Drawn once per seed and code (harness.memo): a second check with the same seed reads them back, the
     same inputs, without drawing: 0.6 s of a 1.9 s check through the worker (bench/check_speed.py)."""
     key = f"L10.8 property inputs: seed {property_seed(grading_seed, name)} {name} x{examples} {_drawing_code()}"
     return remembered("draws", key, lambda: _draw(grading_seed, name, strategy, examples))

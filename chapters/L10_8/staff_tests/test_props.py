@@ -1,7 +1,7 @@
 """The judge's differential property checks (judge/props.py, judge/properties.py): a submission that differs
 from the reference anywhere in a function's domain is shown its smallest differing input; the same grading
 seed draws the same inputs, another draws others; a timeout is no difference to shrink but its own outcome; the
-inputs a second check reads back (harness.pack.memo) are the inputs drawn.
+inputs a second check reads back (harness.memo) are the inputs drawn.
 
 Every test here has its own empty cache folder and draws anew (the `own_cache` fixture; `_drawn` forgets between
 draws): a test that the drawing is reproducible must draw, not read back what it drew a moment before."""

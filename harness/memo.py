@@ -1,13 +1,15 @@
 """What a judge can recompute but need not: data kept by key in this process and on disk between checks.
 
-A pack's judge keeps here what costs more to make than to read and is decided by its key alone (the property
-checks' drawn inputs: a grading seed, a name and the code that draws decide them). The value is the same
-whether it is made or read, so nothing here can change a verdict; it changes how long a second check waits.
+The judge keeps here what costs more to make than to read and is decided by its key alone: a pack's property
+checks' drawn inputs (a grading seed, a name and the code that draws decide them; harness.pack re-exports this
+module), and the fresh cases of a grading seed (harness.check.golden: the seed and the code of the oracle, the
+pack and the reference decide them). The key names everything that decides the value, so the value is the same
+whether it is made or read: nothing here can change a verdict; it changes how long a second check waits.
 
     remembered("draws", key, make)   # make() the first time; the same value, read back, from then on
 
 Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700). The judge's
-home is never in a submission's sandbox, so no submission reaches it.
+home is never in a submission's sandbox, so no submission reaches it; each file is 0600 (fresh cases hold answers).
 
 Format: marshal, not JSON and not pickle. The values are plain data whose types are the data (a tuple
 is not a list, -0.0 is not 0.0, a NaN stays NaN, an integer may pass 2**64): JSON would lose that, and
@@ -15,8 +17,8 @@ unpickling may run code. marshal keeps exactly these types and runs nothing; a f
 is writable by others, or does not read back whole under its own key is a miss, made again and rewritten.
 A value marshal cannot hold, or a cache that cannot be written (a read-only home), is made each time instead.
 
-Size: each kind keeps its KEPT newest files (a write removes the oldest beyond them; a hit refreshes its
-file's time), so `--fresh` runs and graded classes' seeds do not pile up.
+Size: each kind keeps its `kept` newest files (KEPT unless the caller says; a write removes the oldest beyond
+them; a hit refreshes its file's time), so `--fresh` runs and graded classes' seeds do not pile up.
 """
 
 import hashlib
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 T = TypeVar("T")
-KEPT = 2000  # files of one kind kept: a check writes about ten (one per property); a file is a few KiB
+KEPT = 2000  # files of one kind kept by default (the drawn inputs: a check writes ten, one per property, a few KiB each)
 TOUCH_AFTER_S = 3600.0  # a hit refreshes its file's time at most this often (the least recently used go first)
 _MISSING = object()
 _memory: dict[tuple[str, str], object] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
@@ -38,7 +40,7 @@ def folder(kind: str) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / kind
 
 
-def remembered(kind: str, key: str, make: Callable[[], T]) -> T:
+def remembered(kind: str, key: str, make: Callable[[], T], kept: int | None = None) -> T:
     """The value `make()` gives for `key`, made once: from this process's memory, else from the disk, else made
     (and kept). Callers must not change the value they get: it is shared."""
     if (kind, key) in _memory:
@@ -50,7 +52,7 @@ def remembered(kind: str, key: str, make: Callable[[], T]) -> T:
     value = _read(path, key)
     if value is _MISSING:
         value = make()
-        _write(path, key, value)
+        _write(path, key, value, KEPT if kept is None else kept)
     _memory[(kind, key)] = value
     return value
 
@@ -88,8 +90,8 @@ def _read(path: Path, key: str):
     return kept[1]
 
 
-def _write(path: Path, key: str, value) -> None:
-    """Keep `value` at `path` (whole or not at all: written aside, then renamed), then drop the oldest beyond KEPT."""
+def _write(path: Path, key: str, value, kept: int) -> None:
+    """Keep `value` at `path` (whole or not at all: written aside, then renamed), then drop the oldest beyond `kept`."""
     try:
         data = marshal.dumps((key, value))
     except ValueError:  # a type marshal cannot hold: made each time
@@ -106,15 +108,15 @@ def _write(path: Path, key: str, value) -> None:
             raise
     except OSError:  # no room, a read-only home: the value is made again next time
         return
-    _prune(path.parent)
+    _prune(path.parent, kept)
 
 
-def _prune(where: Path) -> None:
+def _prune(where: Path, kept: int) -> None:
     try:
         files = sorted(where.glob("*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:  # a file removed while listing (another judge pruning): next time
         return
-    for old in files[KEPT:]:
+    for old in files[kept:]:
         try:
             old.unlink()
         except OSError:
