@@ -20,7 +20,7 @@ from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
 
-WORKERS_PER_CORE = 3  # `ol selftest`'s default pytest-xdist workers per core (see selftest)
+WORKERS_PER_CORE = 2  # `ol selftest`'s default pytest-xdist workers per core (see selftest)
 
 
 @click.command()
@@ -164,10 +164,10 @@ def selftest(ctx) -> None:
     # The suite's tests run side by side, their judges sharing the cores: none polls (harness.protocol.wire.SPIN_S)
     os.environ.setdefault("OL_SPIN_S", "0")
     wire.reread_spin()
-    # Three workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
-    # so the long tests balance): the suite mostly waits (deadlines it proves, sandboxes starting, hostile samples
-    # sleeping; measured: 480 CPU-seconds in 2058 test-seconds; with two a core the cores were busy 122 % of 200 %),
-    # so a core runs one test while others wait.
+    # Two workers a core by default (pytest-xdist; worksteal: an idle worker takes queued tests from a busy one,
+    # so the long tests balance). The cores are the bound: sampled from /proc/stat, they were busy 92 to 100 % of
+    # the whole run (the suite's own rusage says 121 %, missing what its sandboxes' and servers' processes use), so
+    # more workers only slow each other: on 2 quiet cores, 6:49 with two a core, 7:16 and 7:32 with three.
     # A caller's own -n/--dist/-p no:xdist wins. (Not loadgroup: xdist 3.8
     # groups by rewriting item._nodeid, which pytest 9.2 no longer reads, so its groups are ignored.)
     def chooses_workers(i: int, a: str) -> bool:
