@@ -95,11 +95,14 @@ def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again
             uid = pool.take()
             quiet = dict(user=uid, group=uid, extra_groups=[], cwd="/", stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            t0 = time.monotonic()
             subprocess.run([sys.executable, "-S", "-c", {DAEMON!r}], check=True, **quiet)
-            deadline = time.monotonic() + 10
+            t1 = time.monotonic()
+            deadline = t1 + 10
             while not live_processes(uid) and time.monotonic() < deadline:
                 time.sleep(0.01)
             left = len(live_processes(uid))
+            seen = {{"uid": uid, "run_s": round(t1 - t0, 2), "waited_s": round(time.monotonic() - t1, 2)}}
             open({str(pidfile)!r}, "w").write(" ".join(map(str, live_processes(uid))))
             time.sleep(0.6)  # the daemon is killing by now
             pool.give(uid)  # its worker's judge ended
@@ -108,7 +111,7 @@ def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again
                                     **(quiet | dict(user=again, group=again)))
             pool.give(again)
             print(json.dumps({{"left": left, "same": again == uid, "honest": honest.returncode,
-                              "after": len(live_processes(uid))}}))
+                              "after": len(live_processes(uid)), "seen": seen}}))
         ''', tmp_path)
     finally:
         if pidfile.is_file():  # without the fix the daemon lives: this test's own process, killed by its pid
@@ -117,7 +120,7 @@ def test_a_daemon_a_worker_uid_left_is_killed_before_the_uid_is_handed_out_again
                     os.kill(int(pid), 9)
                 except ProcessLookupError:
                     pass
-    assert out["left"] >= 1, "the daemon must be running when its worker's judge ends"
+    assert out["left"] >= 1, f"the daemon must be running when its worker's judge ends: {out}"
     assert out["same"] and out["honest"] == 0 and out["after"] == 0, out
 
 
