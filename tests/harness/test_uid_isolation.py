@@ -43,7 +43,7 @@ def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_p
     uid_kit.namespace()  # skips where mode uid cannot run, before any uid is leased
     uids = ", ".join(map(str, worker_uids(2)))  # leased for this test (conftest.worker_uids)
     out = _drive(f'''
-        import json, os, subprocess, sys
+        import json, os, subprocess, sys, time
         from harness.registry import load_chapter
         from harness.subjects.open import open_impl
 
@@ -53,7 +53,13 @@ def test_a_worker_cannot_read_a_sibling_workers_copy_even_knowing_its_path(tmp_p
         impl.transport.spawn()  # worker a, running as uid a, its copy in its own folder
         try:
             spec = impl.transport.workdir / "sub" / "tinyllm" / "infer" / "spec.py"
-            assert str(impl.transport.workdir / "sub") in open(f"/proc/{{impl.transport.proc.pid}}/cmdline").read()
+            # its command line names that folder: read until it does (setpriv, then the limiter, exec the worker, and a
+            # process in the middle of an exec shows an empty command line)
+            cmdline, deadline = "", time.monotonic() + 30
+            while str(impl.transport.workdir / "sub") not in cmdline and time.monotonic() < deadline:
+                cmdline = open(f"/proc/{{impl.transport.proc.pid}}/cmdline").read()
+                time.sleep(0.01)
+            assert str(impl.transport.workdir / "sub") in cmdline, cmdline
             probe = "import sys\\ntry:\\n open(sys.argv[1]).read(); print('read')\\nexcept PermissionError: print('refused')"
             def as_(uid):
                 return subprocess.run([sys.executable, "-S", "-c", probe, str(spec)], user=uid, group=uid, extra_groups=[],
