@@ -50,7 +50,7 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
     graded row of `graded_csv`'s ledger) under that submission's own key. Returns figures and problems."""
     from harness.grading.ledger import Ledger, default_results_dir, read_entry
     from harness.grading.parcel import digest
-    from harness.grading.version import version_of
+    from harness.subjects.version import version_of
 
     first = next(r["submission"] for r in csv.DictReader(graded_csv.open()) if r["status"] == "graded")
     source = read_entry(default_results_dir(graded_csv), first)

@@ -13,9 +13,7 @@ A truncated, emptied or edited file is a harness error, never a failing grade fo
 
 from functools import lru_cache
 import hashlib
-from importlib import metadata
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from ..errors import OlError
 from ..memo import remembered
 from ..registry import Chapter
 from ..subjects.reference import pristine
+from ..subjects.version import version_of
 
 
 class GoldenError(OlError):
@@ -61,11 +60,12 @@ def check_fixtures(chapter: Chapter) -> str | None:
 
 def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
     """A golden file of new cases from `seed`, with the shipped file's case design (and its digest). Built once per
-    seed and code (harness.memo, FRESH_KEPT of them): a second check or class graded on the seed reads the bytes back."""
+    seed and harness version (harness.memo, FRESH_KEPT of them; harness.subjects.version: every file of ol, the pack
+    and the reference, the interpreter and the libraries): a second check or class graded on the seed reads it back."""
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
     ref = pristine(chapter)
-    data = remembered("fresh", f"{chapter.chapter} fresh cases, seed {seed}, {_builder(chapter.pack_dir, ref.package_dir)}",
+    data = remembered("fresh", f"{chapter.chapter} fresh cases, seed {seed}, harness {version_of(chapter)['digest']}",
                       lambda: oracle.dumps(oracle.build(ref, seed)), kept=FRESH_KEPT)
     _write(path, data)
     for f in (path, digest_path(path)):  # the answers: the judge's alone (a uid-mode worker is another uid)
@@ -75,17 +75,6 @@ def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
 
 
 FRESH_KEPT = 24  # fresh case sets kept between checks (a file is about as large as the golden file, under 1 MB)
-
-
-@lru_cache(maxsize=None)
-def _builder(pack: Path, reference: Path) -> str:
-    """What decides a fresh case set beside its seed: every file of the chapter's pack (its oracle, its case design,
-    the shipped golden file) and of the pristine reference, and the numerical library's and the interpreter's versions."""
-    digest = hashlib.sha256()
-    for root in (pack, reference):
-        for path in sorted(p for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"code {digest.hexdigest()}, numpy {metadata.version('numpy')}, interpreter {sys.version.split()[0]}"
 
 
 def _recorded_digest(golden: Path) -> str | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
-from .version import version_of
+from ..subjects.version import version_of
 from ..render import html
 from ..report import Report
 

@@ -38,7 +38,7 @@ from .judge import JUDGE_ENV_DROP, WHOLE_CHECK_S, judge_env, language_of, layout
 from .ledger import Ledger, summarize  # noqa: F401  (summarize: re-exported)
 from .parcel import ParcelError, digest, pack
 from .task import Task
-from .version import version_of
+from ..subjects.version import version_of
 
 STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
 

@@ -3,7 +3,7 @@
 Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long for a file name, not
 UTF-8, or beginning with `~` is `~<its digest>.json` instead), written atomically the moment it is graded, with
 its key: the digest of the files graded (harness.grading.parcel), the fresh-case seed, --ref-deps, and the
-harness version's digest (harness.grading.version). A later run over the same folder skips every submission
+harness version's digest (harness.subjects.version). A later run over the same folder skips every submission
 whose entry has the run's key and a grade (an ungraded entry is graded again: its cause was the
 judge's or the machine's, and may be gone), unless told to regrade. `summary.json` records the run's
 seed from its start, so the same command resumes on the same cases.

@@ -4,7 +4,7 @@
 thread of its own process (the local default), or on a Dask worker (harness.grading.cluster), perhaps on
 another machine with no shared filesystem. The task carries the submission's bytes (harness.grading.parcel),
 the chapter, the fresh-case seed, whether an unconfined worker is acceptable, and the client's
-harness version (harness.grading.version). Where it runs:
+harness version (harness.subjects.version). Where it runs:
 
 1. the harness version is compared with the client's: any difference (files, the interpreter, a numeric
    library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
@@ -33,7 +33,7 @@ Threads: `run` is called by several threads of one process at once (`--jobs N` h
 What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
 made once under their own locks), the chapter's tests files parsed once per process under
 harness.registry.PARSE_LOCK (3.11's ast.parse is not thread-safe), the judge's reference loaded once
-(harness.subjects.reference, under a lock), the version's file digest (harness.grading.version, under a lock), a compiled language's
+(harness.subjects.reference, under a lock), the version's file digest (harness.subjects.version, under a lock), a compiled language's
 machine template (its Language.run_env, one build per process at a time). Nothing here changes the process's
 folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
 """
@@ -62,7 +62,7 @@ from ..sandbox.uids import UidPool
 from ..subjects import upload
 from . import judge
 from .parcel import Parcel, unpack
-from .version import differences, version_of
+from ..subjects.version import differences, version_of
 
 KEEP_IDLE = 1  # runs a long-lived process (a Dask worker) keeps once no task uses them: the last one
 
@@ -79,7 +79,7 @@ class Task:
     seed: int | None  # fresh cases from this seed; None: the shipped golden cases
     ref_deps: bool
     unconfined_ok: bool  # --no-sandbox: grade even where the worker cannot be confined
-    version: dict  # the client's harness version (harness.grading.version.version_of)
+    version: dict  # the client's harness version (harness.subjects.version.version_of)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from ..errors import Words
 WORDS = Words(rerun="", case="a pytest function", case_short="a pytest function", label="Python")
 
 # ol's own interpreter, as the harness version document and the staff's commands name it
-INTERPRETER = "python"  # the version document's key for its major.minor (harness.grading.version)
+INTERPRETER = "python"  # the version document's key for its major.minor (harness.subjects.version)
 RUN_MODULE = "python -m"  # how a module of ol is run as a command (`python -m harness.staff.rules CHAPTER`)
 
 

@@ -11,6 +11,7 @@ from ..protocol.wire import floats, to_wire
 from ..registry import load_chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
+from ..subjects.version import version_of
 from ..transport.feedback import Bare, brief, expected_got, where_differ
 from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
@@ -19,5 +20,5 @@ from ..memo import remembered
 from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
 __all__ = ["Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",
-           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "load_chapter", "memo", "open_impl", "pristine", "remembered", "splitmix64", "to_wire",
+           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "load_chapter", "memo", "open_impl", "pristine", "remembered", "splitmix64", "to_wire", "version_of",
            "where_differ"]

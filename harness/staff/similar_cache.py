@@ -8,7 +8,7 @@ key is beside it in `.similarity.key`: a sha256 over everything the result depen
     made from the files as they are when asked, never taken from the ledger;
   - the code every student got, as text (the stub and the given files: harness.staff.similar.boilerplate);
   - the detector's settings (threshold, noise, the caps) and versions (copydetect's, pygments' lexers), and the
-    harness version's digest (harness.grading.version: ol's own code, the chapter pack, the references);
+    harness version's digest (harness.subjects.version: ol's own code, the chapter pack, the references);
 with the sha256 of the result's bytes. A result is reused only when both match: a key file that does not parse,
 or a result edited, cut short or gone since it was written, is computed again, and the lookup says so (a note).
 When an entry's digest cannot be made (a link, an unreadable file) there is no key: the similarity is computed
@@ -28,7 +28,7 @@ from pathlib import Path
 from ..grading.class_report import SIMILARITY, atomic_write
 from ..subjects.upload import submissions_in
 from ..grading.parcel import ParcelError, digest
-from ..grading.version import version_of
+from ..subjects.version import version_of
 from . import similar as sim
 
 KEY = ".similarity.key"  # beside SIMILARITY: the key it was computed under, and its bytes' sha256

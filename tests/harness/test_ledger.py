@@ -1,5 +1,5 @@
 """The pieces of `ol grade`'s engine that need no judge: a submission's parcel (harness.grading.parcel), the
-ledger's keys and what it skips (harness.grading.ledger), the harness version (harness.grading.version), and a
+ledger's keys and what it skips (harness.grading.ledger), the harness version (harness.subjects.version), and a
 worker's refusal of another version's task (harness.grading.task)."""
 
 from dataclasses import replace
@@ -17,7 +17,7 @@ from harness.paths import REPO
 from harness.registry import load_chapter
 from harness import report as rp
 from harness.grading.task import Task, WorkerRefused, run
-from harness.grading.version import differences, version_of
+from harness.subjects.version import differences, version_of
 
 CH = load_chapter("L10.8")
 

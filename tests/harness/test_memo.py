@@ -147,21 +147,42 @@ def test_fresh_cases_are_built_once_per_seed_and_read_back_byte_for_byte(tmp_pat
     assert oct((tmp_path / "b" / f"{ch.golden.stem}.fresh-11.json").stat().st_mode & 0o777) == oct(0o600)
 
 
-def test_a_fresh_case_sets_key_names_every_file_of_the_pack_and_the_reference(tmp_path):
-    """Any byte of the oracle, the pack's other files (its case design, the shipped golden file) or the reference
-    changes the key: a case set built by other code is never read back."""
+def test_a_fresh_case_sets_key_names_every_file_of_the_pack_and_the_reference(tmp_path, monkeypatch):
+    """The key's harness version (harness.subjects.version) changes with any byte of the oracle, the pack's other
+    files (its case design, the shipped golden file) or the reference: a case set built by other code is never read."""
     import shutil
+    from types import SimpleNamespace
 
-    from harness.check import golden
     from harness.registry import load_chapter
-    from harness.subjects.reference import pristine
+    from harness.subjects import version
 
     ch = load_chapter("L10.8")
-    pack, ref = tmp_path / "pack", tmp_path / "ref"
+    pack = tmp_path / "pack"
     shutil.copytree(ch.pack_dir, pack, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(pristine(ch).package_dir, ref, ignore=shutil.ignore_patterns("__pycache__"))
-    keys = {golden._builder.__wrapped__(pack, ref)}
-    for edited in (pack / "oracle" / "__init__.py", pack / "fixtures" / "spec_golden.json", ref / "infer" / "spec.py"):
+    shutil.copytree(version.REPO / "reference", tmp_path / "reference", ignore=shutil.ignore_patterns("__pycache__", "target"))
+    monkeypatch.setattr(version, "REPO", tmp_path)
+    monkeypatch.setattr(version, "FILE_ROOTS", ("reference",))
+    copy = SimpleNamespace(chapter=ch.chapter, pack_dir=pack)
+    keys = {version.files_digest(copy)}
+    for edited in (pack / "oracle" / "__init__.py", pack / "fixtures" / "spec_golden.json",
+                   tmp_path / "reference" / "tinyllm" / "infer" / "spec.py"):
         edited.write_bytes(edited.read_bytes() + b" ")
-        keys.add(golden._builder.__wrapped__(pack, ref))
+        keys.add(version.files_digest(copy))
     assert len(keys) == 4, "each edit gives a new key"
+
+
+def test_a_fresh_case_set_of_another_harness_version_is_built_again(tmp_path, monkeypatch):
+    from harness.check import golden
+    from harness.registry import load_chapter
+
+    ch = load_chapter("L10.8")
+    oracle = golden.oracle_of(ch)
+    built = []
+    real = oracle.build
+    monkeypatch.setattr(oracle, "build", lambda ref, seed: built.append(seed) or real(ref, seed))
+    golden.fresh_golden(ch, 11, tmp_path)
+    memo.forget()
+    other = {**golden.version_of(ch), "digest": "another-version"}
+    monkeypatch.setattr(golden, "version_of", lambda chapter: other)
+    golden.fresh_golden(ch, 11, tmp_path)
+    assert built == [11, 11], "the same seed under another harness version is built, not read back"

@@ -162,7 +162,7 @@ def test_the_ledger_and_grades_ol_grade_writes_are_unreadable_by_a_worker_uid(tm
     from harness.grading.grade import check_outputs
     from harness.grading.ledger import Ledger
     from harness.registry import load_chapter
-    from harness.grading.version import version_of
+    from harness.subjects.version import version_of
 
     ch = load_chapter("L10.8")
     top = _world_readable_dir()

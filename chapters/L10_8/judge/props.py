@@ -31,16 +31,13 @@ from contextlib import contextmanager
 from functools import lru_cache
 import hashlib
 import math
-from pathlib import Path
-import sys
 
 import numpy as np
 
-import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings, seed as seeded, strategies as st
 from hypothesis.errors import HypothesisException
 
-from harness.pack import InProcess, Raised, SubmissionFailure, pristine, remembered
+from harness.pack import InProcess, Raised, SubmissionFailure, load_chapter, pristine, remembered, version_of
 
 from .. import ops
 from ..client import Client
@@ -165,21 +162,18 @@ def _settings(**kw):
 
 
 @lru_cache(maxsize=1)
-def _drawing_code() -> str:
-    """What decides the drawn inputs beside the seed, the name and the count: the strategies' code (this folder's
-    modules), Hypothesis's version and Python's."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return f"{digest.hexdigest()[:32]} hypothesis {hypothesis.__version__} python {sys.version_info[0]}.{sys.version_info[1]}"
+def _harness_version() -> str:
+    """What decides the drawn inputs beside the seed, the name and the count: the strategies' code and Hypothesis's
+    version, within the harness version's digest (every file of ol and the pack, the interpreter, the libraries)."""
+    return version_of(load_chapter("L10.8"))["digest"]
 
 
 def drawn_inputs(grading_seed: int, name: str, strategy, examples: int = EXAMPLES) -> list[tuple]:
     """The inputs a run compares: Hypothesis's simplest input, then `examples` inputs drawn as one list in one test
     case (the drawing is paid per input, Hypothesis's machinery per test case), derandomised from the seed.
-    Drawn once per seed and code (harness.memo): a second check with the same seed reads them back, the
+    Drawn once per seed and harness version (harness.memo): a second check with the same seed reads them back, the
     same inputs, without drawing: 0.6 s of a 1.9 s check through the worker (bench/check_speed.py)."""
-    key = f"L10.8 property inputs: seed {property_seed(grading_seed, name)} {name} x{examples} {_drawing_code()}"
+    key = f"L10.8 property inputs: seed {property_seed(grading_seed, name)} {name} x{examples}, harness {_harness_version()}"
     return remembered("draws", key, lambda: _draw(grading_seed, name, strategy, examples))
 
 
