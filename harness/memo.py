@@ -14,7 +14,8 @@ home is never in a submission's sandbox, so no submission reaches it; each file 
 Format: marshal, not JSON and not pickle. The values are plain data whose types are the data (a tuple
 is not a list, -0.0 is not 0.0, a NaN stays NaN, an integer may pass 2**64): JSON would lose that, and
 unpickling may run code. marshal keeps exactly these types and runs nothing; a file that is not this user's,
-is writable by others, or does not read back whole under its own key is a miss, made again and rewritten.
+is writable by others, or does not read back whole under its own key is a miss, made again and rewritten; a
+kind's folder that is a link, another user's, or open to others is never written into.
 A value marshal cannot hold, or a cache that cannot be written (a read-only home), is made each time instead.
 
 Size: each kind keeps its `kept` newest files (KEPT unless the caller says; a write removes the oldest beyond
@@ -24,6 +25,7 @@ them; a hit refreshes its file's time), so `--fresh` runs and graded classes' se
 import hashlib
 import marshal
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -98,6 +100,9 @@ def _write(path: Path, key: str, value, kept: int) -> None:
         return
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(path.parent)  # a link, or a folder others may enter, is no cache of this user's: not written
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            return
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
         try:
             with os.fdopen(fd, "wb") as f:

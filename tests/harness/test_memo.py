@@ -104,6 +104,21 @@ def test_a_cache_that_cannot_be_written_still_gives_the_value(tmp_path, monkeypa
     assert memo.remembered("t", "k", make) is VALUE and make.calls == 1
 
 
+@pytest.mark.parametrize("folder", ["a link elsewhere", "open to others"])
+def test_a_kind_folder_that_is_a_link_or_open_to_others_is_never_written_into(cache, tmp_path, folder):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    cache.parent.mkdir(parents=True)
+    if folder == "a link elsewhere":
+        cache.symlink_to(elsewhere)
+    else:
+        cache.mkdir(mode=0o755)
+        cache.chmod(0o755)
+    make = Maker()
+    assert memo.remembered("t", "k", make) is VALUE and make.calls == 1
+    assert not list(elsewhere.iterdir()) and not list(cache.glob("*.marshal"))
+
+
 def test_a_user_without_a_home_still_gets_the_value(monkeypatch):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setattr(memo.Path, "home", classmethod(lambda cls: (_ for _ in ()).throw(RuntimeError("no home"))))
