@@ -89,41 +89,46 @@ def _comment(suffix: str) -> str:
     return "//" if suffix == ".rs" else "#"
 
 
-def own_sources(chapter, sub) -> tuple[list[tuple[str, bytes]], list[str]]:
-    """([(path in the submission, bytes)] of every source file the submission adds, the chapter's file first), and
-    the files left out as over FILE_CAP; a file at a given path, or byte for byte the course's, is not its own."""
+def own_sources(chapter, sub) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """([(path in the submission, text)] of every source file the submission adds, the chapter's file first), and the
+    files left out, with why (over FILE_CAP, not UTF-8: neither compiles nor imports); a file at a given path, or byte
+    for byte the course's, is not the submission's own."""
     spec = chapter.language(sub.language)
     suffix = Path(spec.student_file).suffix
-    package = sub.root / spec.package
-    found, over = [], []
-    with upload.reading(str(sub.origin)):
-        for rel, path, folder, _ in upload.walk(package, spec.package):
+    found, left_out = [], {}
+    with upload.reading(str(sub.origin)):  # whatever reading it raises: the entry is named, not compared
+        for rel, path, folder, _ in upload.walk(sub.root / spec.package, spec.package):
             if folder or not rel.endswith(suffix) or rel in spec.given:
                 continue
             if path.stat().st_size > FILE_CAP:
-                over.append(rel)
+                left_out[rel] = f"over {FILE_CAP // 1024} KiB"
                 continue
             data = path.read_bytes()
             course = spec.reference / rel
             if rel in spec.deps and course.is_file() and course.read_bytes() == data:
                 continue
-            found.append((rel, data))
+            try:
+                found.append((rel, data.decode("utf-8")))
+            except UnicodeDecodeError:
+                left_out[rel] = "not UTF-8 text"
     found.sort(key=lambda f: (f[0] != spec.student_file, f[0]))
-    return found, over
+    return found, left_out
 
 
 def _document(chapter, sub) -> dict | str:
     """{"language", "file", "code"} of what the submission adds (own_sources: one text, each file headed by a
     comment naming it), or why it cannot be compared."""
     spec = chapter.language(sub.language)
-    files, over = own_sources(chapter, sub)
+    files, left_out = own_sources(chapter, sub)
+    if spec.student_file in left_out:
+        return f"{spec.student_file} is {left_out[spec.student_file]}"
     if not files:
-        return f"no source file of its own ({spec.student_file} over {FILE_CAP // 1024} KiB)" if over else \
-            f"no source file of its own in {spec.package}/"
+        return f"no source file of its own in {spec.package}/"
     mark = _comment(Path(spec.student_file).suffix)
-    code = "\n".join(f"{mark} ---- {rel}\n{data.decode('utf-8', errors='replace')}" if len(files) > 1
-                     else data.decode("utf-8", errors="replace") for rel, data in files)
-    label = ", ".join(rel for rel, _ in files) + (f" (left out, over {FILE_CAP // 1024} KiB: {', '.join(over)})" if over else "")
+    code = "\n".join(f"{mark} ---- {rel}\n{text}" if len(files) > 1 else text for rel, text in files)
+    label = ", ".join(rel for rel, _ in files)
+    if left_out:
+        label += " (left out: " + ", ".join(f"{rel}, {why}" for rel, why in left_out.items()) + ")"
     return {"language": sub.language, "file": label, "code": code}
 
 
