@@ -42,15 +42,6 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(lambda m: _escaped(m.group()), text)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def encodable(value):
-    """A text as UTF-8 can hold it: each lone surrogate (a name's byte that is not UTF-8, as os.fsdecode
-    gives it) spelled as repr spells it (\\udce9); anything else, and a value that is no text, unchanged."""
-    return _SURROGATE.sub(lambda m: _escaped(m.group()), value) if isinstance(value, str) else value
-
-
 # OWASP (CSV Injection): a cell starting with = + - @, a tab or a carriage return is a formula to Excel,
 # LibreOffice and Google Sheets; ASVS 1.2.10 adds NUL; the full-width forms are read as them by Excel in East Asian
 # locales
