@@ -50,12 +50,11 @@ def _walk(entry: Path) -> list[tuple[str, Path | None, bool]]:
     if entry.is_symlink():
         raise ParcelError(upload.link_reason(entry, entry.name))
     try:
-        return [(rel + "/" if folder else rel, None if folder else path, executable)
-                for rel, path, folder, executable in upload.walk(entry, entry.name)]
+        with upload.reading(entry.name, "make it readable"):  # any failure listing the upload is its rejection
+            return [(rel + "/" if folder else rel, None if folder else path, executable)
+                    for rel, path, folder, executable in upload.walk(entry, entry.name)]
     except BadSubmission as e:
         raise ParcelError(str(e)) from None
-    except OSError as e:
-        raise ParcelError(f"{entry.name} cannot be read ({e.strerror or e}): make it readable") from None
 
 
 def _read(entry: Path):
@@ -65,9 +64,10 @@ def _read(entry: Path):
         data = None
         if path is not None:
             try:
-                data = path.read_bytes()
-            except OSError as e:
-                raise ParcelError(f"{entry.name}: {rel} cannot be read ({e.strerror or e})") from None
+                with upload.reading(rel, "make it readable, or leave it out"), open(path, "rb") as f:
+                    data = f.read(SHIP_CAP - total + 1)  # never more than the cap: a huge file is refused, not read
+            except BadSubmission as e:  # any failure reading the upload's bytes is its rejection
+                raise ParcelError(str(e)) from None  # its path names the entry
             total += len(data)
             upload.tick(nbytes=len(data))
             if total > SHIP_CAP:

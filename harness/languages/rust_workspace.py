@@ -1,6 +1,8 @@
 """The judge's scratch cargo workspace of one Rust build (harness.languages.rust's docstring shows its tree): the
 judge's manifests, the course's crates with the pack's files in them, and only the submission's .rs sources, each
-copied only when it changed (cargo rebuilds only what changed in a cached workspace)."""
+copied only when it changed (cargo rebuilds only what changed in a cached workspace); a submission whose sources
+could point a given module at its own code (a `#[path]` attribute; a lib.rs not declaring each given module
+plainly) is refused before anything is built (harness.languages.rust_source)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from ..errors import BadSubmission
 from ..paths import REPO
 from ..sandbox.confine import COPY_CAP_BYTES, COPY_CAP_FILES
+from .rust_source import refusal
 
 TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
 
@@ -59,6 +62,8 @@ def assemble(lang, package_dir: Path, ws: Path) -> Path:
     if not (src / "lib.rs").is_file():
         raise BadSubmission(f"the crate {Path(lang.package).name} has no src/lib.rs: it needs one "  # its name, not the copy's path
                             "declaring `pub mod spec;` and the earlier chapters' modules (ol start writes it)")
+    if (why := refusal(src, given_modules(lang))) is not None:  # a given module is the course's: no #[path] to another
+        raise BadSubmission(why)
     ws.mkdir(parents=True, exist_ok=True)
     _write_if_changed(ws / "Cargo.toml", WORKSPACE_MANIFEST)
     chapters_own = judge_sources(lang)
@@ -75,6 +80,12 @@ def assemble(lang, package_dir: Path, ws: Path) -> Path:
     for rel in lang.given:  # the course's own modules (the model, the runner target): never the submission's copy
         _sync_file(lang.reference / rel, ws / rel)
     return ws / "Cargo.toml"
+
+
+def given_modules(lang) -> list[str]:
+    """The names of the given modules at the crate's root (chapter.toml `given` in src/: `model`, `runner_target`)."""
+    src = Path(lang.package) / "src"
+    return [Path(rel).stem for rel in lang.given if Path(rel).parent == src and Path(rel).suffix == ".rs"]
 
 
 def judge_sources(lang) -> dict[str, Path]:

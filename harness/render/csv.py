@@ -1,16 +1,18 @@
 """A class's grades as CSV: one row per submission; an ungraded one says so, with the reason, and has
 no score (never a 0 that looks like a grade); a rejected one (no submission) has 0, with the reason.
 
-The stdlib csv module quotes (a row holding a carriage return has all its text cells quoted). Every
-text cell (a submission's name, a reason, a column name) that a spreadsheet would take for a formula
-(it begins with = + - @, a tab, a carriage return or NUL), or that begins with `'`, is written with
-a leading `'` (harness.render.literal.csv_cell); the numbers ol writes are left numbers. A name that is
-not UTF-8 (a surrogate escape of os.fsdecode) is written with its bytes spelled out (`\\udce9`)."""
+Safe in every locale (harness.render.literal.csv_cell): every text cell is quoted (a reader that splits at another
+separator than the comma still sees each field's start); what a submission wrote is spelled as the console
+spells it (a bidi override, a zero-width character, a control, a name's byte that is not UTF-8: `\\u202e`,
+`\\udce9`); and a `'` goes before every place a field could begin as a formula (= + - @ and their full-width forms),
+the cell's start and just after a separator-like character (`,` `;` tab `|` a line's end), past spaces and double
+quotes: a sheet opened with `;` as its separator shows no formula. The numbers ol writes are left numbers, unquoted.
+A script gets a cell's text back with harness.render.literal.csv_text (one `'` dropped from each such place)."""
 
 import csv
 import io
 
-from .literal import csv_cell, encodable
+from .literal import csv_cell
 
 # `language` last of the fixed columns: the earlier ones keep their places for scripts that read them by position
 CSV_FIXED = ["submission", "status", "passed", "failed", "score", "max_score", "wall_s", "reason", "sandbox", "language"]
@@ -21,7 +23,7 @@ ROSTER_COLUMNS = ["student_id", "email"]  # with `ol grade --roster`: after `lan
 
 def grades_csv(result: dict) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    w = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)  # every text cell quoted; numbers bare
     roster = result.get("roster")
     rows = [CSV_FIXED + (ROSTER_COLUMNS if roster is not None else []) + result["tests"]]
     for r, wall in zip(result["reports"], result["wall_s"]):
@@ -30,12 +32,8 @@ def grades_csv(result: dict) -> str:
             student = roster["students"].get(r.submission, {})
             row[len(CSV_FIXED):len(CSV_FIXED)] = [student.get("id", ""), student.get("email", "")]
         rows.append(row)
-    bare = csv.writer(buf, lineterminator="\n", quoting=csv.QUOTE_NONNUMERIC)
     for row in rows:
-        cells = [csv_cell(encodable(c)) for c in row]
-        # the csv module quotes a cell holding the line terminator (\n), not one holding a lone \r, which a reader
-        # takes for the row's end: such a row has its text cells quoted (its numbers stay bare)
-        (bare if any(isinstance(c, str) and "\r" in c for c in cells) else w).writerow(cells)
+        w.writerow([csv_cell(c) for c in row])
     return buf.getvalue()
 
 

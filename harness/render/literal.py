@@ -8,9 +8,11 @@ while still showing what it wrote. Stdlib only: the Gradescope renderer runs whe
   return; lone surrogates; U+FFFE, U+FFFF), the DEL and C1 controls it discourages, and the carriage
   return (a parser reads it back as a newline), shown the same way: the file always parses, and reads
   back with every other character as written.
-- `csv_cell`: for spreadsheets (grades.csv): a text cell that a spreadsheet would read as a formula gets
-  a leading single quote (OWASP's CSV injection guidance), and so does one that begins with a quote, so
-  that dropping one leading quote always gives the text back; numbers stay numbers.
+- `csv_cell`: for spreadsheets (grades.csv), in every locale: spelled as `visible` spells it (no bidi override
+  or invisible character reorders a row), then a single quote before every place a field could begin as a
+  formula (OWASP's CSV injection guidance): the cell's start and just after any separator-like character
+  (`;` is Excel's separator in most continental European locales); one before a quote there too, so that
+  `csv_text` (one quote dropped from each such place) always gives the text back; numbers stay numbers.
 """
 
 import re
@@ -40,25 +42,32 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(lambda m: _escaped(m.group()), text)
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def encodable(value):
-    """A text as UTF-8 can hold it: each lone surrogate (a name's byte that is not UTF-8, as os.fsdecode
-    gives it) spelled as repr spells it (\\udce9); anything else, and a value that is no text, unchanged."""
-    return _SURROGATE.sub(lambda m: _escaped(m.group()), value) if isinstance(value, str) else value
-
-
 # OWASP (CSV Injection): a cell starting with = + - @, a tab or a carriage return is a formula to Excel,
-# LibreOffice and Google Sheets; ASVS 1.2.10 adds NUL
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\0")
+# LibreOffice and Google Sheets; ASVS 1.2.10 adds NUL; the full-width forms are read as them by Excel in East Asian
+# locales
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "\0", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+# what a spreadsheet may split a line at: the comma, the semicolon (Excel's list separator in most continental
+# European locales), the tab, the bar, a line's end, and the full-width and Arabic comma and semicolon
+SEPARATORS = ",;|\t\r\n\uff0c\uff1b\u060c\u061b"
+# a field's start (the cell's, or one after a separator, past any spaces and double quotes a reader may drop),
+# followed by a formula's start or by ' (so that one ' dropped there always gives the text back)
+_FIELD_START = re.compile(f"(^|[{re.escape(SEPARATORS)}])([ \"]*)(?=[{re.escape(''.join(FORMULA_START))}'])")
+_PREFIXED = re.compile(f"(^|[{re.escape(SEPARATORS)}])([ \"]*)'")
 
 
 def csv_cell(value):
-    """A CSV cell: a text cell that begins as a formula does gets a leading `'`, which spreadsheets read
-    as "this is text" (the rest of the cell as written); so does one that begins with `'` (a spreadsheet
-    shows it with its quote; a script drops one leading `'` from every text cell). Numbers and empty
-    cells are unchanged."""
-    if isinstance(value, str) and value.startswith((*FORMULA_START, "'")):
-        return "'" + value
-    return value
+    """A CSV cell (grades.csv): a text's every character str.isprintable() refuses but the newline spelled out as
+    `visible` does (a bidi override U+202E, a zero-width joiner, a control, a name's byte that is not UTF-8: a
+    cell reads as its characters, never reordered or hidden); then a `'` (which spreadsheets read as "this is
+    text") before every place a field could begin that begins as a formula or with `'`: the cell's start, and
+    just after each separator-like character (SEPARATORS: a sheet opened with `;` or a tab as its separator splits
+    the cell there), past any spaces and double quotes. Numbers and empty cells are unchanged. `csv_text` gives
+    the (spelled-out) text back."""
+    if not isinstance(value, str) or not value:
+        return value
+    return _FIELD_START.sub(lambda m: m.group(1) + m.group(2) + "'", visible(value))
+
+
+def csv_text(cell: str) -> str:
+    """The text of a cell csv_cell wrote: one `'` dropped from each place it put one (a script reading grades.csv)."""
+    return _PREFIXED.sub(lambda m: m.group(1) + m.group(2), cell)

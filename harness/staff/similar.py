@@ -1,9 +1,16 @@
 """`ol similar`: pairs of submissions whose code is unusually alike, found by copydetect (MOSS-style winnowing).
 
-What is compared: each submission's own chapter files (the language's `student_files` in the chapter's table), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare
-file), within each language (submissions in two languages are never compared). What is left out: the code
-every student got, as copydetect's boilerplate: the stub `ol start` writes (made from the contract) and the
-language's given files; a fingerprint found in it counts for no pair.
+What is compared: everything a submission adds, as one document per submission: every source file of its
+package (the language's `package` in the chapter's table; a source file is one with the suffix of the chapter's
+file: .py, .rs), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare file) and read
+through harness.subjects.upload's walk (no link followed), the chapter's file first, then the others by path;
+within each language (submissions in two languages are never compared). So a module that `spec` only
+re-exports is compared as `spec` itself is. What is left out: the code every student got, as copydetect's
+boilerplate (a fingerprint found in it counts for no pair): the stub `ol start` writes (made from the
+contract), the language's given files and the earlier chapters' files the reference supplies (`deps`); a
+given file of the submission is never compared (the build takes the course's), nor a file byte for byte
+the course's. An entry that cannot be read (a corrupt archive, an unreadable file), whatever the error, is
+named in `skipped` with the reason, and the rest of its class is compared.
 
 How copydetect measures (its defaults, kept): the code is tokenized by Pygments and filtered (every name
 becomes V, F or O, every string S, comments and whitespace dropped), so renaming identifiers, rewording
@@ -27,13 +34,14 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BadSubmission
+from ..subjects import upload
 from ..subjects.upload import submissions_in
 from ..languages.stub import make_stub
 from ..subjects.layout import detect
 
 NOISE = 25  # copydetect's noise threshold (its default): the shortest match counted, in filtered characters
 THRESHOLD = 0.5  # a pair is flagged when either side has at least this share of its code in the other
-FILE_CAP = 512 * 1024  # bytes of one chapter file compared: source is kilobytes, a bigger one is skipped (named)
+FILE_CAP = 512 * 1024  # bytes of one source file compared: source is kilobytes, a bigger one is left out (named)
 MAX_PAIRS = 100  # flagged pairs kept with their code (the most alike first); the rest counted
 
 
@@ -43,30 +51,33 @@ def detector_name() -> str:
 
 
 def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
-    """(name, text) of the code every student of `lang` got: the stub `ol start` writes, and the given files."""
+    """(name, text) of the code every student of `lang` got: the stub `ol start` writes, the given files and the
+    earlier chapters' files the reference supplies."""
     spec = chapter.language(lang)
-    given = [(f, (spec.reference / f).read_text(encoding="utf-8")) for f in spec.given
-             if (spec.reference / f).is_file()]
+    course = [(f, (spec.reference / f).read_text(encoding="utf-8")) for f in dict.fromkeys((*spec.given, *spec.deps))
+              if (spec.reference / f).is_file()]
     stub = make_stub(chapter, lang) if spec.contract.suffix == ".pyi" else spec.contract.read_text(encoding="utf-8")
-    return [(Path(spec.student_file).name, stub), *given]
+    return [(Path(spec.student_file).name, stub), *course]
 
 
 def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tuple[list[dict], list[dict]]:
-    """Each submission's chapter files as one document per submission, and the entries not compared (why);
-    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission)."""
+    """Each submission's own source files as one document per submission, and the entries not compared (why);
+    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission). An entry that
+    cannot be read, whatever the error, is named with it; the others are compared."""
     docs, skipped = [], []
     for path in submissions_in(chapter, submissions_dir):
         if only is not None and path.name not in only:
             continue
         try:
             sub = detect(chapter, str(path))
+            try:
+                doc = _document(chapter, sub)
+            finally:
+                sub.close()
         except BadSubmission as e:
-            skipped.append({"name": path.name, "why": f"no submission: {e}"})
-            continue
-        try:
-            doc = _document(chapter, sub)
-        finally:
-            sub.close()
+            doc = f"no submission: {e}"
+        except Exception as e:  # noqa: BLE001 -- ol's failure on this one entry: named, the class still compared
+            doc = f"ol could not read it ({type(e).__name__}: {e}); compare again once the cause is fixed"
         if isinstance(doc, str):
             skipped.append({"name": path.name, "why": doc})
         else:
@@ -74,23 +85,51 @@ def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tup
     return docs, skipped
 
 
-def _document(chapter, sub) -> dict | str:
-    """{"language", "file", "code"} of the submission's chapter files, or why it cannot be compared."""
+def _comment(suffix: str) -> str:
+    return "//" if suffix == ".rs" else "#"
+
+
+def own_sources(chapter, sub) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """([(path in the submission, text)] of every source file the submission adds, the chapter's file first), and the
+    files left out, with why (over FILE_CAP, not UTF-8: neither compiles nor imports); a file at a given path, or byte
+    for byte the course's, is not the submission's own."""
     spec = chapter.language(sub.language)
-    parts = []
-    for rel in spec.student_files:
-        f = sub.root / rel
-        if not f.is_file() or f.is_symlink():
-            continue
-        if f.stat().st_size > FILE_CAP:
-            return f"{rel} is over {FILE_CAP // 1024} KiB"
-        try:
-            parts.append((rel, f.read_bytes().decode("utf-8")))
-        except UnicodeDecodeError:
-            return f"{rel} is not UTF-8 text"
-    if not parts:
-        return f"no {', '.join(spec.student_files)}"
-    return {"language": sub.language, "file": ", ".join(r for r, _ in parts), "code": "\n".join(c for _, c in parts)}
+    suffix = Path(spec.student_file).suffix
+    found, left_out = [], {}
+    with upload.reading(str(sub.origin)):  # whatever reading it raises: the entry is named, not compared
+        for rel, path, folder, _ in upload.walk(sub.root / spec.package, spec.package):
+            if folder or not rel.endswith(suffix) or rel in spec.given:
+                continue
+            if path.stat().st_size > FILE_CAP:
+                left_out[rel] = f"over {FILE_CAP // 1024} KiB"
+                continue
+            data = path.read_bytes()
+            course = spec.reference / rel
+            if rel in spec.deps and course.is_file() and course.read_bytes() == data:
+                continue
+            try:
+                found.append((rel, data.decode("utf-8")))
+            except UnicodeDecodeError:
+                left_out[rel] = "not UTF-8 text"
+    found.sort(key=lambda f: (f[0] != spec.student_file, f[0]))
+    return found, left_out
+
+
+def _document(chapter, sub) -> dict | str:
+    """{"language", "file", "code"} of what the submission adds (own_sources: one text, each file headed by a
+    comment naming it), or why it cannot be compared."""
+    spec = chapter.language(sub.language)
+    files, left_out = own_sources(chapter, sub)
+    if spec.student_file in left_out:
+        return f"{spec.student_file} is {left_out[spec.student_file]}"
+    if not files:
+        return f"no source file of its own in {spec.package}/"
+    mark = _comment(Path(spec.student_file).suffix)
+    code = "\n".join(f"{mark} ---- {rel}\n{text}" if len(files) > 1 else text for rel, text in files)
+    label = ", ".join(rel for rel, _ in files)
+    if left_out:
+        label += " (left out: " + ", ".join(f"{rel}, {why}" for rel, why in left_out.items()) + ")"
+    return {"language": sub.language, "file": label, "code": code}
 
 
 def _detector():

@@ -11,7 +11,7 @@ key is beside it in `.similarity.key`: a sha256 over everything the result depen
     harness version's digest (harness.subjects.version: ol's own code, the chapter pack, the references);
 with the sha256 of the result's bytes. A result is reused only when both match: a key file that does not parse,
 or a result edited, cut short or gone since it was written, is computed again, and the lookup says so (a note).
-When an entry's digest cannot be made (a link, an unreadable file) there is no key: the similarity is computed
+When an entry's digest cannot be made (a link, an unreadable file, whatever the error) there is no key: the similarity is computed
 and no key is kept. A result is kept with its key only when the class's key is the same after the comparison as
 before it (a file changed while it ran: no key, so the next run compares again). A wrong similarity is a wrong
 conclusion of the staff's: when in doubt, compare. Library code: returns data and notes, prints nothing.
@@ -27,12 +27,12 @@ from pathlib import Path
 
 from ..grading.class_report import SIMILARITY, atomic_write
 from ..subjects.upload import submissions_in
-from ..grading.parcel import ParcelError, digest
+from ..grading.parcel import digest
 from ..subjects.version import version_of
 from . import similar as sim
 
 KEY = ".similarity.key"  # beside SIMILARITY: the key it was computed under, and its bytes' sha256
-FORMAT = 1  # of the key file and of what the key covers: a change here recomputes every kept result
+FORMAT = 2  # of the key file and of what the key covers (2: every source file a submission adds): a change here recomputes every kept result
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] |
             continue
         try:
             entries.append([path.name, digest(path)])
-        except (ParcelError, OSError):
+        except Exception:  # noqa: BLE001 -- an entry unreadable however (a ParcelError, anything): no key, compare
             return None
     given = {lang: hashlib.sha256(json.dumps(sim.boilerplate(chapter, lang)).encode()).hexdigest()
              for lang in sorted(chapter.languages)}

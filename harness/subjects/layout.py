@@ -23,11 +23,11 @@ entries and DEPTH_CAP levels. Anything else is a BadSubmission that says what to
 """
 
 from dataclasses import dataclass, field
+import os
 import shutil
 import stat
 import tempfile
 import zipfile
-import zlib
 from pathlib import Path
 
 from ..errors import BadSubmission
@@ -63,14 +63,23 @@ def _what_to_hand_in(chapter: Chapter) -> str:
     return "; ".join(ways) + ", or a .zip of one of these"
 
 
-_UNZIPPABLE = (RuntimeError, NotImplementedError, zlib.error, EOFError, OSError, ValueError, zipfile.BadZipFile)
+NAME_PART_CAP = 255  # bytes of one part of a name: what a Linux filesystem holds
+
+
+def _unzipping(archive: Path):
+    """Reading the archive's bytes (its directory, an entry's header and stream): any failure is the upload's
+    rejection, whatever its type (a corrupt deflate, bzip2 or LZMA stream, a bad CRC, a truncated file...)."""
+    return upload.reading(str(archive), "make it again with zip or your file manager, or upload the files themselves",
+                          how="is not a readable zip archive")
 
 
 def _zip_problem(info: zipfile.ZipInfo) -> str | None:
     """Why this archive entry is refused, or None."""
     name = Path(info.filename)
-    if name.is_absolute() or ".." in name.parts:
+    if name.is_absolute() or ".." in name.parts or not name.parts:
         return f"holds the unsafe name {info.filename!r}"
+    if any(len(os.fsencode(part)) > NAME_PART_CAP for part in name.parts) or "\0" in info.filename:
+        return f"holds a name no filesystem holds ({info.filename[:200]!r}: a part over {NAME_PART_CAP} bytes, or a NUL)"
     kind = stat.S_IFMT(info.external_attr >> 16)
     if kind == stat.S_IFLNK:
         return (f"holds {info.filename!r} as a symbolic link: no link in an upload is followed; zip the files "
@@ -88,45 +97,71 @@ def _zip_problem(info: zipfile.ZipInfo) -> str | None:
 
 
 def _extract(archive: Path, into: Path) -> Path:
-    try:
-        with zipfile.ZipFile(archive) as z:
-            infos = z.infolist()
-            if len(infos) > upload.ENTRY_CAP:
-                raise BadSubmission(f"{archive}: the archive holds more than {upload.ENTRY_CAP} entries; upload only your source")
-            total = 0
-            for info in infos:
-                if (problem := _zip_problem(info)) is not None:
-                    raise BadSubmission(f"{archive}: the archive {problem}")
-                total += info.file_size
-                if total > ZIP_CAP:
-                    raise BadSubmission(f"{archive}: the archive unpacks to more than {ZIP_CAP >> 20} MiB; upload only your source")
-            for info in infos:
-                _extract_one(z, info, into)
-    except _UNZIPPABLE as e:  # a corrupt stream (zlib.error, BadZipFile: a bad CRC), a truncated one (EOFError)...
-        raise BadSubmission(f"{archive} is not a readable zip archive ({type(e).__name__}: {e}): "
-                            "make it again with zip or your file manager, or upload the files themselves") from None
+    """The archive's checked entries extracted into `into`: a failure reading its bytes is its rejection
+    (_unzipping), one writing ol's copy ol's own (harness.subjects.upload.writing)."""
+    with _unzipping(archive):
+        z = zipfile.ZipFile(archive)
+    with z:
+        infos = z.infolist()
+        if len(infos) > upload.ENTRY_CAP:
+            raise BadSubmission(f"{archive}: the archive holds more than {upload.ENTRY_CAP} entries; upload only your source")
+        total = 0
+        for info in infos:
+            if (problem := _zip_problem(info)) is not None:
+                raise BadSubmission(f"{archive}: the archive {problem}")
+            total += info.file_size
+            if total > ZIP_CAP:
+                raise BadSubmission(f"{archive}: the archive unpacks to more than {ZIP_CAP >> 20} MiB; upload only your source")
+        for info in infos:
+            _extract_one(z, info, into, archive)
     return into
 
 
-def _extract_one(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path, chunk: int = 1 << 20) -> None:
+def _extract_one(z: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path, archive: Path, chunk: int = 1 << 20) -> None:
     """One checked entry (_zip_problem: no absolute name, no `..`) extracted, a chunk at a time, each counted
     against the work's deadline (harness.subjects.upload.tick): a slow archive is stopped inside an entry, not after it."""
     upload.tick(entries=1)
     target = into.joinpath(*Path(info.filename).parts)
+    shown = f"{archive}: the archive's {info.filename!r}"
     if info.is_dir():
-        target.mkdir(parents=True, exist_ok=True)
+        with upload.writing(shown):
+            target.mkdir(parents=True, exist_ok=True)
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with z.open(info) as src, open(target, "wb") as dst:
-        while data := src.read(chunk):
-            upload.tick(nbytes=len(data))
-            dst.write(data)
+    with _unzipping(archive):
+        src = z.open(info)
+    with src, upload.writing(shown):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "wb") as dst:
+            while True:
+                with _unzipping(archive):
+                    data = src.read(chunk)
+                if not data:
+                    break
+                upload.tick(nbytes=len(data))
+                dst.write(data)
+
+
+def _copy_in(src: Path, dst: Path, shown: str) -> None:
+    """The upload's file or tree `src` (walked: no link, bounded, caches left out) copied to ol's scratch `dst`:
+    reading its bytes is the upload's (harness.subjects.upload.reading), writing them ol's (writing)."""
+    with upload.reading(shown):
+        entries = list(upload.walk(src))
+    for rel, path, folder, _ in entries:
+        target = dst.joinpath(*Path(rel).parts) if rel else dst
+        if folder:
+            with upload.writing(shown):
+                target.mkdir(parents=True, exist_ok=True)
+            continue
+        with upload.reading(f"{shown}/{rel}" if rel else shown):
+            data = path.read_bytes()
+        upload.tick(nbytes=len(data))
+        with upload.writing(shown):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
 
 
 def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
-    place = scratch / lang.uploads[file.name]
-    place.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(file, place)
+    _copy_in(file, scratch / lang.uploads[file.name], file.name)
     return scratch
 
 
@@ -177,12 +212,12 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
     if path.is_file() and path.name in lang.uploads:
         return Submission(lang.name, path, _bare(lang, path, scratch()), "bare", bare=True)
     if path.is_dir():
-        bare = [path / name for name in lang.uploads if (path / name).is_file()]
-        located = _locate(lang, path)
-        crate = _crate_folder(lang, path) if located is None else None
+        with upload.reading(path.name):  # looking into the upload: any failure is its rejection
+            bare = [path / name for name in lang.uploads if (path / name).is_file()]
+            located = _locate(lang, path)
+            crate = _crate_folder(lang, path) if located is None else None
         if crate is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
-            into = scratch() / lang.package
-            shutil.copytree(crate, into, symlinks=True, ignore=shutil.ignore_patterns("target", ".git"))
+            _copy_in(crate, scratch() / lang.package, crate.name)
             return Submission(lang.name, path, scratch(), "package")
         if located is not None:
             root, layout = located
@@ -197,26 +232,28 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
     origin = Path(path).expanduser().resolve()  # the user's own path: a link to it is theirs to follow, once
     if not origin.exists():
         raise BadSubmission(f"no submission at {path}: expected {_what_to_hand_in(chapter)}")
-    try:
-        upload.check(origin)  # nothing below it is read before: no link, no special file, bounded
-    except BadSubmission as e:
-        raise BadSubmission(f"{path}: {e}") from None
     langs = [chapter.language(language)] if language else list(chapter.languages.values())
+    with upload.reading(str(path)):  # looking into the upload: any failure is its rejection
+        try:
+            upload.check(origin)  # nothing below it is read before: no link, no special file, bounded
+        except BadSubmission as e:
+            raise BadSubmission(f"{path}: {e}") from None
+        look_at = origin
+        zipped = origin.is_file() and origin.suffix == ".zip"
+        if not zipped and origin.is_dir():
+            archives = sorted(origin.glob("*.zip"))
+            zipped = len(archives) == 1 and not any(p for p in origin.iterdir() if p.suffix != ".zip" and not p.name.startswith("."))
+            look_at = archives[0] if zipped else origin
     scratch_box: list[Path] = []
-    look_at = origin
-    zipped = origin.is_file() and origin.suffix == ".zip"
-    if not zipped and origin.is_dir():
-        archives = sorted(origin.glob("*.zip"))
-        zipped = len(archives) == 1 and not any(p for p in origin.iterdir() if p.suffix != ".zip" and not p.name.startswith("."))
-        look_at = archives[0] if zipped else origin
     if zipped:
         scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
         try:
             look_at = _extract(look_at, scratch_box[0] / "unzipped")
-            try:
-                upload.check(look_at)
-            except BadSubmission as e:
-                raise BadSubmission(f"{path}: in its archive, {e}") from None
+            with upload.reading(f"{path}: in its archive, what it unpacked to"):
+                try:
+                    upload.check(look_at)
+                except BadSubmission as e:
+                    raise BadSubmission(f"{path}: in its archive, {e}") from None
         except BaseException:
             shutil.rmtree(scratch_box[0], ignore_errors=True)
             raise
@@ -230,7 +267,8 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
             own = sub.root / lang.student_file
             if not own.is_file():
                 raise BadSubmission(f"{path} holds {lang.package}/ but not {lang.student_file}, the chapter's file")
-            sub.missing_deps = [d for d in lang.deps if not (sub.root / d).is_file()]
+            with upload.reading(str(path)):
+                sub.missing_deps = [d for d in lang.deps if not (sub.root / d).is_file()]
             return sub
     except BaseException:
         for s in scratch_box:

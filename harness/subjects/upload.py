@@ -25,8 +25,17 @@ fault it is follows from what was done by then: more than a source upload holds 
 SOURCE_BYTES bytes) is the upload's (rejected, the reason naming the time and the size); less is the
 machine's (ungraded: a source-sized upload is read in well under a second). Outside a deadline (`ol check`)
 `tick` does nothing.
+
+Reading an upload's bytes is where the upload's fault ends (`reading`): any failure there (listing, stat, open,
+read, an archive's parsing and decompression), whatever its type, is that upload's rejection (BadSubmission, its
+reason naming the entry and the error: an LZMA stream that is corrupt raises lzma.LZMAError, no list of types is
+kept), but for the machine's own lack (MemoryError; OSError EMFILE, ENFILE, ENOMEM: MachineFailure, ungraded).
+Writing into ol's own scratch folder is ol's (`writing`): a full, failing or read-only disk is a MachineFailure
+(ungraded, never the student's), but for the failures only an upload's names and shapes cause (a name too long,
+a file where its folder must go: SHAPED_ERRNOS), the upload's rejection.
 """
 
+import errno
 import os
 import stat
 import time
@@ -35,7 +44,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BadSubmission
+from ..errors import BadSubmission, OlError
 from ..registry import Chapter
 from ..render.literal import visible
 
@@ -56,6 +65,18 @@ class Deadline:
     ends: float
     entries: int = 0  # entries walked or extracted under it so far
     nbytes: int = 0  # bytes read or extracted under it so far
+
+
+class MachineFailure(OlError):
+    """The machine failed while ol read or laid out an upload (a full disk under ol's scratch, no descriptor or
+    memory left): ol's failure, the entry ungraded (exit 3), never the upload's rejection."""
+
+
+# a read failing so is the machine's lack, whatever was read
+MACHINE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+# a write into ol's scratch failing so was caused by the upload's names and shapes (a name past the filesystem's
+# length, a file where one of its folders must go, the same path twice as file and folder); any other is ol's
+SHAPED_ERRNOS = frozenset({errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EEXIST, errno.EILSEQ})
 
 
 class TooSlow(Exception):
@@ -108,6 +129,44 @@ def tick(entries: int = 0, nbytes: int = 0) -> None:
 
 def _shown(text: str) -> str:
     return visible(text)
+
+
+def _why(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+@contextmanager
+def reading(what: str, remedy: str = "upload it again, or the files themselves", how: str = "cannot be read"):
+    """The block reads the upload's bytes: any exception it raises, whatever its type, is the upload's rejection
+    (BadSubmission: "`what` `how` (Type: message): `remedy`"); a refusal already made (BadSubmission), the
+    deadline (TooSlow) and ol's own failures (MachineFailure; MemoryError and an OSError of MACHINE_ERRNOS, made
+    MachineFailure) pass as they are."""
+    try:
+        yield
+    except (BadSubmission, TooSlow, MachineFailure):
+        raise
+    except MemoryError as e:
+        raise MachineFailure(f"ol ran out of memory while reading {_shown(what)}: grade it again") from e
+    except OSError as e:
+        if e.errno in MACHINE_ERRNOS:
+            raise MachineFailure(f"the machine failed while ol read {_shown(what)} ({_why(e)}): grade it again") from e
+        raise BadSubmission(f"{_shown(what)} {how} ({_shown(_why(e))}): {remedy}") from None
+    except Exception as e:  # noqa: BLE001 -- whatever reading the upload's bytes raises is the upload's
+        raise BadSubmission(f"{_shown(what)} {how} ({_shown(_why(e))}): {remedy}") from None
+
+
+@contextmanager
+def writing(what: str):
+    """The block writes what was read of the upload `what` into ol's own scratch folder: an OSError the upload's names
+    or shapes cause (SHAPED_ERRNOS) is its rejection; any other OSError is ol's (MachineFailure: ungraded)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno in SHAPED_ERRNOS:
+            raise BadSubmission(f"{_shown(what)} cannot be laid out ({_shown(e.strerror or _why(e))}): rename or "
+                                "restructure it (one name per file or folder, each part under 255 bytes)") from None
+        raise MachineFailure(f"ol could not write its copy of {_shown(what)} ({_why(e)}): free space or fix ol's "
+                             "temporary folder, then grade it again") from e
 
 
 def link_reason(path: Path, rel: str) -> str:

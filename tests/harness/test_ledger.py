@@ -2,8 +2,10 @@
 ledger's keys and what it skips (harness.grading.ledger), the harness version (harness.subjects.version), and a
 worker's refusal of another version's task (harness.grading.task)."""
 
+import csv
 from dataclasses import replace
 import hashlib
+import io
 import json
 import os
 import zipfile
@@ -121,8 +123,8 @@ def test_the_ledger_skips_only_a_grade_with_the_same_key(tmp_path):
     first.record(report("a"), 1.5, "da", "local")
     first.record(report("b", ungraded="its judge was killed"), 0.5, "db", "local")
     first.record(report("c", sandbox="none"), 1.0, "dc", "local")
-    csv_rows = (tmp_path / "grades.csv").read_text().splitlines()
-    assert [r.split(",")[0] for r in csv_rows[1:]] == ["a", "b", "c"]
+    csv_rows = list(csv.reader(io.StringIO((tmp_path / "grades.csv").read_text())))
+    assert [r[0] for r in csv_rows[1:]] == ["a", "b", "c"]
     again = a_ledger(tmp_path, ["a", "b", "c"])
     assert again.graded("a", "da", unconfined_ok=False)
     assert not again.graded("b", "db", unconfined_ok=False), "an ungraded entry is graded again"

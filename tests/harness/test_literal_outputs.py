@@ -27,7 +27,7 @@ from harness.render import console as show
 from harness.render.csv import grades_csv
 from harness.render.gradescope import results_json, upload_rejected
 from harness.render.junit import junit_xml
-from harness.render.literal import csv_cell, visible, xml_text
+from harness.render.literal import csv_cell, csv_text, visible, xml_text
 from harness.cli.progress import GradeProgress
 from harness.report import Report, TestResult as Result
 
@@ -81,9 +81,9 @@ def test_csv_neutralises_every_text_cell_a_spreadsheet_would_run_and_keeps_numbe
     result = {"tests": [t.name for t in CH.tests], "reports": reports, "wall_s": [1.25] * len(reports)}
     rows = list(csv.DictReader(io.StringIO(grades_csv(result))))
     got = [r["submission"] for r in rows]
-    want = ["'" + n for n in FORMULAS] + MARKUP + ["plain", "it's = fine", "''=quoted", "'-ungraded", "negative"]
-    assert got == want, got
-    assert [g[1:] if g.startswith("'") else g for g in got] == names + ["-ungraded", "negative"]  # one ' dropped: the name
+    want = ["'=cmd|'' /C calc'!A0", "'=HYPERLINK(\"http://x\")", "'+1", "'-x", "'@SUM(A1)", "\\tTab", "\\rCR", "\\x00NUL"]
+    assert got == want + MARKUP + ["plain", "it's = fine", "''=quoted", "'-ungraded", "negative"], got
+    assert [csv_text(g) for g in got] == [visible(n) for n in names] + ["-ungraded", "negative"]  # csv_text: the name, spelled
     for r in rows:
         assert not r["submission"].startswith(("=", "+", "-", "@", "\t", "\r", "\0"))
         assert not r["reason"].startswith(("=", "+", "-", "@", "\t", "\r", "\0"))
@@ -91,6 +91,48 @@ def test_csv_neutralises_every_text_cell_a_spreadsheet_would_run_and_keeps_numbe
     assert rows[-1]["score"] == "-1.5" and rows[-1]["wall_s"] == "1.25" and rows[0]["passed"] == "1", rows[-1]
     assert rows[0]["max_score"] == str(float(sum(t.points for t in CH.tests)))
     assert csv_cell(-2) == -2 and csv_cell(0.5) == 0.5 and csv_cell("") == ""
+
+
+# names and roster fields a spreadsheet in another locale would run or show reordered: a formula after a `;` (Excel's
+# separator in most continental European locales), a tab, a bar, a comma or a line's end, behind spaces or quotes;
+# the full-width forms; bidirectional overrides and isolates, zero-width and other invisible characters
+LOCALE_HOSTILE = ["bob;=HYPERLINK(\"http://evil\",\"x\")", "x;+1;-2;@SUM(A1)", "a|=cmd|' /C calc'!A0", "c,=1+1",
+                  "d; =1", "e;\"=1\"", "f\n=1", "g\t=1", "\uff1dSUM(A1)", "h;\uff0b1", "i\uff1b=1", "\u202eevil\u202c",
+                  "j\u2066k\u2069", "l\u200bm", "n\u200fo\u061c", "p\ufeffq", "r;'s", "Jos\udce9;=1"]
+LOCALE_FORMULA = ("=", "+", "-", "@", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+
+
+def _locale_result() -> tuple[dict, list[tuple[str, str, str]]]:
+    """A class whose names, reasons and roster fields are LOCALE_HOSTILE: (the result, [(name, id, email)])."""
+    students = [(n, f"{i};={n}", f"{n}@x;-cmd") for i, n in enumerate(LOCALE_HOSTILE)]
+    reports = [report(n) if i % 3 else Report.for_rejected(CH, n, True, f"{n}: rejected; =why") for i, n in enumerate(LOCALE_HOSTILE)]
+    roster = {"students": {n: {"id": sid, "email": mail} for n, sid, mail in students}, "unmatched": [], "without_submission": []}
+    return {"tests": [t.name for t in CH.tests], "reports": reports, "wall_s": [2.5] * len(reports), "roster": roster}, students
+
+
+@pytest.mark.parametrize("sep", [",", ";", "\t"])
+def test_csv_shows_no_formula_and_no_invisible_character_with_any_separator(sep):
+    """grades.csv read as a spreadsheet of another locale reads it (issue 36, item 7): split at `;` or a tab instead
+    of the comma, with or without taking double quotes as quoting, no field begins as a formula (past the spaces
+    and quotes a reader may drop); no character of the file is invisible or reorders text; every text cell is
+    quoted (a reader taking each unquoted field for a number reads the whole file)."""
+    result, _ = _locale_result()
+    text = grades_csv(result)
+    assert all(c == "\n" or c.isprintable() for c in text), [c for c in text if not c.isprintable() and c != "\n"][:5]
+    for quoting in (csv.QUOTE_MINIMAL, csv.QUOTE_NONE):
+        for row in csv.reader(io.StringIO(text), delimiter=sep, quoting=quoting):
+            for field in row:
+                for line in field.split("\n"):  # a reader may also end a row at a line's end inside a field
+                    assert not line.lstrip(' "').startswith(LOCALE_FORMULA), (sep, quoting, field)
+    list(csv.reader(io.StringIO(text), quoting=csv.QUOTE_NONNUMERIC))  # raises on an unquoted field that is no number
+
+
+def test_csv_gives_each_hostile_name_and_roster_field_back_spelled_out():
+    result, students = _locale_result()
+    rows = list(csv.DictReader(io.StringIO(grades_csv(result))))
+    assert [(csv_text(r["submission"]), csv_text(r["student_id"]), csv_text(r["email"])) for r in rows] == \
+        [tuple(visible(x) for x in s) for s in students]
+    assert "\\u202eevil\\u202c" in {r["submission"] for r in rows} and rows[0]["wall_s"] == "2.5"
 
 
 # ---- the console ----
@@ -225,21 +267,31 @@ def test_ol_check_shows_a_hostile_exception_message_literally_in_every_output(tm
 def test_ol_grade_of_hostile_names_writes_inert_csv_cells_and_draws_them_literally(tmp_path):
     """A class whose folder names are formulas, markup and a terminal control; each one's spec.py raises the
     hostile message on import (graded, 0 of 16, quickly)."""
-    names = ["=cmd|calc", "+1", "-x", "@SUM(A1)", "[bold red]x", "\x1b[2Jclear"]  # a folder's name holds no /
+    names = ["=cmd|calc", "+1", "-x", "@SUM(A1)", "[bold red]x", "\x1b[2Jclear", "bob;=HYPERLINK(1)", "\u202eevil"]  # no /
     klass = tmp_path / "class"
     for n in names:
         (klass / n).mkdir(parents=True)
         (klass / n / "spec.py").write_text(f"raise ValueError({HOSTILE!r})\n")
+    with open(tmp_path / "roster.csv", "w", newline="", encoding="utf-8") as f:  # roster fields as hostile as the names
+        csv.writer(f).writerows([["submission", "id", "email"]] +
+                                [[n, f"{i};=HYPERLINK(\"x\")", f"\u202e{i}@x;-1"] for i, n in enumerate(names)])
     r = subprocess.run([sys.executable, "-m", "harness.cli", "grade", "L10.8", str(klass), "--jobs", "2", "--ref-deps",
-                        "--shipped-cases", "--out", str(tmp_path / "grades.csv")],
+                        "--shipped-cases", "--out", str(tmp_path / "grades.csv"), "--roster", str(tmp_path / "roster.csv")],
                        cwd=tmp_path, capture_output=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
     out, err = r.stdout.decode("utf-8"), r.stderr.decode("utf-8")
     assert r.returncode == 0, out[-3000:] + err[-3000:]
     with open(tmp_path / "grades.csv", newline="") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
-    assert set(rows) == {"'=cmd|calc", "'+1", "'-x", "'@SUM(A1)", "[bold red]x", "\x1b[2Jclear"}, sorted(rows)
+    assert set(rows) == {"'=cmd|calc", "'+1", "'-x", "'@SUM(A1)", "[bold red]x", "\\x1b[2Jclear", "bob;'=HYPERLINK(1)",
+                         "\\u202eevil"}, sorted(rows)
     for row in rows.values():
         assert row["status"] == "graded" and row["passed"] == "0" and row["score"] == "0.0", row
+        assert row["student_id"].endswith(";'=HYPERLINK(\"x\")") and row["email"].startswith("\\u202e"), row
+    text = (tmp_path / "grades.csv").read_text(encoding="utf-8")
+    assert all(c == "\n" or c.isprintable() for c in text)
+    for sep in (";", "\t"):  # as Excel opens it in a continental European locale, and as a tab-separated sheet
+        for row in csv.reader(io.StringIO(text), delimiter=sep):
+            assert not any(field.lstrip(' "').startswith(LOCALE_FORMULA) for field in row), row
     for ch in RAW:
         assert ch.encode("utf-8", "surrogatepass") not in r.stdout + r.stderr, f"{ch!r} reached the terminal"
     for n in names:

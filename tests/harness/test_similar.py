@@ -7,6 +7,7 @@ import subprocess
 import sys
 import zipfile
 from itertools import combinations
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +125,48 @@ def test_a_long_side_is_cut_and_counted():
     cut = cut_lines(runs)
     assert cut[0] == runs[0] and cut[1] == ("b", True) and cut[2] == ("\n    ... 12 more lines", False)
     assert cut_lines(runs[:1]) == runs[:1]
+
+
+def _reexporting(at, lang: str, found: dict) -> None:
+    """A submission whose chapter file only re-exports a module of its own holding the code (issue 36, item 6): in
+    Python a workspace's package, in Rust the crate folder alone; the given and earlier chapters' files as the
+    reference has them."""
+    from tests.harness.similar_kit import fill
+
+    if lang == "python":
+        pkg = at / "tinyllm"
+        for rel in CH.language("python").deps:
+            (pkg.parent / rel).parent.mkdir(parents=True, exist_ok=True)
+            (pkg.parent / rel).write_bytes((REPO / "reference" / rel).read_bytes())
+        (pkg / "infer" / "spec.py").write_text("from tinyllm.infer.mine import *  # noqa: F401,F403\n")
+        (pkg / "infer" / "mine.py").write_text(fill(stub("python"), found, "python"))
+        return
+    crate = at / "tl-engine"
+    (crate / "src").mkdir(parents=True)
+    for rel in CH.language("rust").deps:
+        (crate / "src" / Path(rel).name).write_bytes((REPO / "reference" / "rust" / rel).read_bytes())
+    lib = crate / "src" / "lib.rs"
+    lib.write_text(lib.read_text() + "pub mod mine;\n")
+    (crate / "src" / "spec.rs").write_text("pub use crate::mine::*;\n")
+    (crate / "src" / "mine.rs").write_text(fill(stub("rust"), found, "rust"))
+
+
+@pytest.mark.slow(s=3)
+def test_a_module_the_chapter_file_only_re_exports_is_compared_in_each_language(tmp_path):
+    """Two submissions sharing a byte-identical module that `spec` only re-exports were never compared (only
+    spec.py/spec.rs were read); now every source file a submission adds is, and the files the course gave are not."""
+    from tests.harness.similar_kit import SAMPLES, bodies
+
+    klass = tmp_path / "class"
+    for lang, ext in (("python", "py"), ("rust", "rs")):
+        for who, style in (("one", "a"), ("two", "a"), ("apart", "b")):
+            _reexporting(klass / f"{ext}-{who}", lang, bodies(SAMPLES / f"{ext}_{style}.{ext}"))
+    given = klass / "rs-two" / "tl-engine" / "src" / "model.rs"  # a given file of its own: never compared
+    given.write_text(given.read_text() + "\npub fn extra_given_code() -> u32 { (0..10).map(|x| x * 3 + 1).sum() }\n")
+    found = sim.similar(CH, klass)
+    assert flagged(found) == {frozenset({"py-one", "py-two"}), frozenset({"rs-one", "rs-two"})}, \
+        [(p["names"], p["scores"]) for p in found["pairs"]]
+    files = {n: f for p in found["pairs"] for n, f in zip(p["names"], p["files"])}
+    assert files["py-one"] == "tinyllm/infer/spec.py, tinyllm/infer/mine.py", files  # the reference's deps: not its own
+    assert files["rs-two"] == "crates/tl-engine/src/spec.rs, crates/tl-engine/src/lib.rs, crates/tl-engine/src/mine.rs", files
+    assert all("extra_given_code" not in side["code"] for p in found["pairs"] for side in p["sides"])

@@ -8,6 +8,7 @@ graded, the honest one is graded as if alone, exit 0 (the same rows on both engi
 judge has a deadline, and a judge that refuses a submission the layout check passed rejects it too."""
 
 import csv
+import json
 import os
 import shutil
 import stat
@@ -113,6 +114,18 @@ def _corrupt_deflate_zip(at: Path) -> None:
     at.write_bytes(bytes(data))
 
 
+def _corrupt_stream_zip(method: int):
+    """A zip whose one entry's stream (LZMA, bzip2) is corrupt: lzma.LZMAError, OSError, ..., each its own type."""
+    def make(at: Path) -> None:
+        with zipfile.ZipFile(at, "w", method) as z:
+            z.writestr("spec.py", REF_SPEC.read_bytes())
+        data = bytearray(at.read_bytes())
+        start = data.index(b"PK\x03\x04") + 30 + len("spec.py") + 24
+        data[start:start + 32] = bytes(b ^ 0x55 for b in data[start:start + 32])
+        at.write_bytes(bytes(data))
+    return make
+
+
 def _folder_chain(at: Path) -> None:  # 1,200 levels: os.walk and rglob would exhaust Python's recursion
     deep = at
     for _ in range(1201):  # one by one: os.makedirs itself recurses
@@ -162,6 +175,10 @@ REJECTED = {  # kind: (entry name, maker, words the reason must hold)
     "zip with the encrypted flag": ("encrypted.zip", _encrypted_zip, "is encrypted"),
     "zip with an unknown compression method": ("method99.zip", _unknown_method_zip, "compression method"),
     "zip with a corrupt deflate stream": ("corrupt.zip", _corrupt_deflate_zip, "not a readable zip archive"),
+    "zip with a corrupt LZMA stream": ("corrupt-lzma.zip", _corrupt_stream_zip(zipfile.ZIP_LZMA),
+                                       "is not a readable zip archive (LZMAError"),
+    "zip with a corrupt bzip2 stream": ("corrupt-bzip2.zip", _corrupt_stream_zip(zipfile.ZIP_BZIP2),
+                                        "is not a readable zip archive ("),
     "1,200-level folder chain": ("chain", _folder_chain, "more than 32 folders deep"),
     "zip of 100,000 empty entries": ("flood.zip", _many_empty_entries_zip, "more than 4000 entries"),
     "folder of 4,100 empty files": ("flood", _many_empty_files, "more than 4000 files and folders"),
@@ -247,6 +264,23 @@ def test_a_bad_entry_is_its_own_rejected_row_naming_the_problem(hostile_class, k
     assert bad["status"] == "rejected" and bad["score"] == "0.0" and words in bad["reason"], (bad, said[-2000:])
     assert "\n" not in bad["reason"], bad["reason"]
     assert all(bad[t] == "rejected" for t in bad if t.startswith(("hand_", "prompt_", "verify_"))), bad
+
+
+@pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
+@pytest.mark.slow(s=15)
+def test_the_class_of_bad_entries_keeps_its_similarity_and_ol_similar_names_each_unreadable_one(hostile_class, tmp_path):
+    """Issue 36, item 2: a zip whose LZMA stream is corrupt once made its entry ungraded for ever and dropped the whole
+    class's similarity section; `ol similar` on the class was an internal error (exit 3). Now the report has the
+    section, and `ol similar` on the same class exits 0 or 1 naming each entry it could not compare, with why."""
+    r, _rows, out, said, klass = hostile_class
+    assert (out / "results" / ".similarity.json").is_file() and "could not be computed" not in said, said[-2000:]
+    found = tmp_path / "similar.json"
+    s = ol("similar", "L10.8", klass, "--json", found)
+    assert s.returncode in (0, 1), (s.stdout + s.stderr).decode(errors="replace")[-2000:]
+    skipped = {e["name"]: e["why"] for e in json.loads(found.read_text())["skipped"]}
+    for name, _make, words in REJECTED.values():
+        if name.startswith("corrupt"):
+            assert words in skipped.get(name, ""), (name, skipped)
 
 
 @pytest.mark.xdist_group("hostile_class")  # the class graded once, not once per xdist worker
