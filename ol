@@ -55,7 +55,7 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$
       printf '%s\n' "$line" >>"$log"
       case "$line" in
         Collecting*|"Processing "*)
-          n=$((n + 1)); name="${line#* }"; name="${name%% *}"
+          n=$((n + 1)); name="${line#* }"; name="${name%% *}"; name="${name##*/}"
           if [ -t 2 ]; then printf '\r\033[Kol: [2/3]   %d of the lock'"'"'s packages so far: %s' "$n" "$name" >&2
           else printf 'ol: [2/3]   package %d: %s\n' "$n" "$name" >&2; fi ;;
         "Installing collected packages"*)
