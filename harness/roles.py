@@ -1,7 +1,7 @@
 """Installs by role, from the one lock: what each of ol's users installs, and what a command needs beyond it.
 
 pyproject.toml names the requirements of three roles; uv resolves them together into `uv.lock` (one version of
-each package for every role, per Python where a release dropped an old one) and `locks/update` exports one
+each package for every role, per interpreter version where a release dropped an old one) and `locks/update` exports one
 requirements file a role, with hashes: what `./ol`, the Gradescope setup.sh and the Docker recipe install, and
 nothing else (`pip install --require-hashes --no-deps -r locks/ROLE.txt`, then ol itself, editable, with no
 dependencies):
@@ -57,7 +57,7 @@ def _requirement_lines(text: str) -> list[str]:
 
 @lru_cache(maxsize=None)
 def locked(role: str) -> tuple[Requirement, ...]:
-    """Every pin of the role's lock, whatever its marker (one package may be pinned twice, per Python)."""
+    """Every pin of the role's lock, whatever its marker (one package may be pinned twice, per interpreter version)."""
     return tuple(Requirement(line) for line in _requirement_lines(lock_file(role).read_text()))
 
 
@@ -83,7 +83,8 @@ def installed() -> dict[str, str]:
 
 def drift(role: str, have: dict[str, str] | None = None) -> list[str]:
     """How this environment (or `have`) differs from the role's lock, in words; [] when `pip freeze` is the lock."""
-    want, have = pins(role), installed() if have is None else have
+    want = pins(role)
+    have = {name: version for name, version in (installed() if have is None else have).items() if name not in UNLOCKED}
     out = []
     for name in sorted(set(want) | set(have)):
         if name not in have:

@@ -134,10 +134,11 @@ def pip_freeze() -> dict[str, str]:
     r = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    pins = [line.split("==") for line in r.stdout.splitlines() if "==" in line]
+    pins = [line.split("==") for line in r.stdout.splitlines() if "==" in line and not line.startswith("#")]
     return {roles.canonical(name): version for name, version in pins}
 
 
+@pytest.mark.slow(s=2)
 def test_pip_freeze_of_this_environment_is_its_role_s_lock():
     role = _installed_role()
     frozen = pip_freeze()
@@ -178,6 +179,7 @@ def ol_without(absent: str, *args: str) -> subprocess.CompletedProcess:
                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "OL_SERVER": "0"})
 
 
+@pytest.mark.slow(s=8)
 @pytest.mark.parametrize("command, extra", [
     (["grade", "L10.8", "examples/submissions", "--ref-deps"], "staff"),
     (["report", "L10.8", "grades-results"], "staff"),
@@ -193,6 +195,7 @@ def test_a_staff_command_without_its_extra_asks_for_it_by_name(command, extra):
     assert "Traceback" not in r.stderr and r.stdout == "", r.stdout
 
 
+@pytest.mark.slow(s=3)
 def test_a_student_command_needs_no_extra():
     r = ol_without("distributed,matplotlib,copydetect,mutmut,dask-jobqueue,pytest-xdist,safetensors", "tests", "L10.8")
     assert r.returncode == 0 and "hand_example_prompt_lookup" in r.stdout, r.stderr
