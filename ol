@@ -73,10 +73,10 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$
     comm -23 <(pip freeze --exclude-editable 2>>"$log" | sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' | tr 'A-Z_.' 'a-z--' | sort -u) \
              <(sed -n 's/^\([A-Za-z0-9._-]*\)==.*/\1/p' "$lock" | tr 'A-Z_.' 'a-z--' | sort -u)
   }
-  rm -f "$stamp"  # a half-made environment is made again by the next run
   echo "ol: [1/3] creating the virtual environment" >&2
   if ! { [ -x "$venv/bin/python" ] || "$py" -m venv "$venv" >>"$log" 2>&1; } ||
-     ! { echo "ol: [2/3] installing the lock, locks/$role.txt: $n_locked pinned packages, each checked against its hash" >&2
+     ! { echo "$role unfinished" > "$stamp"  # a half-made environment is made again by the next run, of the same role
+         echo "ol: [2/3] installing the lock, locks/$role.txt: $n_locked pinned packages, each checked against its hash" >&2
          pip install --progress-bar off --require-hashes --no-deps -r "$lock" 2>&1 | progress
          [ "${PIPESTATUS[0]}" = 0 ]; } ||
      ! { echo "ol: [3/3] installing ol itself (editable, nothing more)" >&2
