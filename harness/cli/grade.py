@@ -19,6 +19,7 @@ from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
 from ..grading.roster import match, read_roster
 from ..registry import load_chapter
+from ..roles import require
 from ..render import console as show
 from ..render.console import lit
 from ..sandbox.confine import choose, grading_refusal
@@ -54,6 +55,7 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
           ref_deps, no_sandbox, roster, no_similar) -> None:
     """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel, here or on a
     Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
+    require("staff", "grade")  # Dask, the report's plots, the similarity: asked for before anything is graded
     ch = load_chapter(chapter)
     given_seed = None if seed is None else _seed(seed, "--seed")  # one that is no integer: refused before anything
     cluster, mode_name = None, None
@@ -166,6 +168,7 @@ def _similarity(ch, submissions_dir: Path, results_dir: Path, kept: set[str], sk
 def report(chapter, results_dir, out_html) -> None:
     """Write the class report (HTML, self-contained) and every submission's feedback page from RESULTS_DIR,
     the ledger `ol grade` wrote; the same every time it is run on the same directory."""
+    require("staff", "report")
     from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
     ch = load_chapter(chapter)
@@ -192,6 +195,7 @@ def report(chapter, results_dir, out_html) -> None:
 def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, json_path) -> None:
     """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
     files left out; exit 1 when a pair is flagged."""
+    require("staff", "similar")
     from ..grading.class_report import atomic_write  # here: as the report's, where used
     from ..render.html import similarity_page  # here: jinja2, which only the pages need
     from ..staff import similar_cache  # here: as the report's, where used

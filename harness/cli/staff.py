@@ -16,6 +16,7 @@ from ..languages import LANGUAGES, in_process
 from ..paths import REPO
 from ..protocol import wire
 from ..registry import DEFAULT_SET, known_chapters, load_chapter
+from ..roles import require
 from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
@@ -112,6 +113,7 @@ def gradescope(chapter, out_zip, seed) -> None:
 @click.option("--jobs", type=click.IntRange(min=1), default=2, help="mutmut's parallel children")
 def mutmut(chapter, json_path, jobs) -> None:
     """mutmut over the reference's chapter files against the chapter's tests, in a scratch copy."""
+    require("staff", "mutmut")
     from ..staff.mutmut_run import run_mutmut  # here: 49 ms measured, ol mutmut only
 
     ch = load_chapter(chapter)
@@ -158,6 +160,7 @@ def config_check(runtime_toml: Path) -> None:
 @click.pass_context
 def selftest(ctx) -> None:
     """Run ol's own test suite (pytest over tests/ and chapters/; extra arguments go to pytest)."""
+    require("dev", "selftest")  # ./ol installs the dev set by itself for selftest; an environment of one's own may lack it
     import pytest  # here: pytest is most of a check's start-up, which only selftest and check need
 
     args = list(ctx.args)

@@ -39,7 +39,7 @@ class LoopbackError(RuntimeError):
 
 class Loopback:
     def __init__(self, workers: int = 2, nthreads: int = 1, env: dict | None = None, nanny: bool = True,
-                 worker_pythonpath: Path = REPO) -> None:
+                 worker_pythonpath: Path | str = REPO) -> None:  # a folder, or folders joined by os.pathsep
         self.n, self.nthreads, self.nanny, self.worker_pythonpath = workers, nthreads, nanny, worker_pythonpath
         self.env = {**os.environ, **(env or {}), "DASK_DISTRIBUTED__SCHEDULER__IDLE_TIMEOUT": f"{IDLE_S}s"}
         self.dir = Path(tempfile.mkdtemp(prefix="ol-loopback-"))
@@ -51,7 +51,7 @@ class Loopback:
     def scheduler_file(self) -> Path:
         return self.dir / "scheduler.json"
 
-    def _start(self, argv: list[str], log: str, pythonpath: Path) -> subprocess.Popen:
+    def _start(self, argv: list[str], log: str, pythonpath: Path | str) -> subprocess.Popen:
         env = {**self.env, "PYTHONPATH": str(pythonpath)}
         with open(self.dir / log, "wb") as f:
             return subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
@@ -82,7 +82,7 @@ class Loopback:
             return False
         return True
 
-    def add_worker(self, pythonpath: Path | None = None, name: str | None = None) -> subprocess.Popen:
+    def add_worker(self, pythonpath: Path | str | None = None, name: str | None = None) -> subprocess.Popen:
         i = len(self.workers)
         name = name or f"w{i}"
         argv = [*dask_command(), "worker", self.address, "--nthreads", str(self.nthreads), "--nworkers", "1",

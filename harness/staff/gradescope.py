@@ -8,7 +8,8 @@ unless results.json says so, what run_autograder printed. So:
 
 * setup.sh (scripts/setup.sh) picks an interpreter for ol that is new enough (Ubuntu 22.04's is too old: it
   installs a newer one and its venv module from universe; 24.04's may lack venv), makes ol's .venv and
-  installs everything into it (`./ol --help`), and records the interpreter: run_autograder
+  installs the student lock into it (`./ol --help`: locks/student.txt, what `ol check` needs and no staff tool; README,
+  "Installs by role"), and records the interpreter: run_autograder
   (scripts/run_autograder.sh) needs no network.
 * One bundle takes an upload in any of the chapter's languages: the layout function tells which, as
   `ol check` does. Each language adds its own steps to both scripts (harness.languages: Language.image;

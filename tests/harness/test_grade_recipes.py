@@ -39,5 +39,5 @@ def test_the_kubernetes_workers_run_the_documented_command_in_uid_mode():
     assert {"name": "OL_SANDBOX", "value": "uid"} in worker["env"] and worker["securityContext"]["runAsUser"] == 0
     assert worker["image"] == scheduler["image"]
     dockerfile = (RECIPES / "Dockerfile").read_text()
-    assert "COPY . /ol" in dockerfile and "./ol --help" in dockerfile and "chmod -R go-rwx chapters reference examples" in dockerfile
+    assert "COPY . /ol" in dockerfile and "OL_EXTRAS=staff ./ol --help" in dockerfile and "chmod -R go-rwx chapters reference examples" in dockerfile
     assert "ENV PYTHONPATH=/ol" in dockerfile

@@ -77,10 +77,14 @@ def extract(bundle: Path, root: Path) -> Path:
 
 
 def _stamp_matches(source: Path) -> None:
-    want = hashlib.sha256((source / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    """VENV was made by ./ol from this source's pyproject.toml and lock (its .ol-installed: the role, then the first 16
+    hex digits of sha256 over pyproject.toml and locks/ROLE.txt, as ./ol writes it), so setup.sh installs nothing."""
     stamp = VENV / ".ol-installed"
-    if not stamp.is_file() or stamp.read_text().strip() != want:
-        pytest.skip(f"{VENV} is not installed from this pyproject.toml (its .ol-installed stamp differs): run ./ol --help "
+    role = stamp.read_text().split()[0] if stamp.is_file() else "student"
+    lock = source / "locks" / f"{role}.txt"
+    digest = hashlib.sha256((source / "pyproject.toml").read_bytes() + (lock.read_bytes() if lock.is_file() else b"")).hexdigest()
+    if not stamp.is_file() or stamp.read_text().strip() != f"{role} {digest[:16]}":
+        pytest.skip(f"{VENV} is not installed from this pyproject.toml and lock (its .ol-installed stamp differs): run ./ol --help "
                     "to refresh it (this test will not let ./ol reinstall into a shared environment)")
 
 
@@ -516,6 +520,34 @@ def test_bundle_names_are_relative_with_the_scripts_and_seed_at_the_root(tmp_pat
             assert stat.S_IMODE(infos[script].external_attr >> 16) == 0o755, script
         assert z.read(".ol-assignment-seed") == b"7\n"
         assert {"ol", "pyproject.toml", "harness/staff/gradescope.py", "harness/render/gradescope.py"} <= set(infos)
+
+
+@pytest.mark.slow(s=90)
+def test_setup_installs_the_student_lock_and_nothing_else(tmp_path):
+    """setup.sh as Gradescope runs it, into a new environment (not OL_VENV's): what it installs is locks/student.txt
+    exactly (pip freeze), the judge's packages at the versions this environment grades with; no staff tool."""
+    ag = Autograder(_namespace(), extract(build(tmp_path, SEED), tmp_path / "root"))
+    src = ag.dir / "source"
+    r = ag.run("bash /autograder/source/setup.sh", offline=False,
+               env_extra={"OL_VENV": "/autograder/source/.venv", "OL_SETUP_RUST": "0"})
+    if r.returncode != 0 and "could not install ol's dependencies" in r.stderr:
+        pytest.skip(f"no package index reachable for a fresh install: {r.stderr.strip().splitlines()[-1]}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "ol: [2/3] installing the lock, locks/student.txt: " in r.stderr, r.stderr[-3000:]
+    assert (src / ".venv" / ".ol-installed").read_text().startswith("student ")
+    probe = ("import json; from importlib import metadata; from harness import roles; "
+             "print(json.dumps([roles.drift('student'), {n: metadata.version(n) for n in roles.locked_names('student')}]))")
+    p = subprocess.run([str(src / ".venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(src)})
+    assert p.returncode == 0, p.stderr
+    drift, versions = json.loads(p.stdout)
+    assert drift == [], f"the image's environment is not locks/student.txt: {drift}"
+    from importlib import metadata
+    here = {name: metadata.version(name) for name in versions}
+    assert versions == here, "the image grades with the versions of this (the client's) environment"
+    frozen = subprocess.run([str(src / ".venv" / "bin" / "python"), "-m", "pip", "freeze", "--exclude-editable"],
+                            capture_output=True, text=True, timeout=120).stdout
+    assert "distributed==" not in frozen and "matplotlib==" not in frozen and "mutmut==" not in frozen, frozen
 
 
 @pytest.mark.slow(s=16)

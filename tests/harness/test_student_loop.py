@@ -3,6 +3,7 @@ test's line is printed as it finishes, the summary last; a selection is pytest's
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -206,14 +207,13 @@ def test_a_pasted_python_case_catches_its_pitfall(tmp_path):
 
 FAKE_PYTHON = """#!/bin/sh
 # A stand-in interpreter for ./ol's first setup: `-m venv DIR` makes DIR/bin/python (this script again), `-m pip`
-# prints what pip prints while it collects and installs, anything else is the real interpreter.
+# prints what pip prints while it collects and installs the lock, anything else is the real interpreter.
 if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then mkdir -p "$3/bin"; cp "$0" "$3/bin/python"; exit 0; fi
 if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then
-  case "$*" in *"-e "*) ;; *) exit 0 ;; esac
-  for p in numpy scipy pytest rich click; do echo "Collecting $p>=1"; echo "  Downloading $p-1.0.whl (1.0 MB)"; done
+  case "$*" in *"--require-hashes"*) ;; *) exit 0 ;; esac
+  for p in numpy scipy pytest rich click; do echo "Collecting $p==1.0 (from -r locks/student.txt (line 1))"; echo "  Downloading $p-1.0.whl (1.0 MB)"; done
   echo "Installing collected packages: numpy, scipy, pytest, rich, click"
-  echo "Successfully installed click-1 numpy-1 pytest-1 rich-1 scipy-1"
-  printf '#!/bin/sh\\n' > "$(dirname "$0")/ol"; chmod +x "$(dirname "$0")/ol"
+  echo "Successfully installed click-1.0 numpy-1.0 pytest-1.0 rich-1.0 scipy-1.0"
   exit 0
 fi
 exec REAL "$@"
@@ -231,15 +231,60 @@ def test_the_first_setup_says_what_it_installs_how_far_and_the_next_step(tmp_pat
     lines = r.stderr.splitlines()
     assert lines[0].startswith("ol: first run: setting up") and "numpy" in lines[0]
     steps = [line for line in lines if line.startswith("ol: [")]
-    assert [s[:9] for s in steps[:3]] == ["ol: [1/3]", "ol: [2/3]", "ol: [3/3]"], lines
+    assert list(dict.fromkeys(s[:9] for s in steps)) == ["ol: [1/3]", "ol: [2/3]", "ol: [3/3]"], lines
     packages = [line for line in lines if "package " in line]
-    assert [p.split()[-1] for p in packages] == ["numpy>=1", "scipy>=1", "pytest>=1", "rich>=1", "click>=1"], lines
-    assert packages[-1].startswith("ol: [3/3]   package 5:")
+    assert [p.split()[-1] for p in packages] == ["numpy==1.0", "scipy==1.0", "pytest==1.0", "rich==1.0", "click==1.0"], lines
+    assert packages[-1].startswith("ol: [2/3]   package 5:")
+    assert any(s.startswith("ol: [2/3] installing the lock, locks/student.txt: ") for s in steps), lines  # from the lock
     assert any("installing the 5 packages collected" in line for line in lines)
     assert lines[-1].startswith("ol: ready in ") and lines[-1].endswith("now running: ol tests L10.8"), lines
     assert "hand_example_prompt_lookup" in r.stdout  # then the command itself ran
     r = subprocess.run([str(REPO / "ol"), "tests", "L10.8"], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert r.returncode == 0 and r.stderr == "", r.stderr  # set up once: a second run says nothing of it
+
+
+def _checkout_with_its_lock(tmp_path: Path) -> Path:
+    """The bootstrap's own files in a folder of their own (./ol, pyproject.toml, locks/), the harness linked in."""
+    co = tmp_path / "checkout"
+    (co / "locks").mkdir(parents=True)
+    for f in ("ol", "pyproject.toml", *(f"locks/{r}.txt" for r in ("student", "staff", "dev"))):
+        shutil.copy2(REPO / f, co / f)
+    (co / "harness").symlink_to(REPO / "harness")
+    return co
+
+
+@pytest.mark.slow(s=3)
+def test_the_stamp_follows_the_lock_and_the_role(tmp_path):
+    """An edited lock installs again; OL_EXTRAS=staff installs the staff lock, and the role stays; `ol selftest` asks
+    for the dev set by itself; an unknown role is refused."""
+    co = _checkout_with_its_lock(tmp_path)
+    fake = tmp_path / "python3"
+    fake.write_text(FAKE_PYTHON.replace("REAL", sys.executable))
+    fake.chmod(0o755)
+    venv = tmp_path / "venv"
+    env = {**os.environ, "OL_VENV": str(venv), "OL_PYTHON": str(fake)}
+
+    def ol(*args: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([str(co / "ol"), *args], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={**env, **extra})
+
+    assert ol("--help").returncode == 0
+    first = (venv / ".ol-installed").read_text()
+    assert first.startswith("student ")
+    with open(co / "locks" / "student.txt", "a") as f:
+        f.write("# an edit of the lock\n")
+    r = ol("--help")
+    assert r.returncode == 0 and "installing the student set into" in r.stderr and "locks/student.txt" in r.stderr, r.stderr
+    assert (venv / ".ol-installed").read_text() not in ("", first), "the stamp changes with the lock"
+    r = ol("--help", OL_EXTRAS="staff")
+    assert "ol: [2/3] installing the lock, locks/staff.txt: " in r.stderr, r.stderr
+    assert (venv / ".ol-installed").read_text().startswith("staff ")
+    assert ol("--help").stderr == "", "a staff environment stays one: no install for a student's command"
+    r = ol("selftest", "--co", "-q", "-p", "no:xdist", str(REPO / "tests" / "harness" / "test_lock.py"))
+    assert "needs the dev set" in r.stderr and "locks/dev.txt" in r.stderr, r.stderr
+    assert (venv / ".ol-installed").read_text().startswith("dev ")
+    r = ol("--help", OL_EXTRAS="teacher")
+    assert r.returncode == 2 and r.stderr == "ol: OL_EXTRAS=teacher is no role: use student (the default), staff or dev\n"
 
 
 @pytest.mark.slow(s=3)

@@ -37,9 +37,11 @@ if ! venv_works "$py"; then
 fi
 chmod +x "$src/ol" "$src/run_autograder" 2>/dev/null || true   # unzip may drop the modes
 cd "$src"
-OL_PYTHON="$py" bash ./ol --help >/dev/null   # makes the environment and installs ol into it, now, while there is a network
+# Makes the environment and installs the student lock into it (locks/student.txt: what grading an upload with `ol check`
+# needs, no staff tool; OL_EXTRAS is not passed on), now, while there is a network
+OL_EXTRAS= OL_PYTHON="$py" bash ./ol --help >/dev/null
 echo "$py" > "$src/{interpreter_file}"
-echo "setup.sh: ol runs on $py ($("$py" --version 2>&1)) in ${OL_VENV:-$src/.venv}"
+echo "setup.sh: ol runs on $py ($("$py" --version 2>&1)) in ${OL_VENV:-$src/.venv}, installed from locks/$(cut -d' ' -f1 "${OL_VENV:-$src/.venv}/.ol-installed").txt"
 venv_py="${OL_VENV:-$src/.venv}/bin/python"
 {language_setup}
 # Where the container refuses user namespaces, workers run as uid 65534 with no namespace (harness/sandbox/confine.py):

@@ -1,0 +1,126 @@
+"""Installs by role, from the one lock: what each of ol's users installs, and what a command needs beyond it.
+
+pyproject.toml names the requirements of three roles; uv resolves them together into `uv.lock` (one version of
+each package for every role, per interpreter version where a release dropped an old one) and `locks/update` exports one
+requirements file a role, with hashes: what `./ol`, the Gradescope setup.sh and the Docker recipe install, and
+nothing else (`pip install --require-hashes --no-deps -r locks/ROLE.txt`, then ol itself, editable, with no
+dependencies):
+
+* student (the default, pyproject's `dependencies`): `ol check`, `start`, `diff`, `tests`, `cargo test`, and so
+  the Gradescope image, which grades one upload with `ol check`;
+* staff (the `staff` extra): + grading a class (`ol grade`, `report`, `similar`: Dask, matplotlib, copydetect),
+  `ol mutmut`, dask-jobqueue: the staff's machines and every Dask worker;
+* dev (the `dev` extra): + what ol's own suite needs (`ol selftest`: pytest-xdist, safetensors).
+
+A command of a role above the student's asks for its extra by name when a package of it is missing (`require`),
+before it does anything. `drift` says how this environment differs from a role's lock (tests/harness/test_lock.py
+holds `.venv` to it; harness.subjects.version compares the judge's packages, the student lock's, between a Dask
+worker and its client).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+import re
+import tomllib
+
+from packaging.requirements import Requirement
+
+from .errors import UsageError
+from .paths import REPO
+
+ROLES = ("student", "staff", "dev")  # each holds the one before it
+LOCKS = REPO / "locks"
+UNLOCKED = {"ol", "pip", "setuptools", "wheel"}  # ol itself (editable) and the venv's own installer: not in the lock
+HOW = {"staff": "OL_EXTRAS=staff ./ol --help", "dev": "OL_EXTRAS=dev ./ol --help"}  # installs the role into .venv
+
+
+class ExtraMissing(UsageError):
+    """A command of the staff's (or ol's own suite) run where only a smaller role is installed (exit 2)."""
+
+
+def canonical(name: str) -> str:
+    """A distribution's name as the lock and pip compare it (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_file(role: str) -> Path:
+    return LOCKS / f"{role}.txt"
+
+
+def _requirement_lines(text: str) -> list[str]:
+    """Each requirement of a uv export: its first line (`name==version ; marker \\`), hashes and comments aside."""
+    return [line.split(" \\")[0].strip() for line in text.splitlines() if line[:1].isalnum()]
+
+
+@lru_cache(maxsize=None)
+def locked(role: str) -> tuple[Requirement, ...]:
+    """Every pin of the role's lock, whatever its marker (one package may be pinned twice, per interpreter version)."""
+    return tuple(Requirement(line) for line in _requirement_lines(lock_file(role).read_text()))
+
+
+def locked_names(role: str) -> tuple[str, ...]:
+    return tuple(sorted({canonical(r.name) for r in locked(role)}))
+
+
+def pins(role: str) -> dict[str, str]:
+    """{name: version} the role's lock installs on this interpreter and machine (its markers evaluated)."""
+    return {canonical(r.name): str(r.specifier).removeprefix("==") for r in locked(role)
+            if r.marker is None or r.marker.evaluate()}
+
+
+def installed() -> dict[str, str]:
+    """{name: version} of every distribution this interpreter's environment holds, ol and the installer aside."""
+    found = {}
+    for dist in metadata.distributions():
+        name = canonical(dist.metadata["Name"] or "")
+        if name and name not in UNLOCKED:
+            found.setdefault(name, dist.version)  # the first on the path is the one imported
+    return found
+
+
+def drift(role: str, have: dict[str, str] | None = None) -> list[str]:
+    """How this environment (or `have`) differs from the role's lock, in words; [] when `pip freeze` is the lock."""
+    want = pins(role)
+    have = {name: version for name, version in (installed() if have is None else have).items() if name not in UNLOCKED}
+    out = []
+    for name in sorted(set(want) | set(have)):
+        if name not in have:
+            out.append(f"{name} missing (locks/{role}.txt pins {want[name]})")
+        elif name not in want:
+            out.append(f"{name} {have[name]} installed, not in locks/{role}.txt")
+        elif have[name] != want[name]:
+            out.append(f"{name} {have[name]} installed, locks/{role}.txt pins {want[name]}")
+    return out
+
+
+def extra_requirements(extra: str, project: dict | None = None) -> list[Requirement]:
+    """The extra's own requirements in pyproject.toml, with those of the extras it names (`ol[staff]`)."""
+    project = project or tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    out = []
+    for line in project.get("optional-dependencies", {}).get(extra, []):
+        r = Requirement(line)
+        out += [q for e in sorted(r.extras) for q in extra_requirements(e, project)] if canonical(r.name) == "ol" else [r]
+    return out
+
+
+def missing(extra: str) -> list[str]:
+    """The distributions of the extra that this environment lacks."""
+    out = []
+    for r in extra_requirements(extra):
+        try:
+            metadata.version(r.name)
+        except metadata.PackageNotFoundError:
+            out.append(r.name)
+    return out
+
+
+def require(extra: str, command: str) -> None:
+    """Refuse (ExtraMissing, exit 2) to run `ol COMMAND` where a package of its extra is missing, saying how to get it."""
+    lacking = missing(extra)
+    if lacking:
+        raise ExtraMissing(f"`ol {command}` needs the {extra} extra ({', '.join(lacking)} not installed here): run "
+                           f"`{HOW[extra]}` once, which installs locks/{extra}.txt into .venv, then run the command again "
+                           f"(or `pip install --require-hashes --no-deps -r locks/{extra}.txt` into your own environment)")
