@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -26,15 +26,18 @@ SLOWEST = 3  # running submissions named under the bar
 
 class GradeProgress(Events):
     def __init__(self, console) -> None:
-        self.console = console
+        # one Console for the live view and the lines, wrapping as the terminal does (a soft-wrapped line longer than
+        # the terminal is counted as one line but drawn on two: each refresh then moved up one line too few)
+        self.console = Console(file=console.file, highlight=False, width=console.width, force_terminal=console.is_terminal,
+                               no_color=console.no_color) if console.is_terminal else console
         self.lock = threading.Lock()
         self.running: dict[str, tuple[float, str]] = {}  # name -> (start, where)
         self.counts = {"passed": 0, "failed": 0, "rejected": 0, "ungraded": 0}
         self.todo, self.start = 0, time.monotonic()
         self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
-                            TimeElapsedColumn(), console=console, transient=True)
+                            TimeElapsedColumn(), console=self.console, transient=True)
         self.task = self.bar.add_task("grading", total=None, line="")
-        self.live = Live(console=console, transient=True, refresh_per_second=2, get_renderable=self._render)
+        self.live = Live(console=self.console, transient=True, refresh_per_second=2, get_renderable=self._render)
 
     def __enter__(self) -> GradeProgress:
         self.live.__enter__()
@@ -91,7 +94,7 @@ class GradeProgress(Events):
         now = time.monotonic()
         slow = Text("running longest: " + ", ".join(
             f"{visible(name)} {now - t0:.0f} s" + ("" if where == "local" else f" ({visible(where)})")
-            for name, (t0, where) in running), style="dim") if running else Text("")
+            for name, (t0, where) in running), style="dim", no_wrap=True, overflow="ellipsis") if running else Text("")
         return Group(self.bar.get_renderable(), slow)
 
 
