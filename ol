@@ -3,7 +3,8 @@
 # makes a virtual environment in .venv and installs the harness into it, then runs `ol`.
 # A fresh clone needs nothing but Python 3.11+.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# this file's own folder, the checkout, even when `ol` is reached through a symbolic link (one on PATH)
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 venv="${OL_VENV:-$root/.venv}"  # OL_VENV: use an existing environment (tests of the Gradescope bundle do)
 stamp="$venv/.ol-installed"
 py="${OL_PYTHON:-python3}"

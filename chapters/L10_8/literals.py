@@ -37,7 +37,7 @@ def _u32s(xs) -> str:
     return "vec![" + ", ".join(str(int(x)) for x in xs) + "]"
 
 
-def _params_rust(p: dict) -> str:
+def params_rust(p: dict) -> str:
     fields = []
     for k in KNOBS:
         v = p.get(k)
@@ -56,7 +56,7 @@ def _rust_verify(c: dict) -> list[str]:
         f"    let rows: Vec<Vec<f32>> = vec![\n        {rows},\n    ];",
         f"    let draft: Vec<u32> = {_u32s(c['draft'])};",
         f"    let draft_probs: Option<Vec<Vec<f64>>> = {probs};",
-        f"    let params = {_params_rust(c['params'])};",
+        f"    let params = {params_rust(c['params'])};",
         f"    let prompt: Vec<u32> = {_u32s(c['prompt'])};",
         f"    let output: Vec<u32> = {_u32s(c['output'])};",
         f"    let mut rng = Pcg32::from_seed({int(c['seed'])});",

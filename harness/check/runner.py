@@ -286,17 +286,19 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         raise OlError(f"the judge could not set up the chapter's tests: {type(e).__name__}: {e}")
     if code not in (0, 1) and not collector.results:
         raise OlError(f"pytest could not run the tests of {chapter.chapter} (exit {code}):\n{sink.getvalue()[-3000:]}")
+    results = {name: collector.results.get(name, (Outcome.ERROR, 0.0, "this test did not run (not collected: harness bug)"))
+               for name in (t.name for t in chapter.tests) if not only or name in only}
+    failing = any(not kind.passed for kind, _, _ in results.values())
+    matches = pitfall_matches(chapter, doc, answers) if failing and chapter.mutants else []
+    matched = {m["id"] for m in matches}  # a test names a pitfall only when the recorded answers match it (the hint's rule)
     tests = []
     for spec in chapter.tests:
-        if only and spec.name not in only:
+        if spec.name not in results:
             continue
-        kind, duration, message = collector.results.get(
-            spec.name, (Outcome.ERROR, 0.0, "this test did not run (not collected: harness bug)"))
-        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
+        kind, duration, message = results[spec.name]
+        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)
+                    if m.id in matched] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
-                 language=lang)
-    if not rep.ok and chapter.mutants:
-        return rep.but(pitfall_matches=pitfall_matches(chapter, doc, answers))
-    return rep
+    return Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
+                  language=lang, pitfall_matches=matches)

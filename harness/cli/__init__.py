@@ -226,8 +226,8 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
     the check), else the chapter's workspace folder of each language that exists here, the chapter's own language
     first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
-    if any(Path(ch.language(n).student_file).is_file() for n in langs):
-        return "."
+    if (root := _enclosing_workspace(ch, langs)) is not None:
+        return root
     # a workspace folder counts when it holds the language's package (ol's own crates are in course/crates, never
     # in ./rust, where `ol start` writes; a checkout without a workspace shows the demo)
     found = [n for n in langs if (Path(ch.language(n).default_workspace) / ch.language(n).package).is_dir()]
@@ -239,6 +239,16 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
         console.print(f"grading ./{ch.language(first).default_workspace} ({first}); also here: {others}")
         found = [first]
     return ch.language(found[0]).default_workspace
+
+
+def _enclosing_workspace(ch, langs: list[str]) -> str | None:
+    """This folder, or the nearest folder above it, holding a language's chapter file (as cargo finds its workspace
+    from any folder inside it): "." here, else that folder's path."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if any((folder / ch.language(n).student_file).is_file() for n in langs):
+            return "." if folder == here else str(folder)
+    return None
 
 
 def _options_given(ctx) -> list[str]:
@@ -336,7 +346,7 @@ def _workspace_language(ch) -> str:
     else ol's own."""
     for name in sorted(ch.languages, key=lambda n: n != ch.default_language):
         spec = ch.language(name)
-        if Path(spec.student_file).is_file() or (Path(spec.default_workspace) / spec.student_file).is_file():
+        if _enclosing_workspace(ch, [name]) or (Path(spec.default_workspace) / spec.student_file).is_file():
             return name
     return OWN
 

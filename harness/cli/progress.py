@@ -67,14 +67,15 @@ class GradeProgress(Events):
         on = "" if where == "local" else f" on {where}"
         if report.ungraded is not None:
             self.console.print(Text.assemble(("ungraded", "bold red"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.ungraded)))
+                                             lit(report.ungraded)), soft_wrap=True)
         elif report.rejected is not None:
             self.console.print(Text.assemble(("rejected", "bold yellow"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.rejected)))
+                                             lit(report.rejected)), soft_wrap=True)
         else:
             colour = "green" if report.ok else "yellow"
             self.console.print(Text.assemble((f"{report.passed}/{len(report.tests)}", colour), " ", lit(report.submission),
-                                             f" score {report.score:g}/{report.max_score:g} in {wall:.1f} s", lit(on)))
+                                             f" score {report.score:g}/{report.max_score:g} in {wall:.1f} s", lit(on)),
+                               soft_wrap=True)  # a line above the live view: the terminal wraps it, a name stays whole
 
     def rate_per_minute(self) -> float | None:
         done = sum(self.counts.values())

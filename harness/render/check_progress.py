@@ -55,7 +55,7 @@ class CheckProgress:
             self.bar.advance(self.task)
             self.bar.update(self.task, description="running the tests")
             head, _, tail = line.partition(outcome.value)
-            self.console.print(Text.assemble(head, (outcome.value, STYLE[outcome]), tail))
+            self.console.print(Text.assemble(head, (outcome.value, STYLE[outcome]), tail), soft_wrap=True)  # as on a pipe
         else:
             self.console.print(line, markup=False, highlight=False)
             self.console.file.flush()

@@ -27,8 +27,9 @@ def _controlling_terminal() -> None:
 
 
 def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600, columns: int = 200, rows: int = 50,
-             interrupt_on: bytes | None = None) -> tuple[int, bytes, bool]:
-    """(exit code, the raw bytes the command wrote to the terminal, whether Ctrl-C was typed)."""
+             interrupt_on: bytes | None = None, interrupt_after: float | None = None) -> tuple[int, bytes, bool]:
+    """(exit code, the raw bytes the command wrote to the terminal, whether Ctrl-C was typed); `interrupt_after`:
+    Ctrl-C that many seconds after the start (a command that prints nothing before its end)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
@@ -37,14 +38,18 @@ def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600
                              env={**os.environ, "COLUMNS": str(columns), "LINES": str(rows), **(env or {})})
     finally:
         os.close(slave)
-    chunks, deadline, typed = [], time.monotonic() + timeout, False
+    started = time.monotonic()
+    chunks, deadline, typed = [], started + timeout, False
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 os.killpg(p.pid, 9)
                 raise subprocess.TimeoutExpired(argv, timeout)
-            if not select.select([master], [], [], min(left, 1.0))[0]:
+            if interrupt_after is not None and not typed and time.monotonic() - started >= interrupt_after:
+                os.write(master, CTRL_C)
+                typed = True
+            if not select.select([master], [], [], min(left, 0.2))[0]:
                 continue
             try:
                 data = os.read(master, 65536)
