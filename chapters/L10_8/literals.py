@@ -10,7 +10,11 @@ import json
 
 import numpy as np
 
+from harness.pack import REPO
+
 from .cases import KNOBS, LOGPROB_TOL, SECTIONS
+
+REFERENCE = REPO / "reference"  # the course's reference package's folder (--ref-deps takes the earlier chapters from it)
 
 
 def find(golden: dict, case_id: str) -> tuple[str, dict] | None:
@@ -175,6 +179,10 @@ def python(section: str, c: dict) -> str:
         f"# Golden case {c['id']} ({section}; {tags}): save as test_golden_{name}.py in py/ (beside tinyllm/),",
         f"# then `python -m pytest test_golden_{name}.py` there.",
         "import numpy as np",
+        "",
+        "import tinyllm.infer  # what py/ lacks of the earlier chapters (L10.1) comes from ol's reference, as --ref-deps",
+        f"tinyllm.__path__.append({str(REFERENCE / 'tinyllm')!r})",
+        f"tinyllm.infer.__path__.append({str(REFERENCE / 'tinyllm' / 'infer')!r})",
         "",
         "from tinyllm.infer.sampling import SamplingParams",
         "from tinyllm.infer.spec import ngram_draft, prompt_lookup, rollback, verify_draft",

@@ -70,7 +70,7 @@ def _repoint(ws: Path) -> str:
     here = REPO / "ol"
     if named == str(here):
         return ""
-    return (f" Its .ol-command names {named}, not this ol: `echo {here} > {ws / '.ol-command'}` points `cargo test` "
+    return (f" Its .ol-command names {named}, not this ol: `echo {here} > {ws.resolve() / '.ol-command'}` points `cargo test` "
             f"here (or run `OL={here} cargo test`); your work stays as it is.")
 
 
