@@ -56,7 +56,7 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     """Grade every entry of SUBMISSIONS_DIR (each through its own judge and worker), in parallel, here or on a
     Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
     ch = load_chapter(chapter)
-    check_outputs(out_csv, results_dir or default_results_dir(out_csv))  # before any work: an output that fails is exit 2 now
+    check_writable(out=out_csv, results_dir=results_dir or default_results_dir(out_csv))  # before any work, nothing made
     given_seed = None if seed is None else _seed(seed, "--seed")  # one that is no integer: refused before anything
     cluster, mode_name = None, None
     if scheduler is not None or scheduler_file is not None:
