@@ -10,7 +10,8 @@
 # A role once installed stays (a staff .venv is not made a student's again); the stamp holds the role and a
 # digest of pyproject.toml and the role's lock, so an edit of either installs again.
 set -euo pipefail
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# this file's own folder, the checkout, even when `ol` is reached through a symbolic link (one on PATH)
+root="$(cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")" && pwd)"
 venv="${OL_VENV:-$root/.venv}"  # OL_VENV: use an existing environment (tests of the Gradescope bundle do)
 stamp="$venv/.ol-installed"
 py="${OL_PYTHON:-python3}"

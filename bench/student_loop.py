@@ -8,7 +8,7 @@ its end), its judge's build cache in a folder of its own (XDG_CACHE_HOME). Each 
 inserted at the top of spec.rs: every item below it moves, as an edit near the top of the file does) and
 times, each as a fresh process from the student's folder:
 
-  cargo build                 `cargo build` in ./rust: the baseline (the student's own compile of the edit)
+  cargo build                 `cargo build -p tl-engine` in ./rust: the baseline (the student's own compile of the edit)
   cargo build -p tl-worker    the same edit built as the judge builds it: the crate and the worker binary
   ol check                    `ol check L10.8` in the folder holding ./rust: the judge's sandboxed build, the tests
   cargo test                  `cargo test` in ./rust: its front end (crates/tl-check) runs the same judge
@@ -113,7 +113,7 @@ class Student:
         if row in (CHECK, IN_PROCESS):
             fd, report = tempfile.mkstemp(prefix="ol-loop-", suffix=".json")
             os.close(fd)
-        argv, cwd = {BUILD: (["cargo", "build", "--offline", "-q"], self.ws),
+        argv, cwd = {BUILD: (["cargo", "build", "--offline", "-q", "-p", "tl-engine"], self.ws),
                      BUILD_WORKER: (["cargo", "build", "--offline", "-q", "-p", "tl-worker"], self.ws),
                      CHECK: (CLI + ["check", "L10.8", "--json", str(report)], self.home),
                      IN_PROCESS: (CLI + ["check", "L10.8", "--no-server", "--json", str(report)], self.home),

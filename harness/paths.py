@@ -1,7 +1,29 @@
 """Where the generic engine's own things live. A chapter's paths come from its pack (harness.registry)."""
 
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE_DIR = REPO / "reference"  # the course's reference: holds the package directory `tinyllm/`
 CHAPTERS_DIR = REPO / "chapters"  # the chapter packs shipped with ol; OL_CHAPTERS_PATH adds more
+# ol's own folders, for a copy of ol that is no git checkout (an unpacked bundle): what `ol start` never writes into
+SHIPPED = ("harness", "chapters", "course", "reference", "spec", "config", "otel", "fixtures", "oracle", "tests",
+           "examples", "bench", "docs", "scripts")
+
+
+def own_files_under(folder: Path) -> list[str]:
+    """The files of ol's own copy that writing into `folder` could replace, relative to ol's folder: the files git
+    tracks there (every shipped folder when this copy is no git checkout); ["."] when `folder` holds ol's folder."""
+    folder = folder.resolve()
+    if REPO.is_relative_to(folder):
+        return ["."]
+    if not folder.is_relative_to(REPO):
+        return []
+    rel = folder.relative_to(REPO)
+    try:
+        git = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--", str(rel)], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        git = None
+    if git is not None and git.returncode == 0:
+        return [n for n in git.stdout.decode(errors="replace").split("\0") if n]
+    return [str(rel)] if rel.parts[0] in SHIPPED else []

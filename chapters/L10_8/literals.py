@@ -10,7 +10,11 @@ import json
 
 import numpy as np
 
+from harness.pack import REPO
+
 from .cases import KNOBS, LOGPROB_TOL, SECTIONS
+
+REFERENCE = REPO / "reference"  # the course's reference package's folder (--ref-deps takes the earlier chapters from it)
 
 
 def find(golden: dict, case_id: str) -> tuple[str, dict] | None:
@@ -37,7 +41,7 @@ def _u32s(xs) -> str:
     return "vec![" + ", ".join(str(int(x)) for x in xs) + "]"
 
 
-def _params_rust(p: dict) -> str:
+def params_rust(p: dict) -> str:
     fields = []
     for k in KNOBS:
         v = p.get(k)
@@ -56,7 +60,7 @@ def _rust_verify(c: dict) -> list[str]:
         f"    let rows: Vec<Vec<f32>> = vec![\n        {rows},\n    ];",
         f"    let draft: Vec<u32> = {_u32s(c['draft'])};",
         f"    let draft_probs: Option<Vec<Vec<f64>>> = {probs};",
-        f"    let params = {_params_rust(c['params'])};",
+        f"    let params = {params_rust(c['params'])};",
         f"    let prompt: Vec<u32> = {_u32s(c['prompt'])};",
         f"    let output: Vec<u32> = {_u32s(c['output'])};",
         f"    let mut rng = Pcg32::from_seed({int(c['seed'])});",
@@ -175,6 +179,10 @@ def python(section: str, c: dict) -> str:
         f"# Golden case {c['id']} ({section}; {tags}): save as test_golden_{name}.py in py/ (beside tinyllm/),",
         f"# then `python -m pytest test_golden_{name}.py` there.",
         "import numpy as np",
+        "",
+        "import tinyllm.infer  # what py/ lacks of the earlier chapters (L10.1) comes from ol's reference, as --ref-deps",
+        f"tinyllm.__path__.append({str(REFERENCE / 'tinyllm')!r})",
+        f"tinyllm.infer.__path__.append({str(REFERENCE / 'tinyllm' / 'infer')!r})",
         "",
         "from tinyllm.infer.sampling import SamplingParams",
         "from tinyllm.infer.spec import ngram_draft, prompt_lookup, rollback, verify_draft",

@@ -69,10 +69,18 @@ class _Loader:
             raise self.error
         return self.failure
 
-    def release(self) -> None:
-        """After the worker is closed: the thread ends."""
+    def release(self, wait: bool) -> None:
+        """Close the worker and end the thread, once; `wait`: first wait for the build and the load to end (bounded
+        by their deadlines: the worker is not closed under their feet), else leave one still running as it is."""
+        if self._released.is_set():
+            return
+        if wait:
+            self.loaded.wait()
+        if self.loaded.is_set() and self.impl is not None:
+            self.impl.close()
         self._released.set()
-        self.thread.join()
+        if self.loaded.is_set():
+            self.thread.join()
 
 
 class _Collector:
@@ -87,6 +95,10 @@ class _Collector:
         self.ol_chapter, self.ol_golden = chapter, golden
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
+        self.interrupted = False  # Ctrl-C: pytest stopped; no grade can stand (run_check raises KeyboardInterrupt)
+
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        self.interrupted = self.interrupted or isinstance(excinfo.value, KeyboardInterrupt)
 
     def pytest_collection_modifyitems(self, config, items) -> None:
         """`only`: exactly the named tests run (a name never selects another it is part of, as -k's substrings would)."""
@@ -102,6 +114,8 @@ class _Collector:
         a submission that did not load ends the session before any test runs (run_check reports it)."""
         try:
             failure = self._loader.wait()
+        except KeyboardInterrupt:  # Ctrl-C while the submission builds or loads: an interrupt, not a load failure
+            raise
         except BaseException:  # noqa: BLE001 -- run_check re-raises it
             failure = True
         if failure is not None:
@@ -251,17 +265,19 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, language), plugins=[collector])
+        if collector.interrupted:  # the tests that did not run are no failures of the submission: no report at all
+            raise KeyboardInterrupt
         failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
         impl = loader.impl
         mode, lang = sandbox_of(impl), language_of(impl)
         if failure is not None:
             rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
             return rep.but(sandbox=mode, language=lang)
+    except KeyboardInterrupt:  # Ctrl-C: no wait for a build or a load still running (it ends with this process)
+        loader.release(wait=False)
+        raise
     finally:
-        loader.loaded.wait()  # bounded by the build's and the load's deadlines; the worker is not closed under its feet
-        if loader.impl is not None:
-            loader.impl.close()
-        loader.release()
+        loader.release(wait=True)
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error
@@ -270,17 +286,19 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         raise OlError(f"the judge could not set up the chapter's tests: {type(e).__name__}: {e}")
     if code not in (0, 1) and not collector.results:
         raise OlError(f"pytest could not run the tests of {chapter.chapter} (exit {code}):\n{sink.getvalue()[-3000:]}")
+    results = {name: collector.results.get(name, (Outcome.ERROR, 0.0, "this test did not run (not collected: harness bug)"))
+               for name in (t.name for t in chapter.tests) if not only or name in only}
+    failing = any(not kind.passed for kind, _, _ in results.values())
+    matches = pitfall_matches(chapter, doc, answers) if failing and chapter.mutants else []
+    matched = {m["id"] for m in matches}  # a test names a pitfall only when the recorded answers match it (the hint's rule)
     tests = []
     for spec in chapter.tests:
-        if only and spec.name not in only:
+        if spec.name not in results:
             continue
-        kind, duration, message = collector.results.get(
-            spec.name, (Outcome.ERROR, 0.0, "this test did not run (not collected: harness bug)"))
-        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)] if not kind.passed else []
+        kind, duration, message = results[spec.name]
+        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)
+                    if m.id in matched] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
-                 language=lang)
-    if not rep.ok and chapter.mutants:
-        return rep.but(pitfall_matches=pitfall_matches(chapter, doc, answers))
-    return rep
+    return Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
+                  language=lang, pitfall_matches=matches)

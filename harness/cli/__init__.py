@@ -41,12 +41,16 @@ from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
 from ..render.console import lit
-from ..render.gradescope import results_json
 from ..sandbox.confine import answers_exposed, choose, exposure_advice
 from ..subjects.layout import detect
 from ..subjects.open import validate
-from . import grade as grading, staff
-from .common import Exit, err, out, seed as _seed, write_json as _write_json
+from . import grade as grading, staff, start as starting
+from .common import Exit, err, out, seed as _seed
+from .outputs import check_writable, refusal_out as _refusal_out, write_feedback_page as _write_feedback_page, write_json as _write_json, write_outputs as _write_outputs
+
+
+INTERRUPTED = ("ol: interrupted: no verdict (nothing was scored and no report written); "
+               "run the same command again for one")
 
 
 class OlGroup(click.Group):
@@ -63,6 +67,9 @@ class OlGroup(click.Group):
             err.print(Text.assemble(("ol:", "bold red"), " ", lit(f"{e.strerror or e}: {e.filename or ''}"),
                                     ". Check the path and its permissions."))
             code = 2
+        except KeyboardInterrupt:  # Ctrl-C: no verdict, so no score and no report (ol grade says what it kept)
+            err.print(INTERRUPTED)
+            code = 130
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except Exception as e:  # noqa: BLE001 -- a bug of ol: one line, and the traceback on request
@@ -81,14 +88,6 @@ WORKSPACES = " or ".join(dict.fromkeys(f"./{spaces[n]}" for own, spaces in DEFAU
                                        for n in sorted(spaces, key=lambda n: n != own)))  # each chapter's own first
 
 
-def _start_help() -> str:
-    """`ol start`'s help: where it writes, for each chapter's own language and with --lang for the others."""
-    own = {lang: spaces[lang] for lang, spaces in DEFAULTS.values()}
-    others = {n: ws for _, spaces in DEFAULTS.values() for n, ws in spaces.items() if n not in own}
-    where = [f"./{ws} for a {n.capitalize()} chapter" for n, ws in own.items()] + [f"./{ws} with --lang {n}" for n, ws in others.items()]
-    return f"Write the stub of the chapter's file into WORKSPACE (default {', '.join(where)})."
-
-
 @click.group(cls=OlGroup, context_settings={"help_option_names": ["-h", "--help"]},
              help=f"ol: grade and differential-test {' and '.join(courses()) or 'course'} chapters.")
 @click.option("--debug", is_flag=True, help="print the traceback of an internal error")
@@ -102,28 +101,6 @@ def main(ctx, debug: bool) -> None:
 def tests(chapter: str) -> None:
     """List the chapter's tests: kind, what each checks, why it matters."""
     show.tests_table(out, load_chapter(chapter))
-
-
-@main.command(help=_start_help())
-@click.argument("chapter")
-@click.argument("workspace", required=False, type=click.Path(path_type=Path))
-@click.option("--force", is_flag=True, help="overwrite an existing file")
-@click.option("--lang", default=None, metavar="LANG",
-              help="the language you write the chapter in (default: the chapter's own, "
-                   f"{', '.join(f'{lang} for {name}' for name, (lang, _) in DEFAULTS.items())}; "
-                   f"or {' or '.join(n for n in LANGUAGES if all(n != lang for lang, _ in DEFAULTS.values()))})")
-def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -> None:
-    ch = load_chapter(chapter)
-    lang = lang or ch.default_language
-    spec = ch.language(lang)  # an unknown language: a usage error naming the chapter's
-    ws = workspace or Path(spec.default_workspace)
-    flags = "" if ws.resolve() == Path(spec.default_workspace).resolve() else f" --submission {ws}"
-    for line in language(lang).start(ch, lang, ws, force, flags, _student_map()):
-        out.print(line)
-
-
-def _student_map() -> str:
-    return str(REPO / "docs" / "student.md")
 
 
 def _fresh_cases(ch, seed: int) -> str:
@@ -170,6 +147,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ch = load_chapter(chapter)
+    check_writable(json_path=json_path, junit=junit, gradescope=gradescope, html_path=html_path)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
     only = _selection(ch, keyword, exact)
@@ -212,14 +190,6 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     raise Exit(0 if rep.ok else 1)
 
 
-def _write_feedback_page(ch, rep, html_path: str) -> None:
-    from ..grading.class_report import feedback_data  # here: jinja2's import, which only --html needs
-    from ..render.html import feedback_page  # here: jinja2, which only --html needs
-
-    Path(html_path).parent.mkdir(parents=True, exist_ok=True)
-    Path(html_path).write_text(feedback_page(feedback_data(ch, rep)), encoding="utf-8")
-
-
 def _next_step(ch, rep, ctx) -> str:
     """After a failing check: how to rerun the first failing test alone, and see the cases, in the language graded."""
     failed = next(t.name for t in rep.tests if not t.outcome.passed)
@@ -256,10 +226,10 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
     the check), else the chapter's workspace folder of each language that exists here, the chapter's own language
     first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
-    if any(Path(ch.language(n).student_file).is_file() for n in langs):
-        return "."
-    # a workspace folder counts when it holds the language's package (this repository's own rust/ holds only
-    # the course's crates, so `ol check L10.8` here shows the demo)
+    if (root := _enclosing_workspace(ch, langs)) is not None:
+        return root
+    # a workspace folder counts when it holds the language's package (ol's own crates are in course/crates, never
+    # in ./rust, where `ol start` writes; a checkout without a workspace shows the demo)
     found = [n for n in langs if (Path(ch.language(n).default_workspace) / ch.language(n).package).is_dir()]
     if not found:
         return None
@@ -269,6 +239,16 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
         console.print(f"grading ./{ch.language(first).default_workspace} ({first}); also here: {others}")
         found = [first]
     return ch.language(found[0]).default_workspace
+
+
+def _enclosing_workspace(ch, langs: list[str]) -> str | None:
+    """This folder, or the nearest folder above it, holding a language's chapter file (as cargo finds its workspace
+    from any folder inside it): "." here, else that folder's path."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if any((folder / ch.language(n).student_file).is_file() for n in langs):
+            return "." if folder == here else str(folder)
+    return None
 
 
 def _options_given(ctx) -> list[str]:
@@ -299,27 +279,6 @@ def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None
     elif exposed := answers_exposed(ch, mode):
         console.print(f"[bold yellow]ol: sandbox mode uid[/] ({mode.why}): {exposure_advice(exposed)}", markup=True)
     return mode
-
-
-def _refusal_out(reason: str) -> None:
-    """`--json -`: the one line on stdout of a judge that refused its submission as malformed (exit 2)."""
-    sys.stdout.write(json.dumps({"refused": reason}) + "\n")
-    sys.stdout.flush()
-
-
-def _write_outputs(rep, json_path, junit, gradescope) -> None:
-    if json_path == "-":
-        sys.stdout.write(json.dumps(rep.to_json()) + "\n")
-        sys.stdout.flush()
-    elif json_path:
-        _write_json(json_path, rep.to_json())
-    if junit:
-        from ..render.junit import junit_xml  # here: 45 ms measured, only --junit needs it
-
-        Path(junit).parent.mkdir(parents=True, exist_ok=True)
-        Path(junit).write_text(junit_xml(rep), encoding="utf-8")  # as its XML declaration says
-    if gradescope:
-        _write_json(gradescope, results_json(rep))
 
 
 def _demo(ch) -> None:
@@ -363,6 +322,7 @@ def _demo(ch) -> None:
 def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id) -> None:
     """The differential view: the submission against every golden case, sections in the chapter's order."""
     ch = load_chapter(chapter)
+    check_writable(json_path=json_path)
     if lang is not None:
         ch.language(lang)
     if only is not None:
@@ -386,10 +346,12 @@ def _workspace_language(ch) -> str:
     else ol's own."""
     for name in sorted(ch.languages, key=lambda n: n != ch.default_language):
         spec = ch.language(name)
-        if Path(spec.student_file).is_file() or (Path(spec.default_workspace) / spec.student_file).is_file():
+        if _enclosing_workspace(ch, [name]) or (Path(spec.default_workspace) / spec.student_file).is_file():
             return name
     return OWN
 
+
+main.add_command(starting.start)
 
 for _command in (staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config, staff.selftest):
     main.add_command(_command)

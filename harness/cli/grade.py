@@ -24,6 +24,7 @@ from ..render import console as show
 from ..render.console import lit
 from ..sandbox.confine import choose, grading_refusal
 from .common import Exit, err, out, seed as _seed
+from .outputs import check_writable
 from .progress import GradeProgress
 
 SIMILAR_THRESHOLD = 0.5  # harness.staff.similar.THRESHOLD (imported there only when used: copydetect costs ~1 s)
@@ -57,6 +58,7 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     Dask cluster; a rerun resumes: what the ledger holds graded with the same key is skipped."""
     require("staff", "grade")  # Dask, the report's plots, the similarity: asked for before anything is graded
     ch = load_chapter(chapter)
+    check_writable(out=out_csv, results_dir=results_dir or default_results_dir(out_csv))  # before any work, nothing made
     given_seed = None if seed is None else _seed(seed, "--seed")  # one that is no integer: refused before anything
     cluster, mode_name = None, None
     if scheduler is not None or scheduler_file is not None:
@@ -172,6 +174,7 @@ def report(chapter, results_dir, out_html) -> None:
     from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
     ch = load_chapter(chapter)
+    check_writable(out=out_html)
     if not (results_dir / SUMMARY).is_file():
         raise UsageError(f"{results_dir} is not the results directory of `ol grade` (no {SUMMARY} in it); "
                          "name the folder given as --results-dir (default: grades-results/ beside grades.csv)")
@@ -202,6 +205,7 @@ def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, jso
     from ..staff.similar import similar  # here: as the report's, where used
 
     ch = load_chapter(chapter)
+    check_writable(json_path=json_path, html_path=html_path, results_dir=results_dir)
     if results_dir is not None:  # kept with its key: `ol grade` reuses it when its class and threshold are these
         found = similar_cache.compute(ch, submissions_dir, results_dir, threshold)
     else:

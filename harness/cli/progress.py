@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -26,15 +26,18 @@ SLOWEST = 3  # running submissions named under the bar
 
 class GradeProgress(Events):
     def __init__(self, console) -> None:
-        self.console = console
+        # one Console for the live view and the lines, wrapping as the terminal does (a soft-wrapped line longer than
+        # the terminal is counted as one line but drawn on two: each refresh then moved up one line too few)
+        self.console = Console(file=console.file, highlight=False, width=console.width, force_terminal=console.is_terminal,
+                               no_color=console.no_color) if console.is_terminal else console
         self.lock = threading.Lock()
         self.running: dict[str, tuple[float, str]] = {}  # name -> (start, where)
         self.counts = {"passed": 0, "failed": 0, "rejected": 0, "ungraded": 0}
         self.todo, self.start = 0, time.monotonic()
         self.bar = Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}"),
-                            TimeElapsedColumn(), console=console, transient=True)
+                            TimeElapsedColumn(), console=self.console, transient=True)
         self.task = self.bar.add_task("grading", total=None, line="")
-        self.live = Live(console=console, transient=True, refresh_per_second=2, get_renderable=self._render)
+        self.live = Live(console=self.console, transient=True, refresh_per_second=2, get_renderable=self._render)
 
     def __enter__(self) -> GradeProgress:
         self.live.__enter__()
@@ -64,14 +67,15 @@ class GradeProgress(Events):
         on = "" if where == "local" else f" on {where}"
         if report.ungraded is not None:
             self.console.print(Text.assemble(("ungraded", "bold red"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.ungraded)))
+                                             lit(report.ungraded)), soft_wrap=True)
         elif report.rejected is not None:
             self.console.print(Text.assemble(("rejected", "bold yellow"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.rejected)))
+                                             lit(report.rejected)), soft_wrap=True)
         else:
             colour = "green" if report.ok else "yellow"
             self.console.print(Text.assemble((f"{report.passed}/{len(report.tests)}", colour), " ", lit(report.submission),
-                                             f" score {report.score:g}/{report.max_score:g} in {wall:.1f} s", lit(on)))
+                                             f" score {report.score:g}/{report.max_score:g} in {wall:.1f} s", lit(on)),
+                               soft_wrap=True)  # a line above the live view: the terminal wraps it, a name stays whole
 
     def rate_per_minute(self) -> float | None:
         done = sum(self.counts.values())
@@ -91,7 +95,7 @@ class GradeProgress(Events):
         now = time.monotonic()
         slow = Text("running longest: " + ", ".join(
             f"{visible(name)} {now - t0:.0f} s" + ("" if where == "local" else f" ({visible(where)})")
-            for name, (t0, where) in running), style="dim") if running else Text("")
+            for name, (t0, where) in running), style="dim", no_wrap=True, overflow="ellipsis") if running else Text("")
         return Group(self.bar.get_renderable(), slow)
 
 

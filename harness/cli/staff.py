@@ -20,6 +20,7 @@ from ..roles import require
 from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
+from .outputs import check_writable
 
 WORKERS_PER_CORE = 2  # `ol selftest`'s default pytest-xdist workers per core (see selftest)
 
@@ -58,6 +59,7 @@ def mutants(chapter, json_path, jobs, lang, mutant_set) -> None:
     from ..staff.mutants import kill_matrix, ported  # here: 0.45 s measured (pytest and the mutant machinery), ol mutants only
 
     ch = load_chapter(chapter)
+    check_writable(json_path=json_path)
     if not ch.mutant_set(mutant_set):  # an unknown set is a usage error too
         if mutant_set == DEFAULT_SET:
             raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")
@@ -97,6 +99,7 @@ def gradescope(chapter, out_zip, seed) -> None:
     from ..staff.gradescope import build_bundle, summary  # here: 20 ms measured, ol gradescope only
 
     ch = load_chapter(chapter)
+    check_writable(out=out_zip)
     try:
         seed_value = parse_seed("random" if seed is None else seed)
     except UsageError:
@@ -117,6 +120,7 @@ def mutmut(chapter, json_path, jobs) -> None:
     from ..staff.mutmut_run import run_mutmut  # here: 49 ms measured, ol mutmut only
 
     ch = load_chapter(chapter)
+    check_writable(json_path=json_path)
     start = time.perf_counter()
     with Progress(console=err, transient=True) as progress:
         task = progress.add_task("mutmut", total=None)

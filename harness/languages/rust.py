@@ -5,7 +5,7 @@ it is confined like a worker (harness.sandbox.confine, the same mode), and it bu
 configured: the judge assembles a scratch workspace of its own,
 
     ws/Cargo.toml                      the judge's: three members, a dev profile, no dependencies
-    ws/crates/tl-json, ws/crates/tl-worker    the course's pristine copies (rust/crates/ of this repo), with
+    ws/crates/tl-json, ws/crates/tl-worker    the course's pristine copies (course/crates/ of this repo), with
                                        the pack's files there (chapter.toml `course_sources`: the op table)
     ws/crates/tl-engine/Cargo.toml     the judge's: no build script, tl-json its one dependency,
                                        `unsafe_code` forbidden

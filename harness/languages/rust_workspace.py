@@ -17,7 +17,7 @@ from .rust_source import refusal
 
 TEMPLATE_ENV = "OL_RUST_TEMPLATE"  # `ol grade`: a build of the reference whose output every submission's build starts from
 
-COURSE_CRATES = REPO / "rust" / "crates"  # tl-json and tl-worker: the course's, never the student's
+COURSE_CRATES = REPO / "course" / "crates"  # tl-json and tl-worker: the course's, never the student's (never where a default workspace goes: ./rust, ./py)
 JUDGE_CRATES = ("tl-json", "tl-worker")  # what the judge's build takes of them, with the pack's course_sources there
 
 WORKSPACE_MANIFEST = """\

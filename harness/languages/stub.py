@@ -66,15 +66,22 @@ RUST_HEADER = ("// Written by `ol start {chapter} --lang rust` from the Rust ref
 RUST_WORKSPACE = """\
 # Written by `ol start {chapter}`. `cargo build` needs no registry; `cargo test` runs the judge (crates/tl-check),
 # which builds your crate itself (sandboxed, incrementally, kept between checks): cargo test compiles nothing of yours.
+# `cargo build` here builds the front end only: `cargo build -p tl-engine` (or `cargo build` in crates/tl-engine)
+# compiles your crate.
 [workspace]
 members = ["crates/tl-engine", "crates/tl-json", "crates/tl-worker", "crates/tl-check"]
-default-members = ["crates/tl-engine", "crates/tl-check"]
+default-members = ["crates/tl-check"]
 resolver = "2"
 """
 # The student's copy of the engine's manifest: the judge's (harness.languages.rust_workspace.ENGINE_MANIFEST, which the grading build
 # writes itself), with the library's tests left to the front end (it runs your own #[test]s when you have some).
 STUDENT_LIB = ('[lib]\npath = "src/lib.rs"\ntest = false      # `cargo test` runs the judge, then your own #[test]s '
                '(crates/tl-check)\ndoctest = false\n')
+# `cargo test` in crates/tl-engine: cargo picks this package, whose library's tests are the judge's to run; this target
+# runs the workspace's `cargo test` (the judge) instead of a silent "ok" (the pack's course source, when it has it)
+FROM_ENGINE = "crates/tl-check/src/from_engine.rs"
+STUDENT_JUDGE = ('\n[[test]]\nname = "judge"   # `cargo test` here runs the judge (crates/tl-check/src/from_engine.rs)\n'
+                 'path = "../tl-check/src/from_engine.rs"\nharness = false\n')
 
 
 def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
@@ -92,7 +99,8 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
         (workspace / "Cargo.toml").write_text(RUST_WORKSPACE.format(chapter=chapter.chapter))
     if not (engine / "Cargo.toml").exists():
         (engine / "Cargo.toml").write_text(ENGINE_MANIFEST.replace("Written by the judge (ol)", f"Written by `ol start {chapter.chapter}`")
-                                           .replace('[lib]\npath = "src/lib.rs"\n', STUDENT_LIB))
+                                           .replace('[lib]\npath = "src/lib.rs"\n', STUDENT_LIB) +
+                                           (STUDENT_JUDGE if FROM_ENGINE in lang.course_sources else ""))
     (workspace / ".ol-command").write_text(f"{REPO / 'ol'}\n")  # cargo test's front end runs this ol
     if not (workspace / ".gitignore").exists():
         (workspace / ".gitignore").write_text("target/\n")

@@ -21,13 +21,16 @@ LINE = "test {name} ... {outcome} ({seconds:.2f} s)"  # the plain line; cargo te
 
 class CheckProgress:
     def __init__(self, console, total: int) -> None:
-        # its own Console on the stream the CLI's writes to now: the judge redirects sys.stdout while the tests run
-        self.console = Console(file=console.file, highlight=False, soft_wrap=True, width=console.width,
+        # one Console for the bar and the lines, on the stream the CLI's writes to now (the judge redirects sys.stdout
+        # while the tests run: a console following sys.stdout would draw the bar into the judge's sink): a line
+        # printed on the bar's own console goes above the bar, and the bar is redrawn below it
+        self.live = console.is_terminal
+        self.console = Console(file=console.file, highlight=False, soft_wrap=not self.live, width=console.width,
                                force_terminal=console.is_terminal, no_color=console.no_color)
         self.total = total
-        self.live = console.is_terminal
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                            console=console, transient=True) if self.live else None
+                            console=self.console, transient=True, redirect_stdout=False,
+                            redirect_stderr=False) if self.live else None
         self.task = self.bar.add_task("starting", total=total) if self.bar else None
 
     def __enter__(self) -> CheckProgress:
@@ -52,7 +55,7 @@ class CheckProgress:
             self.bar.advance(self.task)
             self.bar.update(self.task, description="running the tests")
             head, _, tail = line.partition(outcome.value)
-            self.console.print(Text.assemble(head, (outcome.value, STYLE[outcome]), tail))
+            self.console.print(Text.assemble(head, (outcome.value, STYLE[outcome]), tail), soft_wrap=True)  # as on a pipe
         else:
             self.console.print(line, markup=False, highlight=False)
             self.console.file.flush()

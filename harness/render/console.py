@@ -131,6 +131,11 @@ def _matrix_summary(out, result) -> None:
               f"{'passes all' if result.reference_passes else 'FAILS'}; {result.duration_s}s", markup=True)
 
 
+def student_tags(tags) -> list[str]:
+    """A case's tags a student reads: the oracle's own bookkeeping (`shows:s02`, `alone:temperature`) left out."""
+    return [t for t in tags if ":" not in t]
+
+
 def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
     if result.get("load_error"):  # as `ol check` tells it: one message, no case run
         out.print("[bold red]Your submission could not be loaded[/], so no golden case ran:")
@@ -145,14 +150,20 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
         for col in ("case", "tags", "inputs", "expected", "got", "first diff", "notes"):
             t.add_column(col, overflow="fold")
         for r in sec["divergent"][: None if show_all else limit]:
-            t.add_row(r["id"], ", ".join(r["tags"]), lit(r["inputs"]), lit(r["expected"]), lit(r["got"]),
-                      str(r["first_differing_token"]), lit(r["notes"]))
+            first = r["first_differing_token"]
+            t.add_row(r["id"], ", ".join(student_tags(r["tags"])), lit(r["inputs"]), lit(r["expected"]), lit(r["got"]),
+                      "-" if first is None else str(first), lit(r["notes"]))
         out.print(t)
         if not show_all and n > limit:
             out.print(f"... and {n - limit} more (--all shows them)")
-    if result["by_tag"]:
-        out.print("[bold]divergences by tag:[/] " + ", ".join(f"{k} {v}" for k, v in result["by_tag"].items()))
+    tagged = {k: v for k, v in result["by_tag"].items() if student_tags([k])}
+    if tagged:
+        out.print("[bold]divergences by tag:[/] " + ", ".join(f"{k} {v}" for k, v in tagged.items()))
     out.print(Text.assemble((f"{result['divergent']} divergent cases", "bold"), " for ", lit(result["submission"])))
+    if not result["divergent"]:  # the golden cases agree; a check's property inputs are drawn, and not among them
+        out.print(f"no golden case diverges; `ol check {result['chapter']}` also checks properties on inputs it draws, which "
+                  "ol diff does not run: a test failing there names its smallest input in its message (`ol check "
+                  f"{result['chapter']} -k TEST` shows it)", markup=False)
 
 
 def grades(out, chapter: str, result: dict) -> None:

@@ -10,6 +10,7 @@ outside its `expected_by` is a finding (caught elsewhere), reported but not a ca
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 import os
+import signal
 
 from ..check.runner import run_check
 from ..errors import OlError
@@ -24,7 +25,22 @@ from ..report import Report
 SET_KILL_THRESHOLD = 0.95
 
 
+_interrupted = False  # in a pool's process: Ctrl-C came; the checks still queued there end at once
+
+
+def _on_interrupt(signum, frame) -> None:
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _pool_process() -> None:
+    signal.signal(signal.SIGINT, _on_interrupt)
+
+
 def _check_one(chapter_name: str, subject: str, language: str) -> Report:
+    if _interrupted:
+        raise KeyboardInterrupt
     return run_check(load_chapter(chapter_name), subject, language=language)
 
 
@@ -181,15 +197,19 @@ class KillMatrix:
 def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, language: str) -> tuple[dict, dict]:
     reports: dict[str, Report | None] = {}
     problems: dict[str, str] = {}
-    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
+    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, initializer=_pool_process) as pool:
         futures = {pool.submit(_check_one, chapter.chapter, s, language): s for s in subjects}
-        for f in as_completed(futures):
-            try:
-                reports[futures[f]] = f.result()
-            except OlError as e:  # a patch that does not apply: the mutant is unviable, said so
-                reports[futures[f]], problems[futures[f]] = None, str(e)
-            if on_done:
-                on_done(futures[f])
+        try:
+            for f in as_completed(futures):
+                try:
+                    reports[futures[f]] = f.result()
+                except OlError as e:  # a patch that does not apply: the mutant is unviable, said so
+                    reports[futures[f]], problems[futures[f]] = None, str(e)
+                if on_done:
+                    on_done(futures[f])
+        except KeyboardInterrupt:  # no matrix: what is queued is dropped, what runs ends (its process got Ctrl-C too)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     if reports["reference"] is None:
         raise OlError(f"the reference could not be checked: {problems['reference']}")
     return reports, problems

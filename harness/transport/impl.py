@@ -99,6 +99,11 @@ class Impl:
             return
         error.args = (text, *error.args[1:])
 
+    @property
+    def language(self) -> str:
+        """The language of the code under test ("": ol's own, code in this process): how messages word its values."""
+        return getattr(self.transport, "language", None) or ""
+
     def _called(self, op: str, args: dict) -> str:
         return self.called(op, args, getattr(self.transport, "language", None) or "")
 

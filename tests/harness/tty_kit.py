@@ -1,33 +1,55 @@
 """A command run as a person runs it at a terminal: stdin, stdout and stderr on a pseudo-terminal (pty), the
 output read back as text (rich's styles and the terminal's \\r\\n undone). `ol check CHAPTER` with no
-submission shows the demo only there."""
+submission shows the demo only there.
 
+`at_a_pty` is the whole of it: the command in its own session whose controlling terminal is the pty, sized as
+asked (rows x columns, as a terminal window is), the raw bytes it wrote; `interrupt_on`: once that text has
+appeared, Ctrl-C is typed (the byte 0x03, which the terminal turns into SIGINT for its foreground process group,
+as a person's Ctrl-C is)."""
+
+import fcntl
 import os
 import pty
 import re
 import select
+import struct
 import subprocess
+import termios
 import time
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's styles; any other escape sequence stays in the text
+CTRL_C = b"\x03"
 
 
-def at_a_terminal(argv: list[str], cwd, env: dict | None = None, timeout: float = 600) -> tuple[int, str]:
-    """(exit code, everything the command wrote to the terminal, its styles removed)."""
+def _controlling_terminal() -> None:
+    """In the child, after setsid: its stdin (the pty) becomes the session's controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600, columns: int = 200, rows: int = 50,
+             interrupt_on: bytes | None = None, interrupt_after: float | None = None) -> tuple[int, bytes, bool]:
+    """(exit code, the raw bytes the command wrote to the terminal, whether Ctrl-C was typed); `interrupt_after`:
+    Ctrl-C that many seconds after the start (a command that prints nothing before its end)."""
     master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
         p = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                             env={**os.environ, "COLUMNS": "200", **(env or {})})
+                             start_new_session=True, preexec_fn=_controlling_terminal,
+                             env={**os.environ, "COLUMNS": str(columns), "LINES": str(rows), **(env or {})})
     finally:
         os.close(slave)
-    chunks, deadline = [], time.monotonic() + timeout
+    started = time.monotonic()
+    chunks, deadline, typed = [], started + timeout, False
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                p.kill()
+                os.killpg(p.pid, 9)
                 raise subprocess.TimeoutExpired(argv, timeout)
-            if not select.select([master], [], [], min(left, 1.0))[0]:
+            if interrupt_after is not None and not typed and time.monotonic() - started >= interrupt_after:
+                os.write(master, CTRL_C)
+                typed = True
+            if not select.select([master], [], [], min(left, 0.2))[0]:
                 continue
             try:
                 data = os.read(master, 65536)
@@ -36,8 +58,20 @@ def at_a_terminal(argv: list[str], cwd, env: dict | None = None, timeout: float 
             if not data:
                 break
             chunks.append(data)
+            if interrupt_on is not None and not typed and interrupt_on in b"".join(chunks):
+                os.write(master, CTRL_C)
+                typed = True
     finally:
         os.close(master)
     code = p.wait(timeout=60)
-    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
-    return code, SGR.sub("", text)
+    return code, b"".join(chunks), typed
+
+
+def text_of(raw: bytes) -> str:
+    return SGR.sub("", raw.decode("utf-8", "replace").replace("\r\n", "\n"))
+
+
+def at_a_terminal(argv: list[str], cwd, env: dict | None = None, timeout: float = 600) -> tuple[int, str]:
+    """(exit code, everything the command wrote to the terminal, its styles removed)."""
+    code, raw, _ = at_a_pty(argv, cwd, env, timeout)
+    return code, text_of(raw)

@@ -1,7 +1,7 @@
 """The two workers answer alike, and the Rust codec keeps every float.
 
 1. The same requests go to the Python reference through the Python worker and to the Rust reference through the
-   Rust worker (rust/crates/tl-worker), a fresh worker each: REQUESTS (every op of spec/protocol.md part 2, with
+   Rust worker (course/crates/tl-worker), a fresh worker each: REQUESTS (every op of spec/protocol.md part 2, with
    good and bad arguments, handles, callbacks into the judge's fake target, the tiny llama) and every golden case
    of the verifier and the drafts. The answers are compared pairwise (`differences`):
    - ints, bools, strings, null, ids: equal, and of the same type (1 is not 1.0, nor true);
@@ -547,7 +547,7 @@ F64_SPECIALS = [5e-324, -5e-324, -0.0, 0.0, 1.7976931348623157e308, -1.797693134
                 2.225073858507201e-308, 1e16, 1e-7, 123456789012345680.0, 9007199254740993.0, 0.1 + 0.2, 1 / 3, 2.0**-1074 * 3]
 
 
-def probe(tmp_path: Path, lines: list[str], crate: Path = REPO / "rust/crates/tl-json") -> list[str]:
+def probe(tmp_path: Path, lines: list[str], crate: Path = REPO / "course/crates/tl-json") -> list[str]:
     """lines through the probe binary (a cargo project of its own in tmp_path, tl-json by path)."""
     (tmp_path / "probe/src").mkdir(parents=True)
     (tmp_path / "probe/Cargo.toml").write_text(f'[package]\nname = "probe"\nversion = "0.1.0"\nedition = "2021"\n\n'
@@ -560,7 +560,7 @@ def probe(tmp_path: Path, lines: list[str], crate: Path = REPO / "rust/crates/tl
     return r.stdout.splitlines()
 
 
-def float_round_trip_failures(tmp_path: Path, crate: Path = REPO / "rust/crates/tl-json") -> tuple[int, list[str]]:
+def float_round_trip_failures(tmp_path: Path, crate: Path = REPO / "course/crates/tl-json") -> tuple[int, list[str]]:
     """(how many floats were sent, what came back wrong)."""
     golden = json.loads(GOLDEN_PATH.read_text())
     xs = every_float(golden) + F64_SPECIALS + F32_SPECIALS

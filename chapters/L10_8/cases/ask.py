@@ -74,10 +74,17 @@ ANSWERS = {s: partial(answer, s) for s in SECTIONS}  # section -> (impl, ref, ca
 NAMES_THE_CASE = ("verify", "prompt_lookup", "ngram")
 
 
+class Wrong(list):
+    """golden_section's (case, answer) pairs that differ, and the language of the code that gave them (its messages
+    show values as that language writes them)."""
+    language = ""
+
+
 def golden_section(impl, ref, golden: dict, section: str) -> list[tuple[dict, object]]:
     """Ask every case of a golden section, record each answer (for pitfall hints), and return the
     (case, answer) pairs that differ from the expected answer."""
-    wrong = []
+    wrong = Wrong()
+    wrong.language = getattr(impl, "language", "")
     for c in golden.get(section, []):
         with case(label(c)) if section in NAMES_THE_CASE else nullcontext():
             got = ASK[section](impl, ref, c)
@@ -87,11 +94,20 @@ def golden_section(impl, ref, golden: dict, section: str) -> list[tuple[dict, ob
     return wrong
 
 
+def _params_text(params: dict, language: str) -> str:
+    shown = shown_params(params)
+    if language != "rust":
+        return str(shown)
+    from ..literals import params_rust  # here: the literals module imports this package
+
+    return params_rust(shown)
+
+
 def _verify_mismatch(ref, golden: dict, section: str, wrong: list) -> str:
     c, got = wrong[0]
     e = c["expect"]
     lines = [f"{len(wrong)} of {len(golden[section])} verification cases differ from the Python reference. First: "
-             f"{label(c)}, draft {c['draft']}, params {shown_params(c['params'])}:"]
+             f"{label(c)}, draft {c['draft']}, params {_params_text(c['params'], getattr(wrong, 'language', ''))}:"]
     lines += [f"  {f}: expected {e[f]}, got {got[f]}" for f in DIFFERS[section](e, got)]
     lines.append(f"  draws: the reference drew {uniforms_drawn(ref, c['seed'], e['next_u32'])}, "
                  f"yours {uniforms_drawn(ref, c['seed'], got['next_u32'])}")

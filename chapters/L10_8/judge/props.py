@@ -41,6 +41,7 @@ from harness.pack import InProcess, Raised, SubmissionFailure, load_chapter, pri
 
 from .. import ops
 from ..client import Client
+from .rust_text import rust_shown
 
 EXAMPLES = 50  # drawn inputs per property and run, beside the simplest input and its fixed edge inputs: drawn as one list
 # in one Hypothesis test case (rules.toml [[domain]] and the module's docstring say why enough)
@@ -228,6 +229,10 @@ def check(impl, grading_seed: int, name: str, strategy, call, show, same=exact, 
     message shows the smallest input found, or the drawn input itself when the search finds none. A timeout,
     crash or stub among the drawn or explicit inputs raises its SubmissionFailure, naming the input."""
     asked = Answers(judge_reference(), impl, call)
+    if impl.language == "rust":  # the values as a Rust student writes them (the call gets the originals)
+        show, value = (lambda *a, _show=show: _show(*map(rust_shown, a))), rust_shown
+    else:
+        value = lambda v: v  # noqa: E731
 
     def differs(args, smallest: str = "smallest ") -> str | None:
         if free is not None and free(*args):
@@ -235,7 +240,7 @@ def check(impl, grading_seed: int, name: str, strategy, call, show, same=exact, 
         want, got = asked(args)
         if same(want, got):
             return None
-        return f"{smallest}input where yours differs: {show(*args)}: expected {want!r}, got {got!r}"
+        return f"{smallest}input where yours differs: {show(*args)}: expected {value(want)!r}, got {value(got)!r}"
 
     for drawn, inputs in ((True, drawn_inputs(grading_seed, name, strategy, examples)), (False, explicit)):
         for args in inputs:

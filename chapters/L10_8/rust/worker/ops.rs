@@ -1,7 +1,7 @@
 //! Chapter L10.8's 18 operations (spec/protocol.md part 2), as `chapters/L10_8/ops.py` runs them:
 //! the same fields read in the same order, the same calls, the answers of its `ANSWERS` shapes.
 //!
-//! The chapter's part of the course's worker crate (rust/crates/tl-worker: the protocol loop, the wire and the
+//! The chapter's part of the course's worker crate (course/crates/tl-worker: the protocol loop, the wire and the
 //! conversions): chapter.toml's `course_sources` puts this file at tl-worker's `src/ops.rs` in every workspace ol
 //! assembles (the judge's build, `ol start`'s workspace). What `main.rs` needs of it: `State` (Default),
 //! `dispatch(op, args, state, wire)` and `unknown_op(op)`.

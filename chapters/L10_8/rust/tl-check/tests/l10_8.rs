@@ -30,6 +30,7 @@ const CHAPTER: &str = "L10.8";
 const GIVEN: [&str; 2] = ["model.rs", "runner_target.rs"];
 
 fn main() {
+    wait_out_ctrl_c();
     let opts = Options::from_args();
     if opts.list {
         println!("{}: test\n\n1 test, 0 benchmarks", CHAPTER.replace('.', "_").to_lowercase());
@@ -43,8 +44,8 @@ fn main() {
     let ol = match find_ol(&root) {
         Ok(words) => words,
         Err(why) => fail(&format!(
-            "cannot run the judge: {why}.\nSet OL to the `ol` command (OL=/path/to/ol cargo test), or rerun \
-             `ol start {CHAPTER}` for this workspace, which writes {}.",
+            "cannot run the judge: {why}.\nPoint this workspace at ol (where you keep it now), one line, your work \
+             untouched: `echo /path/to/ol > {}`, or once: `OL=/path/to/ol cargo test`.",
             root.join(".ol-command").display()
         )),
     };
@@ -55,8 +56,10 @@ fn main() {
     let mut child = match cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn() {
         Ok(child) => child,
         Err(e) => fail(&format!(
-            "cannot run `{}`: {e}.\nSet OL to the `ol` command, or rerun `ol start {CHAPTER}` for this workspace.",
-            ol.join(" ")
+            "cannot run `{}`: {e}.\nPoint this workspace at ol, one line, your work untouched: \
+             `echo /path/to/ol > {}`, or once: `OL=/path/to/ol cargo test`.",
+            ol.join(" "),
+            root.join(".ol-command").display()
         )),
     };
     let mut stdout = child.stdout.take().expect("piped");
@@ -72,6 +75,11 @@ fn main() {
     if code == Some(2) && stderr.contains(&format!("no test of {CHAPTER} matches")) {
         println!("\ntest result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; all filtered out (no test of {CHAPTER} matches)\n");
         std::process::exit(own_tests(&root, 0));
+    }
+    if code == Some(130) || code.is_none() && interrupted(&stderr) {
+        // Ctrl-C: the judge stopped; what ran is no verdict (ol check's own wording, with no score)
+        eprintln!("\nl10_8: interrupted: no verdict (nothing was scored); run `cargo test` again for one");
+        std::process::exit(130);
     }
     if !matches!(code, Some(0) | Some(1)) {
         let how = code.map_or_else(|| "was killed by a signal".to_string(), |c| format!("exited {c}"));
@@ -90,6 +98,29 @@ fn main() {
     };
     let verdict = print_report(&report, &shown, &stderr);
     std::process::exit(own_tests(&root, verdict));
+}
+
+/// Ctrl-C reaches the judge too (the terminal's foreground group): this front end outlives it, to say the run was
+/// interrupted rather than vanish, while the judge stops and says so (exit 130, no report).
+#[cfg(unix)]
+fn wait_out_ctrl_c() {
+    extern "C" {
+        fn signal(signum: i32, handler: extern "C" fn(i32)) -> usize;
+    }
+    extern "C" fn noted(_: i32) {}
+    const SIGINT: i32 = 2;
+    // SAFETY: POSIX signal(2) before any thread exists; the handler does nothing. A caught signal (unlike an ignored
+    // one) is back to its default in the judge this process starts, so Ctrl-C still stops the judge.
+    unsafe {
+        signal(SIGINT, noted);
+    }
+}
+
+#[cfg(not(unix))]
+fn wait_out_ctrl_c() {}
+
+fn interrupted(stderr: &str) -> bool {
+    stderr.contains("ol: interrupted")
 }
 
 /// The judge's console, read as it comes: each `test NAME ... OUTCOME (S s)` line printed at once the
@@ -192,7 +223,24 @@ fn find_ol(root: &Path) -> Result<Vec<String>, String> {
     if line.is_empty() {
         return Err(format!("OL is not set and the first line of {} is empty", file.display()));
     }
-    words(line).ok_or_else(|| format!("the first line of {} is not a command: {line:?}", file.display()))
+    let named = words(line).ok_or_else(|| format!("the first line of {} is not a command: {line:?}", file.display()))?;
+    if named.len() > 1 || Path::new(&named[0]).is_file() {
+        return Ok(named);
+    }
+    // the checkout moved since `ol start`: the `ol` on PATH, when there is one, is found again (and said)
+    match on_path("ol") {
+        Some(found) => {
+            eprintln!("l10_8: {} names {line}, which is gone; using the `ol` on PATH, {} (`echo {} > {}` makes it \
+                       the workspace's)", file.display(), found.display(), found.display(), file.display());
+            Ok(vec![found.to_string_lossy().into_owned()])
+        }
+        None => Err(format!("{} names {line}, which is gone (ol moved?), and no `ol` is on PATH", file.display())),
+    }
+}
+
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
 }
 
 /// A command line as words: the whole line when it names a file (a path with spaces), else split

@@ -1,0 +1,80 @@
+"""The files a command writes when it is done (`--json`, `--junit`, `--gradescope`, `--html`, `--out`): each one
+checked writable before any work starts, so a verdict is never lost to a path that fails at the end."""
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from ..errors import UsageError
+from ..render.gradescope import results_json
+from .common import write_json
+
+
+def check_writable(**paths) -> None:
+    """Refuse (exit 2, naming the option and the path) any output that could not be written: `json_path="x.json"`
+    is checked as `--json x.json`, a name ending in `_dir` as a folder; None and "-" (stdout) are skipped. Nothing
+    is created: the file is opened for appending when it exists, else a probe is made and removed in the nearest
+    folder that exists."""
+    for name, path in paths.items():
+        if path is None or str(path) == "-":
+            continue
+        option = "--" + name.removesuffix("_path").replace("_", "-")
+        why = _unwritable(Path(path), folder=name.endswith("_dir"))
+        if why:
+            raise UsageError(f"{option} {path}: {why}; name a file in a folder you can write (checked before anything runs)")
+
+
+def _unwritable(path: Path, folder: bool = False) -> str | None:
+    if folder:
+        if path.exists() and not path.is_dir():
+            return "is a file, not a folder"
+        return _unwritable(path / ".ol-probe") if path.is_dir() else _unwritable(path.parent / ".ol-probe")
+    if path.is_dir():
+        return "is a folder, not a file"
+    folder = path.parent
+    while not folder.exists():  # the folders to make: the nearest one that exists must take them
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    try:
+        if path.exists():
+            with open(path, "ab"):
+                pass
+        else:
+            fd, probe = tempfile.mkstemp(dir=folder, prefix=".ol-probe-")
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as e:
+        return f"cannot be written ({e.strerror or e})"
+    return None
+
+
+def write_feedback_page(ch, rep, html_path: str) -> None:
+    from ..grading.class_report import feedback_data  # here: jinja2's import, which only --html needs
+    from ..render.html import feedback_page  # here: jinja2, which only --html needs
+
+    Path(html_path).parent.mkdir(parents=True, exist_ok=True)
+    Path(html_path).write_text(feedback_page(feedback_data(ch, rep)), encoding="utf-8")
+
+
+def refusal_out(reason: str) -> None:
+    """`--json -`: the one line on stdout of a judge that refused its submission as malformed (exit 2)."""
+    sys.stdout.write(json.dumps({"refused": reason}) + "\n")
+    sys.stdout.flush()
+
+
+def write_outputs(rep, json_path, junit, gradescope) -> None:
+    if json_path == "-":
+        sys.stdout.write(json.dumps(rep.to_json()) + "\n")
+        sys.stdout.flush()
+    elif json_path:
+        write_json(json_path, rep.to_json())
+    if junit:
+        from ..render.junit import junit_xml  # here: 45 ms measured, only --junit needs it
+
+        Path(junit).parent.mkdir(parents=True, exist_ok=True)
+        Path(junit).write_text(junit_xml(rep), encoding="utf-8")  # as its XML declaration says
+    if gradescope:
+        write_json(gradescope, results_json(rep))

@@ -1,0 +1,93 @@
+"""Ctrl-C is an interrupt, never a grade (issue 38, item 2): at a real terminal, mid-run, `ol check` (a Python and a
+Rust submission), `cargo test` in an `ol start` workspace, `ol diff` and `ol mutants` exit 130, say "interrupted",
+print no score, and write no report that could be read as a grade. Each command runs in its own session whose
+controlling terminal is a pty; Ctrl-C is typed there (the terminal sends SIGINT to the foreground group, as a
+person's Ctrl-C does)."""
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.harness.tty_kit import at_a_pty, text_of
+
+REPO = Path(__file__).resolve().parents[2]
+OL = [sys.executable, "-m", "harness.cli"]
+ENV = {"OL_SERVER": "0", "PYTHONPATH": str(REPO)}
+SCORE = re.compile(r"\d+ of \d+ passed|score \d|test result:")  # ol check's summary, cargo test's verdict line
+FIRST_LINE = b"test hand_example_prompt_lookup ..."
+needs_cargo = pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo")
+
+
+def reports(tmp_path: Path) -> list[str]:
+    return ["--json", str(tmp_path / "r.json"), "--junit", str(tmp_path / "r.xml"),
+            "--gradescope", str(tmp_path / "results.json"), "--html", str(tmp_path / "r.html")]
+
+
+def assert_interrupted(code: int, raw: bytes, typed: bool, tmp_path: Path, word: str = "ol: interrupted") -> None:
+    text = text_of(raw)
+    assert typed, f"the run ended before Ctrl-C could be typed:\n{text[-3000:]}"
+    assert code == 130, f"exit {code}:\n{text[-3000:]}"
+    assert word in text, text[-3000:]
+    assert not SCORE.search(text.split("^C", 1)[-1]), f"a score after Ctrl-C:\n{text[-3000:]}"
+    assert "ERROR" not in text and "did not run" not in text, text[-3000:]
+    assert not [p.name for p in tmp_path.iterdir() if p.suffix in (".json", ".xml", ".html")], "a report was written"
+
+
+@pytest.mark.slow(s=20)
+def test_ctrl_c_during_a_python_check_is_exit_130_and_no_report(tmp_path):
+    sample = REPO / "examples" / "submissions" / "s01-first-occurrence"
+    code, raw, typed = at_a_pty([*OL, "check", "L10.8", "--submission", str(sample), "--ref-deps", *reports(tmp_path)],
+                                REPO, ENV, interrupt_on=FIRST_LINE, timeout=300)
+    assert_interrupted(code, raw, typed, tmp_path)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> Path:
+    """An `ol start` workspace (the stub: every body todo!())."""
+    home = tmp_path_factory.mktemp("student")
+    r = at_a_pty([*OL, "start", "L10.8"], home, ENV, timeout=120)
+    assert r[0] == 0, text_of(r[1])
+    return home / "rust"
+
+
+@needs_cargo
+@pytest.mark.slow(s=90)
+def test_ctrl_c_during_a_rust_check_is_exit_130_and_no_report(tmp_path, workspace):
+    code, raw, typed = at_a_pty([*OL, "check", "L10.8", *reports(tmp_path)], workspace, ENV, interrupt_on=FIRST_LINE,
+                                timeout=600)
+    assert_interrupted(code, raw, typed, tmp_path)
+
+
+@needs_cargo
+@pytest.mark.slow(s=90)
+def test_ctrl_c_during_cargo_test_says_interrupted_and_prints_no_verdict(tmp_path, workspace):
+    """Run from an interactive shell, as a person does: the shell outlives cargo (a session leader's exit would
+    hang up the terminal), and a command line is abandoned at Ctrl-C. cargo dies of the SIGINT (130 at the shell);
+    the front end outlives it to say so."""
+    env = {**ENV, "OL": " ".join(OL), "PS1": "$ "}
+    code, raw, typed = at_a_pty(["bash", "--norc", "--noprofile", "-i", "-c", "cargo test --offline; echo after=$?"],
+                                workspace, env, interrupt_on=b"test hand_example_prompt_lookup ...", timeout=600)
+    text = text_of(raw)
+    assert typed and "l10_8: interrupted: no verdict" in text, text[-3000:]
+    assert not SCORE.search(text.split("^C", 1)[-1]) and "after=0" not in text, text[-3000:]
+
+
+@pytest.mark.slow(s=15)
+def test_ctrl_c_during_ol_diff_is_exit_130_and_no_json(tmp_path):
+    sample = REPO / "examples" / "submissions" / "s01-first-occurrence"
+    code, raw, typed = at_a_pty([*OL, "diff", "L10.8", "--submission", str(sample), "--ref-deps", "--json",
+                                 str(tmp_path / "d.json")], REPO, ENV, interrupt_after=3.0, timeout=300)
+    assert_interrupted(code, raw, typed, tmp_path)
+    assert "cases diverge" not in text_of(raw), text_of(raw)[-3000:]
+
+
+@pytest.mark.slow(s=30)
+def test_ctrl_c_during_ol_mutants_is_exit_130_and_no_matrix(tmp_path):
+    code, raw, typed = at_a_pty([*OL, "mutants", "L10.8", "--jobs", "2", "--json", str(tmp_path / "m.json")], REPO, ENV,
+                                interrupt_on=b"reference and mutants", timeout=300)
+    assert_interrupted(code, raw, typed, tmp_path)
+    assert "caught" not in text_of(raw), text_of(raw)[-3000:]
