@@ -14,7 +14,7 @@ import os
 def one_blas_thread() -> None:
     """The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
     for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one). Set
-    before numpy is first imported (and again in a check the judge server forks); a caller's own value wins."""
+    before numpy is first imported; a caller's own value wins."""
     for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(threads, "1")
 
@@ -160,10 +160,8 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
                    "(e.g. -k hand_example, -k 'verify and not greedy')")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
               help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
-@click.option("--no-server", is_flag=True, help="check in this process, not through the judge server `./ol` keeps for "
-                                                "the next check (the same output; also OL_SERVER=0)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
-          lang, keyword, exact, no_server) -> None:
+          lang, keyword, exact) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict.
 
     Each test's line is printed as it finishes, the failures' messages and the summary last."""
@@ -273,7 +271,7 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
 
 def _options_given(ctx) -> list[str]:
     """The options the command line gave (each by its first name), defaults aside."""
-    return [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option) and p.name != "no_server"
+    return [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option)
             and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
 
 
