@@ -36,6 +36,7 @@ from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
 from ..errors import BadSubmission, OlError, UsageError
 from ..languages import LANGUAGES, in_process, language
+from .. import cache
 from ..paths import REPO
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
@@ -170,6 +171,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     ch = load_chapter(chapter)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
+    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.cache)
     only = _selection(ch, keyword, exact)
     seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
