@@ -1,14 +1,15 @@
 """Where ol keeps what it can make again, and the one rule every folder there obeys (issue 36, item 3).
 
     folder("draws", private=True)   $XDG_CACHE_HOME/ol/draws (else ~/.cache/ol/draws), each level checked
-    entry(folder("rust"), key)      a folder of ol's own in it, made now (0700, marked) when absent
+    entry(folder("builds"), key)    a folder of ol's own in it, made now (0700, marked) when absent
     prune(parent, kept, grace_s)    the least recently used entries past `kept` removed: only those ol marked
 
 The cache's place is platformdirs' (user_cache_path: XDG_CACHE_HOME, else ~/.cache). From `ol/` down, each level is
 made 0700 when absent, and used only when it is a real folder (never a link: ol follows none there), this user's,
 and writable by no one else (`private`: nor readable, for what holds answers: the drawn inputs, fresh cases).
-Anything else is refused with its path named (CacheRefused, exit 2, with the remedy): a link planted at
-`ol`, `ol/rust` or `ol/rust/templates` is never written through, and nothing of its target is removed.
+Anything else is refused with its path named (CacheRefused, exit 2, with the remedy): a link planted at `ol`, at a
+kind's folder or at a folder within one (a language's builds and their templates) is never written through, and
+nothing of its target is removed.
 
 Pruning removes only what ol made: a folder is ol's when it holds MARK, the file ol writes into each entry it makes;
 anything else in a cache folder (a link, another user's folder, a folder ol did not mark) is left where it is.

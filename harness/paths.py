@@ -14,8 +14,8 @@ CHAPTERS_DIR = REPO / "chapters"  # the chapter packs shipped with ol; OL_CHAPTE
 ISOLATED = ("-P", "-s")
 
 
-def ol_python(module: str, *args: str) -> list[str]:
-    """`python -P -s -m MODULE ARGS`, this interpreter: MODULE from PYTHONPATH and the environment alone."""
+def isolated_argv(module: str, *args: str) -> list[str]:
+    """`<this interpreter> -P -s -m MODULE ARGS`: MODULE found from PYTHONPATH and the environment alone."""
     return [sys.executable, *ISOLATED, "-m", module, *args]
 
 

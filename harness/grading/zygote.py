@@ -9,7 +9,7 @@ interpreter would (nothing it changes reaches the zygote or the next judge).
 
     -P -s -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
 
-Isolated (harness.paths.ol_python): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
+Isolated (harness.paths.isolated_argv): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
 folder alone and no current folder is on sys.path, so a judge's lazy import (jinja2 for --html) never finds a
 submission's or a class folder's module of that name.
 
@@ -52,7 +52,7 @@ import time
 from pathlib import Path
 
 from ..errors import OlError
-from ..paths import ol_python
+from ..paths import isolated_argv
 from ..registry import load_chapter, make_importable, parsed_tests
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
@@ -190,7 +190,7 @@ class Zygote:
         self.path = str(home / "zygote.sock")
         log = home / "zygote.log"  # its own errors (a judge's go to that judge's stderr)
         with log.open("wb") as errors:
-            self.proc = subprocess.Popen(ol_python("harness.grading.zygote", self.path, chapter, *preload),
+            self.proc = subprocess.Popen(isolated_argv("harness.grading.zygote", self.path, chapter, *preload),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
