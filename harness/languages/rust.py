@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cache, stage
+from .. import cache as cache_folders, stage
 from ..errors import OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..sandbox.bwrap import Limits
@@ -132,12 +132,12 @@ def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE
     (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
     build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.cache.prune:
     marked; never a link, the templates' folder, anything else). Returns what it removed."""
-    return cache.prune(root, kept, grace_s)
+    return cache_folders.prune(root, kept, grace_s)
 
 
 def _cache_root() -> Path:
     """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.cache."""
-    return cache.folder("rust")
+    return cache_folders.folder("rust")
 
 
 def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
@@ -184,7 +184,7 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = T
     # uid: a cache under the judge's home is out of its reach
     cached = cache_dir(package_dir, lang) if cache and template is None and mode.name != "uid" else None
     if cached is not None:
-        cached = cache.entry(cached.parent, cached.name)  # a link, another user's folder: refused (harness.cache)
+        cached = cache_folders.entry(cached.parent, cached.name)  # a link, another user's folder: refused (harness.cache)
         os.utime(cached)  # used now: the newest, never pruned while a check may be using it
         prune_cache(cached.parent)
     ws, target = (cached or scratch) / "ws", (cached or scratch) / "target"
@@ -315,24 +315,24 @@ def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
 def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     tc = toolchain()
     key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
-    root = cache.folder("rust", "templates")  # a link planted at ol, ol/rust or here: refused (harness.cache)
+    root = cache_folders.folder("rust", "templates")  # a link planted at ol, ol/rust or here: refused (harness.cache)
     final = root / key
-    if cache.ours(final) and (final / ".complete").is_file():
+    if cache_folders.ours(final) and (final / ".complete").is_file():
         os.utime(final)  # the newest used: kept by the pruning below
         return final
     building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
         prebuild_template(chapter, building / "t", mode)
         (building / "t" / ".complete").touch()
-        cache.mark(building / "t")
+        cache_folders.mark(building / "t")
         try:
             os.rename(building / "t", final)
         except OSError:  # another run finished first: its build is the same (if ol made it: never a link planted there)
-            if not (cache.ours(final) and (final / ".complete").is_file()):
-                raise cache.CacheRefused(final, "is not a template ol made") from None
+            if not (cache_folders.ours(final) and (final / ".complete").is_file()):
+                raise cache_folders.CacheRefused(final, "is not a template ol made") from None
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    cache.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
+    cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final
 
 
