@@ -4,7 +4,7 @@
     entry(folder("builds"), key)    a folder of ol's own in it, made now (0700, marked) when absent
     prune(parent, kept, grace_s)    the least recently used entries past `kept` removed: only those ol marked
 
-The cache's place is platformdirs' (user_cache_path: XDG_CACHE_HOME, else ~/.cache). From `ol/` down, each level is
+The cache's place is XDG's (XDG_CACHE_HOME, else ~/.cache). From `ol/` down, each level is
 made 0700 when absent, and used only when it is a real folder (never a link: ol follows none there), this user's,
 and writable by no one else (`private`: nor readable, for what holds answers: the drawn inputs, fresh cases).
 Anything else is refused with its path named (CacheRefused, exit 2, with the remedy): a link planted at `ol`, at a
@@ -23,8 +23,6 @@ import stat
 import time
 from pathlib import Path
 
-import platformdirs
-
 from .errors import UsageError
 
 MARK = ".ol-made"  # written by ol into each entry it makes: pruning removes no entry without it
@@ -42,8 +40,11 @@ class CacheRefused(UsageError):
 
 
 def root() -> Path:
-    """ol's cache: $XDG_CACHE_HOME/ol, else ~/.cache/ol (not checked: `folder` checks every level it uses)."""
-    return platformdirs.user_cache_path("ol", appauthor=False)
+    """ol's cache: $XDG_CACHE_HOME/ol (an absolute one, as the XDG spec says), else ~/.cache/ol; RuntimeError when
+    this user has no home (not checked: `folder` checks every level it uses). Not platformdirs: with no home it
+    answers `~/.cache`, a folder relative to wherever ol runs."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    return (Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache") / "ol"
 
 
 def folder(*parts: str, private: bool = False) -> Path:
@@ -58,11 +59,15 @@ def folder(*parts: str, private: bool = False) -> Path:
     return path
 
 
-def ready(depth: int = 2) -> Path:
+def ready(depth: int = 2) -> Path | None:
     """Check ol's cache before a command uses any of it: its root, and every link or folder `depth` levels below
     (a kind's folder, an entry of one): raises CacheRefused naming the first that is a link, another user's or
-    writable by others; so a check or a class is refused once, up front, never mid-test. Returns the root."""
-    top = folder()
+    writable by others; so a check or a class is refused once, up front, never mid-test. Returns the root (None:
+    this user has no home, so no cache)."""
+    try:
+        top = folder()
+    except RuntimeError:  # no home: no cache is used (the drawn inputs are made each time, harness.memo)
+        return None
     level = [top]
     for _ in range(depth):
         below = []
