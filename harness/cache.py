@@ -66,14 +66,17 @@ def ready(depth: int = 2) -> Path | None:
     this user has no home, so no cache)."""
     try:
         top = folder()
-    except RuntimeError:  # no home: no cache is used (the drawn inputs are made each time, harness.memo)
+    except (RuntimeError, OSError):  # no home, a read-only one: no cache is used (harness.memo makes each value)
         return None
     level = [top]
     for _ in range(depth):
         below = []
         for parent in level:
-            for path in parent.iterdir():
-                st = os.lstat(path)
+            for path in _listed(parent):
+                try:
+                    st = os.lstat(path)
+                except OSError:  # removed since the listing (another check pruning)
+                    continue
                 if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
                     why = refusal(st, private=False)
                     if why is not None:
@@ -81,6 +84,13 @@ def ready(depth: int = 2) -> Path | None:
                     below.append(path)
         level = below
     return top
+
+
+def _listed(parent: Path) -> list[Path]:
+    try:
+        return list(parent.iterdir())
+    except OSError:  # removed, or not ours to read: folder() refuses it when it is used
+        return []
 
 
 def entry(parent: Path, name: str) -> Path:
