@@ -2,7 +2,6 @@
 is loaded by path (never installed): `import tinyllm` here is it (harness.subjects.reference.use_reference).
 The `ol` pytest plugin gives every chapter test the implementation under test (`--impl`, default
 the reference)."""
-import os
 import sys
 from pathlib import Path
 
@@ -11,10 +10,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from harness.subjects.reference import use_reference  # noqa: E402
-
-# `./ol check` in a test runs in its own process, never through a judge server that would outlive the test
-# (harness.served); the server's own tests turn it on
-os.environ["OL_SERVER"] = "0"
 
 use_reference()
 pytest_plugins = ["harness.check.pytest_plugin"]

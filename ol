@@ -95,5 +95,8 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$
     echo "ol: ready in $((SECONDS - started)) s; now running: ol $*" >&2
   fi
 fi
-# PYTHONPATH: this checkout's harness, even when the environment was installed from another copy
-exec env PYTHONPATH="$root${PYTHONPATH:+:$PYTHONPATH}" "$venv/bin/python" -m harness "$@"  # harness.served: a check through its judge server
+# Isolated: -P puts no folder of the caller's on sys.path (`-m` would put the current folder first, ahead of the
+# standard library: a student's json.py or harness/ would run as ol), and PYTHONPATH is this checkout's root
+# alone (its harness, even when the environment was installed from another copy; no entry of the caller's, whose
+# empty entry would be the current folder again); -s: no user site-packages
+exec env PYTHONPATH="$root" "$venv/bin/python" -P -s -m harness "$@"

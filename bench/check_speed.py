@@ -13,9 +13,6 @@ Rows:
                                     the best sandbox this machine gives (harness.sandbox.confine; the mode printed is
                                     the report's `sandbox` field, read from its --json)
   check via worker, unconfined      the same with OL_SANDBOX=none: what the sandbox itself costs
-  check via worker, served          the sandboxed worker row as `./ol check` runs it from a student's second check on:
-                                    `python -m harness`, handed to the judge server (harness.served) the first check
-                                    started (untimed); every timed run must say it was served, else the bench stops
   rust: clean build + check         the Rust track: a student's workspace (`ol start --lang rust`, the Rust
                                     reference's spec.rs in it) checked with an empty build cache: the
                                     grading build of the whole workspace in the sandbox, then the 16 tests
@@ -35,7 +32,7 @@ A check that does not pass all its tests (exit code not 0), or whose report does
 mode its row asks for, stops the bench with exit 1.
 --quick: one run of each command (seconds).
 Goals: in-process <= 3x the floor (issue 6); the sandboxed worker path <= 2.5x the floor (the sandbox
-issue), measured in the same run as the floor, both as a fresh process and served; the unconfined worker <= 4x
+issue), measured in the same run as the floor, as a fresh process; the unconfined worker <= 4x
 (issue 6's worker goal).
 The Rust rows' goals are against the Python track's check (the sandboxed worker row), in the same run:
 an edit + check within 2x of it, a clean build + check within 4x (the Rust track issue). They are
@@ -46,7 +43,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -62,12 +58,9 @@ REPEAT = 3  # runs per command; the median is reported (one slow moment of the m
 QUICK_REPEAT = 1  # the smoke run: every command once
 FLOOR = "import floor"  # the row every other is divided by
 IN_PROCESS, WORKER, UNCONFINED = "check in-process", "check via worker", "check via worker, unconfined"
-SERVED = "check via worker, served"
-SERVED_CLI = [sys.executable, "-m", "harness"]  # ./ol's entry: a check goes to the judge server when one is up
-SERVER_UP_S = 120  # a judge server's start (imports, the tests' collection), on a loaded machine
 RUST_CLEAN, RUST_EDIT = "rust: clean build + check", "rust: edit + check"
 # at most these multiples of the import floor: issue 6 (in-process, the unconfined worker), the sandbox issue
-GOALS = {IN_PROCESS: 3.0, WORKER: 2.5, UNCONFINED: 4.0, SERVED: 2.5}
+GOALS = {IN_PROCESS: 3.0, WORKER: 2.5, UNCONFINED: 4.0}
 RUST_GOALS = {RUST_EDIT: 2.0, RUST_CLEAN: 4.0}  # multiples of the Python track's check (WORKER), the Rust track issue
 BEFORE = {}  # row -> what runs before each of its timed runs (untimed): a cache emptied, an edit made
 NO_BYTECODE = "PYTHONDONTWRITEBYTECODE"
@@ -102,53 +95,13 @@ def drop_bytecode() -> None:
             shutil.rmtree(cache, ignore_errors=True)
 
 
-class Server:
-    """The judge server of the served row: its cache folder, its word on each check (OL_SERVER_REPORT), its end."""
-
-    def __init__(self, scratch: Path) -> None:
-        self.cache, self.who = scratch / "cache-served", scratch / "served-by"
-        self.env = {"XDG_CACHE_HOME": str(self.cache), "OL_SERVER_REPORT": str(self.who), "OL_SERVER": "1"}
-
-    def words(self) -> list[str]:
-        """Who ran each check since the last call: 'served' or another word (harness.served.report)."""
-        if not self.who.exists():
-            return []
-        words = [line.split()[0] for line in self.who.read_text().splitlines() if line.strip()]
-        self.who.unlink()
-        return words
-
-    def start(self, cmd: list[str]) -> None:
-        """One untimed check (in-process; it starts the server), then wait until a check is served."""
-        wall(cmd, self.env)
-        deadline = time.monotonic() + SERVER_UP_S
-        while time.monotonic() < deadline:
-            self.words()
-            wall(cmd, self.env)
-            if self.words() == ["served"]:
-                return
-            time.sleep(1)
-        sys.exit(f"no judge server served a check within {SERVER_UP_S} s")
-
-    def end(self) -> None:
-        """End the servers this bench started (by the pid each wrote in its lock file)."""
-        for lock in (self.cache / "ol" / "judge").glob("*.lock"):
-            pid = lock.read_text().strip()
-            if pid.isdigit():
-                try:
-                    os.kill(int(pid), signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-
-
-def commands(rust: Path | None = None, server: Server | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
+def commands(rust: Path | None = None) -> dict[str, tuple[list[str], dict[str, str]]]:
     """Each row's command and the environment it adds."""
     check = CLI + ["check", CHAPTER, "--submission", "reference"]
     rows = {FLOOR: ([sys.executable, "-c", "import numpy, scipy.stats, pytest"], {}),
             IN_PROCESS: (check, {}),
             WORKER: (check + ["--transport", "worker"], {}),
             UNCONFINED: (check + ["--transport", "worker"], {"OL_SANDBOX": "none"})}
-    if server is not None:
-        rows[SERVED] = (SERVED_CLI + ["check", CHAPTER, "--submission", "reference", "--transport", "worker"], server.env)
     if rust is not None:
         student = CLI + ["check", CHAPTER, "--submission", str(rust)]
         rows[RUST_CLEAN] = (student, {"XDG_CACHE_HOME": str(rust.parent / "cache-clean")})
@@ -160,7 +113,7 @@ def wall(cmd: list[str], extra_env: dict[str, str]) -> tuple[float, str | None]:
     """Seconds one fresh process of `cmd` takes, and the sandbox its report names (for a check); a failing
     command ends the bench with its output."""
     report = None
-    if cmd[:len(CLI)] in (CLI, SERVED_CLI[:len(CLI)]) and "check" in cmd:
+    if cmd[:len(CLI)] == CLI and "check" in cmd:
         fd, report = tempfile.mkstemp(prefix="ol-check-speed-", suffix=".json")
         os.close(fd)
         cmd = cmd + ["--json", report]
@@ -198,8 +151,7 @@ def check_modes(modes: dict[str, str | None]) -> None:
     sys.path.insert(0, str(REPO))
     from harness.sandbox.confine import choose
 
-    want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none", RUST_CLEAN: choose().name, RUST_EDIT: choose().name,
-            SERVED: choose().name}
+    want = {IN_PROCESS: "in-process", WORKER: choose().name, UNCONFINED: "none", RUST_CLEAN: choose().name, RUST_EDIT: choose().name}
     want = {k: v for k, v in want.items() if k in modes}
     wrong = {k: (modes.get(k), v) for k, v in want.items() if modes.get(k) != v}
     if wrong:
@@ -207,7 +159,7 @@ def check_modes(modes: dict[str, str | None]) -> None:
 
 
 def label(name: str, mode: str | None) -> str:
-    if name in (WORKER, SERVED):
+    if name == WORKER:
         return f"{name} (sandbox {mode})" if mode != "none" else f"{name} (NOT sandboxed: none here)"
     return name
 
@@ -247,19 +199,11 @@ def main() -> int:
         rust = rust_workspace(Path(scratch))
         if rust is None:
             print("no cargo here: the Rust rows are left out")
-        server = None if a.cold_bytecode else Server(Path(scratch))  # a served check compiles nothing: warm only
-        cmds = commands(rust, server)
-        try:
-            if not a.cold_bytecode:  # the first check compiles ol's modules into __pycache__: not timed
-                for k in (IN_PROCESS, WORKER):
-                    wall(*cmds[k])
-                server.start(cmds[SERVED][0])
-            times, modes = time_commands(cmds, a.repeat)
-            if server is not None and server.words() != ["served"] * a.repeat:
-                sys.exit(f"{SERVED}: not every timed check was served by the judge server")
-        finally:
-            if server is not None:
-                server.end()
+        cmds = commands(rust)
+        if not a.cold_bytecode:  # the first check compiles ol's modules into __pycache__: not timed
+            for k in (IN_PROCESS, WORKER):
+                wall(*cmds[k])
+        times, modes = time_commands(cmds, a.repeat)
     check_modes(modes)
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = {k: v / med[FLOOR] for k, v in med.items()}

@@ -12,13 +12,11 @@ times, each as a fresh process from the student's folder:
   cargo build -p tl-worker    the same edit built as the judge builds it: the crate and the worker binary
   ol check                    `ol check L10.8` in the folder holding ./rust: the judge's sandboxed build, the tests
   cargo test                  `cargo test` in ./rust: its front end (crates/tl-check) runs the same judge
-  ol check --no-server        the warm ol check in its own process, as every check ran before the judge server
   judge's build               within ol check: from its line `ol: building your crate` to `ol: loading` (the
                               sandboxed cargo build; pytest's start runs meanwhile)
 
-Cold rows remove every build first (./rust/target and the judge's cache) and end the judge servers; warm rows
-follow a built state, a check of the same kind (ol check, or cargo test: each its own server, their environments
-differ) whose judge server is up (harness.served: `./ol` runs `python -m harness`), and one edit. The tests' own time is the sum of the tests' durations in `ol check`'s report; the figure the
+Cold rows remove every build first (./rust/target and the judge's cache); warm rows follow a built state, a check
+of the same kind (ol check, or cargo test), and one edit. The tests' own time is the sum of the tests' durations in `ol check`'s report; the figure the
 goal is about is (edit -> verdict - the tests' own time) / cargo build, goal <= 1.5x (issue 29): the
 crate built once, incrementally, and reused. Medians of N rounds (default 3); --quick: one round.
 """
@@ -27,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,8 +39,6 @@ CLI = [sys.executable, "-m", "harness"]  # `./ol` without its bootstrap: this in
 REPEAT, QUICK_REPEAT = 3, 1
 GOAL = 1.5  # (edit -> verdict - the tests' own time) / cargo build of the same edit
 BUILD, BUILD_WORKER, CHECK, TEST = "cargo build", "cargo build -p tl-worker", "ol check", "cargo test"
-IN_PROCESS = "ol check --no-server"
-SERVER_UP_S = 120  # a judge server's start (imports, the tests' collection), on a loaded machine
 
 
 class Student:
@@ -52,10 +47,7 @@ class Student:
     def __init__(self, scratch: Path) -> None:
         self.home, self.cache = scratch / "student", scratch / "cache"
         self.home.mkdir()
-        self.who = scratch / "who"  # harness.served's word on each check: served by the judge server, or in-process
-        self.env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(self.cache), "OL_SERVER_REPORT": str(self.who)}
-        self.env.pop("OL_SERVER", None)
-        self.served: dict[str, list[str]] = {}
+        self.env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CACHE_HOME": str(self.cache)}
         r = subprocess.run(CLI + ["start", "L10.8"], cwd=self.home, capture_output=True, text=True, env=self.env)
         if r.returncode != 0:
             sys.exit(f"ol start L10.8 failed:\n{r.stdout}{r.stderr}")
@@ -73,36 +65,7 @@ class Student:
         self.edits += 1
         self.spec.write_text(f"// edit {self.edits}\n" + self.original)
 
-    def servers(self) -> list[Path]:
-        return sorted((self.cache / "ol" / "judge").glob("*.lock"))
-
-    def end_servers(self) -> None:
-        """End the judge servers this bench's checks started (by the pid each wrote in its lock file)."""
-        for lock in self.servers():
-            text = lock.read_text().strip()
-            if not text.isdigit():
-                continue
-            try:
-                os.kill(int(text), signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 30
-            while Path(f"/proc/{text}").exists() and time.monotonic() < deadline:
-                time.sleep(0.02)
-
-    def await_server(self, before: set[Path]) -> None:
-        """Until the judge server the last check started listens (a socket beside a new lock)."""
-        deadline = time.monotonic() + SERVER_UP_S
-        while time.monotonic() < deadline:
-            socks = {p.with_suffix(".sock") for p in self.servers()}
-            if any(s.exists() for s in socks):
-                if all(s.exists() for s in socks - {b.with_suffix(".sock") for b in before}):
-                    return
-            time.sleep(0.02)
-        sys.exit(f"no judge server came up in {SERVER_UP_S} s: {[p.read_text() for p in (self.cache / 'ol' / 'judge').glob('*.log')]}")
-
     def clean(self) -> None:
-        self.end_servers()
         shutil.rmtree(self.ws / "target", ignore_errors=True)
         shutil.rmtree(self.cache, ignore_errors=True)
 
@@ -110,13 +73,12 @@ class Student:
         """Seconds `row` takes; for ol check, the tests' own seconds (from its report) and its build's (from its
         lines: `ol: building ...` to `ol: loading ...`, as they arrive)."""
         report = None
-        if row in (CHECK, IN_PROCESS):
+        if row == CHECK:
             fd, report = tempfile.mkstemp(prefix="ol-loop-", suffix=".json")
             os.close(fd)
         argv, cwd = {BUILD: (["cargo", "build", "--offline", "-q", "-p", "tl-engine"], self.ws),
                      BUILD_WORKER: (["cargo", "build", "--offline", "-q", "-p", "tl-worker"], self.ws),
                      CHECK: (CLI + ["check", "L10.8", "--json", str(report)], self.home),
-                     IN_PROCESS: (CLI + ["check", "L10.8", "--no-server", "--json", str(report)], self.home),
                      TEST: (["cargo", "test", "--offline", "-q"], self.ws)}[row]
         start = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env)
@@ -128,9 +90,6 @@ class Student:
                     seen.setdefault(mark, time.perf_counter())
         proc.wait()
         took = time.perf_counter() - start
-        if self.who.exists():
-            self.served.setdefault(row, []).extend(w.split()[0] for w in self.who.read_text().splitlines())
-            self.who.unlink()
         if proc.returncode != 0:
             sys.exit(f"{row} failed ({proc.returncode}):\n{''.join(lines)[-4000:]}")
         if report is None:
@@ -146,7 +105,6 @@ def measure(student: Student, repeat: int) -> tuple[dict[str, list[float]], list
     tests: list[float] = []
     builds: dict[str, list[float]] = {"judge's build (cold)": [], "judge's build (warm)": []}
     rows = (BUILD, BUILD_WORKER, CHECK, TEST)
-    how: dict[str, list[str]] = {}
     for _ in range(repeat):
         for row in rows:  # cold: nothing built anywhere
             student.clean()
@@ -155,23 +113,16 @@ def measure(student: Student, repeat: int) -> tuple[dict[str, list[float]], list
             times.setdefault(f"{row} (cold)", []).append(took)
             if build is not None:
                 builds["judge's build (cold)"].append(build)
-        for row in rows + (IN_PROCESS,):  # warm: everything built, the judge server up, then one edit
+        for row in rows:  # warm: everything built, then one edit
             student.run(BUILD_WORKER)
-            before = set(student.servers())
             student.run(TEST if row == TEST else CHECK)  # the student's last check, of the same kind
-            student.await_server(before)
             student.edit()
-            student.served.clear()
             took, own, build = student.run(row)
-            if row in (CHECK, TEST):
-                how.setdefault(f"{row} (warm)", []).extend(student.served.get(row, []))
             times.setdefault(f"{row} (warm)", []).append(took)
             if own is not None and row == CHECK:
                 tests.append(own)
             if build is not None and row == CHECK:
                 builds["judge's build (warm)"].append(build)
-    for row, words in how.items():
-        print(f"{row}: {words.count('served')} of {len(words)} served by the judge server")
     return {**times, **builds}, tests
 
 
@@ -187,10 +138,7 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="ol-bench-loop-") as scratch:
         student = Student(Path(scratch))
-        try:
-            times, tests = measure(student, a.repeat)
-        finally:
-            student.end_servers()
+        times, tests = measure(student, a.repeat)
     med = {k: statistics.median(v) for k, v in times.items()}
     own = statistics.median(tests)
     print(f"the tests' own time (median, from ol check's report): {own:.2f} s")
@@ -199,7 +147,7 @@ def main() -> int:
     for k, v in sorted(med.items(), key=lambda kv: "cold" not in kv[0]):
         base = med[f"{BUILD} ({'cold' if 'cold' in k else 'warm'})"]
         line = f"{k:<28} {v:9.2f} {v / base:14.2f}"
-        if k.startswith((CHECK, TEST, IN_PROCESS)):
+        if k.startswith((CHECK, TEST)):
             ratios[k] = (v - own) / base
             line += f" {ratios[k]:20.2f}  <= {GOAL:g}x " + ("met" if ratios[k] <= GOAL else "NOT met")
         print(line)

@@ -3,7 +3,7 @@
 Exit codes (the contract of every `ol` command):
   0  success (all tests passed, fixtures up to date, every mutant killed, ...)
   1  the thing checked is wrong (a test failed, fixtures differ, a mutant survived)
-  2  bad input: usage, unknown chapter, a missing path, a malformed submission directory
+  2  bad input: usage, unknown chapter, a missing path, a malformed submission directory, a refused cache folder
   3  the harness itself failed (a bug in ol: please report it with the output)
 """
 

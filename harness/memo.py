@@ -8,38 +8,44 @@ whether it is made or read: nothing here can change a verdict; it changes how lo
 
     remembered("draws", key, make)   # make() the first time; the same value, read back, from then on
 
-Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700). The judge's
+Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700), checked by
+harness.cache (a link planted there, another user's folder or one open to others: CacheRefused, exit 2). The judge's
 home is never in a submission's sandbox, so no submission reaches it; each file is 0600 (fresh cases hold answers).
 
 Format: marshal, not JSON and not pickle. The values are plain data whose types are the data (a tuple
 is not a list, -0.0 is not 0.0, a NaN stays NaN, an integer may pass 2**64): JSON would lose that, and
 unpickling may run code. marshal keeps exactly these types and runs nothing; a file that is not this user's,
-is writable by others, or does not read back whole under its own key is a miss, made again and rewritten; a
-kind's folder that is a link, another user's, or open to others is never written into.
+is writable by others, or does not read back whole under its own key is a miss, made again and rewritten.
 A value marshal cannot hold, or a cache that cannot be written (a read-only home), is made each time instead.
 
 Size: each kind keeps its `kept` newest files (KEPT unless the caller says; a write removes the oldest beyond
-them; a hit refreshes its file's time), so `--fresh` runs and graded classes' seeds do not pile up.
+them; a hit refreshes its file's time), so `--fresh` runs and graded classes' seeds do not pile up. Only files this
+module wrote (a 40-hex-digit name, a regular file of this user's) are ever removed.
 """
 
 import hashlib
 import marshal
 import os
+import re
 import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Callable, TypeVar
 
+from . import cache
+
 T = TypeVar("T")
 KEPT = 2000  # files of one kind kept by default (the drawn inputs: a check writes ten, one per property, a few KiB each)
 TOUCH_AFTER_S = 3600.0  # a hit refreshes its file's time at most this often (the least recently used go first)
+NAME = re.compile(r"[0-9a-f]{40}\.marshal")  # the files this module writes (pruning removes no other)
 _MISSING = object()
 _memory: dict[tuple[str, str], object] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
 
 
 def folder(kind: str) -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / kind
+    """The kind's folder, checked (harness.cache: a link, another user's folder or one open to others is refused)."""
+    return cache.folder(kind, private=True)
 
 
 def remembered(kind: str, key: str, make: Callable[[], T], kept: int | None = None) -> T:
@@ -49,7 +55,8 @@ def remembered(kind: str, key: str, make: Callable[[], T], kept: int | None = No
         return _memory[(kind, key)]
     try:
         path = folder(kind) / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".marshal")
-    except RuntimeError:  # no home to keep it in (no HOME, no passwd entry): made each time, as unwritable
+    except (RuntimeError, OSError, cache.CacheRefused):  # no home, a read-only one, a refused folder: made each time
+        # (ol check and ol grade refuse a refused folder up front, harness.cache.ready: never mid-test)
         return _memory.setdefault((kind, key), make())
     value = _read(path, key)
     if value is _MISSING:
@@ -99,10 +106,6 @@ def _write(path: Path, key: str, value, kept: int) -> None:
     except ValueError:  # a type marshal cannot hold: made each time
         return
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = os.lstat(path.parent)  # a link, or a folder others may enter, is no cache of this user's: not written
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            return
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -116,9 +119,18 @@ def _write(path: Path, key: str, value, kept: int) -> None:
     _prune(path.parent, kept)
 
 
+def _ours(path: Path) -> bool:
+    """A file this module wrote: its name (a key's digest), a regular file of this user's (no link)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return NAME.fullmatch(path.name) is not None and stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
+
+
 def _prune(where: Path, kept: int) -> None:
     try:
-        files = sorted(where.glob("*.marshal"), key=lambda p: p.stat().st_mtime, reverse=True)
+        files = sorted((p for p in where.iterdir() if _ours(p)), key=lambda p: os.lstat(p).st_mtime, reverse=True)
     except OSError:  # a file removed while listing (another judge pruning): next time
         return
     for old in files[kept:]:

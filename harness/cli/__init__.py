@@ -14,7 +14,7 @@ import os
 def one_blas_thread() -> None:
     """The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
     for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one). Set
-    before numpy is first imported (and again in a check the judge server forks); a caller's own value wins."""
+    before numpy is first imported; a caller's own value wins."""
     for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(threads, "1")
 
@@ -36,6 +36,7 @@ from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
 from ..errors import BadSubmission, OlError, UsageError
 from ..languages import LANGUAGES, in_process, language
+from .. import cache
 from ..paths import REPO
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
@@ -137,10 +138,8 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
                    "(e.g. -k hand_example, -k 'verify and not greedy')")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
               help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
-@click.option("--no-server", is_flag=True, help="check in this process, not through the judge server `./ol` keeps for "
-                                                "the next check (the same output; also OL_SERVER=0)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
-          lang, keyword, exact, no_server) -> None:
+          lang, keyword, exact) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict.
 
     Each test's line is printed as it finishes, the failures' messages and the summary last."""
@@ -150,6 +149,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     check_writable(json_path=json_path, junit=junit, gradescope=gradescope, html_path=html_path)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
+    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.cache)
     only = _selection(ch, keyword, exact)
     seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
@@ -253,7 +253,7 @@ def _enclosing_workspace(ch, langs: list[str]) -> str | None:
 
 def _options_given(ctx) -> list[str]:
     """The options the command line gave (each by its first name), defaults aside."""
-    return [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option) and p.name != "no_server"
+    return [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option)
             and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
 
 

@@ -1,5 +1,4 @@
-"""`-m harness.cli`: ol, always in this process (./ol runs `-m harness`, which may hand a check to the judge
-server: harness.served); its help and errors say `ol`."""
+"""`-m harness.cli`: ol (./ol runs `-m harness`, the same command, isolated); its help and errors say `ol`."""
 
 from . import main
 

@@ -21,14 +21,6 @@ out = Console(**_out_options())
 err = Console(**ERR_OPTIONS)
 
 
-def reset_consoles() -> None:
-    """Make `out` and `err` again, in place (every module holding them sees it), for the process's streams and
-    environment as they are now: a check forked by the judge server (harness.cli.server) on a client's terminal
-    colours and sizes as a new interpreter there would."""
-    out.__init__(**_out_options())
-    err.__init__(**ERR_OPTIONS)
-
-
 class Exit(Exception):
     """A command's verdict: raised by commands, turned into the process's exit code in one place."""
 

@@ -14,6 +14,7 @@ import click
 from rich.text import Text
 
 from ..errors import SandboxError, UsageError
+from .. import cache
 from ..grading.grade import check_outputs, grade as run_grade
 from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
@@ -79,6 +80,7 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     entries = submissions_in(ch, submissions_dir)
     n = len(entries)
     matched = None if roster is None else match(read_roster(roster), [e.name for e in entries])  # refused before grading
+    cache.ready()  # a link or another user's folder in ol's cache: refused before anyone is graded (harness.cache)
     check_outputs(out_csv, results_dir)
     if shipped_cases:
         seed_value = None

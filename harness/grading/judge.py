@@ -23,7 +23,9 @@ from . import zygote
 
 JUDGE_MAIN = "harness.cli:main"  # what a judge runs: `ol`, given the judge's argv
 JUDGE_PRELOAD = ("harness.check.runner", "harness.cli", "harness.check.pytest_plugin")  # what every judge imports: the zygote's, once
-WHOLE_CHECK_S = 900  # one submission's whole check; the per-test budgets already bound a normal run
+# one submission's whole check, stopped past it (ungraded): above the check's own limit (harness.transport.impl.CHECK_LIMIT_S,
+# 600 s after a build of at most 240 s), which makes a submission slow on every call a verdict (timeouts) first
+WHOLE_CHECK_S = 900
 # Not passed on to a judge: a Dask nanny sets MALLOC_TRIM_THRESHOLD_=65536 for its worker's memory, and a
 # judge under it (millions of small allocations) takes 0.5 s more CPU a check, 25 % (2.1-2.5 s -> 2.7-2.9 s)
 JUDGE_ENV_DROP = ("MALLOC_TRIM_THRESHOLD_",)

@@ -30,7 +30,7 @@ STOP_S = 15  # after SIGTERM, before SIGKILL
 def dask_command() -> list[str]:
     """This environment's `dask` command (the one `pip install distributed` gives)."""
     exe = Path(sys.executable).parent / "dask"
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "dask"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-P", "-s", "-m", "dask"]
 
 
 class LoopbackError(RuntimeError):

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from ..check.golden import fresh_golden
 from ..errors import OlError
+from ..paths import own_import_path
 from .. import languages
 from ..registry import load_chapter
 from ..report import Report
@@ -271,6 +272,7 @@ def run_on_dask_worker(task: Task) -> dict:
     """`run` as a Dask task: it tells the client when it starts (the topic "ol-grade-started")."""
     from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
 
+    own_import_path()  # a worker started in a class folder (`python -m distributed...`, PYTHONPATH=.): not on its path
     worker = get_worker()
     key = worker.get_current_task()
 

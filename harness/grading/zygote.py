@@ -7,7 +7,11 @@ chapter's judge modules before it judges anything: an eighth of an in-process ch
 environment, folder and output pipes the grading run gives it, so it runs exactly as the new
 interpreter would (nothing it changes reaches the zygote or the next judge).
 
-    -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
+    -P -s -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
+
+Isolated (harness.paths.isolated_argv): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
+folder alone and no current folder is on sys.path, so a judge's lazy import (jinja2 for --html) never finds a
+submission's or a class folder's module of that name.
 
 The zygote knows no command line: its caller (harness.grading.judge) tells it what to import before forking
 (`preload`, the MODULEs) and what each fork runs (`main`, "module:function", called as a click command is,
@@ -48,6 +52,7 @@ import time
 from pathlib import Path
 
 from ..errors import OlError
+from ..paths import isolated_argv
 from ..registry import load_chapter, make_importable, parsed_tests
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
@@ -185,7 +190,7 @@ class Zygote:
         self.path = str(home / "zygote.sock")
         log = home / "zygote.log"  # its own errors (a judge's go to that judge's stderr)
         with log.open("wb") as errors:
-            self.proc = subprocess.Popen([sys.executable, "-m", "harness.grading.zygote", self.path, chapter, *preload],
+            self.proc = subprocess.Popen(isolated_argv("harness.grading.zygote", self.path, chapter, *preload),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)

@@ -17,11 +17,10 @@ import functools
 import importlib.util
 import os
 from pathlib import Path
-import sys
 from typing import Callable
 
 from ..errors import UsageError, Words
-from ..paths import REPO
+from ..paths import REPO, isolated_argv
 from ..sandbox.confine import readable_copy, readable_file
 from . import python, rust, rust_image, stub
 from .python import INTERPRETER, INTERPRETER_FILE, OL_RUNTIME, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands, autograder image)
@@ -87,8 +86,8 @@ def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
 
     def argv(fd_in: int, fd_out: int) -> list[str]:
         own = [a for f in lang.student_files for a in ("--own", f)]
-        return [sys.executable, "-m", "harness.protocol.worker", "--ops", str(kit / "ol_chapter_ops.py"), "--package", lang.package,
-                "--package-dir", str(sub), *own, "--in", str(fd_in), "--out", str(fd_out)]
+        return isolated_argv("harness.protocol.worker", "--ops", str(kit / "ol_chapter_ops.py"), "--package", lang.package,
+                         "--package-dir", str(sub), *own, "--in", str(fd_in), "--out", str(fd_out))
     return WorkerLaunch(argv, (kit, sub, *chapter.worker_data), {"PYTHONPATH": str(kit), "PYTHONDONTWRITEBYTECODE": "1"})
 
 

@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import stage
+from .. import cache as cache_folders, stage
 from ..errors import OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..sandbox.bwrap import Limits
@@ -130,26 +130,14 @@ CACHE_GRACE_S = 6 * 3600  # a build used this recently is never pruned, however 
 def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE_S) -> list[Path]:
     """Remove the least recently used builds of the cache beyond the `kept` newest, unless used within `grace_s`
     (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
-    build keyed by its content, which nothing else would ever remove. Returns what it removed."""
-    try:
-        builds = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()), key=lambda p: p.stat().st_mtime,
-                        reverse=True)
-    except OSError:
-        return []
-    now, gone = time.time(), []
-    for old in builds[kept:]:
-        try:
-            if now - old.stat().st_mtime > grace_s:
-                shutil.rmtree(old, ignore_errors=True)
-                gone.append(old)
-        except OSError:
-            continue
-    return gone
+    build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.cache.prune:
+    marked; never a link, the templates' folder, anything else). Returns what it removed."""
+    return cache_folders.prune(root, kept, grace_s)
 
 
 def _cache_root() -> Path:
-    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it)."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ol" / "rust"
+    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.cache."""
+    return cache_folders.folder("rust")
 
 
 def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
@@ -196,7 +184,7 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = T
     # uid: a cache under the judge's home is out of its reach
     cached = cache_dir(package_dir, lang) if cache and template is None and mode.name != "uid" else None
     if cached is not None:
-        cached.mkdir(parents=True, exist_ok=True)
+        cached = cache_folders.entry(cached.parent, cached.name)  # a link, another user's folder: refused (harness.cache)
         os.utime(cached)  # used now: the newest, never pruned while a check may be using it
         prune_cache(cached.parent)
     ws, target = (cached or scratch) / "ws", (cached or scratch) / "target"
@@ -327,26 +315,24 @@ def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
 def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     tc = toolchain()
     key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
-    root = _cache_root() / "templates"
+    root = cache_folders.folder("rust", "templates")  # a link planted at ol, ol/rust or here: refused (harness.cache)
     final = root / key
-    if (final / ".complete").is_file():
+    if cache_folders.ours(final) and (final / ".complete").is_file():
         os.utime(final)  # the newest used: kept by the pruning below
         return final
-    root.mkdir(parents=True, exist_ok=True)
     building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
     try:
         prebuild_template(chapter, building / "t", mode)
         (building / "t" / ".complete").touch()
+        cache_folders.mark(building / "t")
         try:
             os.rename(building / "t", final)
-        except OSError:  # another run finished first: its build is the same
-            if not (final / ".complete").is_file():
-                raise
+        except OSError:  # another run finished first: its build is the same (if ol made it: never a link planted there)
+            if not (cache_folders.ours(final) and (final / ".complete").is_file()):
+                raise cache_folders.CacheRefused(final, "is not a template ol made") from None
     finally:
         shutil.rmtree(building, ignore_errors=True)
-    kept = sorted((d for d in root.iterdir() if not d.name.startswith(".")), key=lambda d: d.stat().st_mtime, reverse=True)
-    for old in kept[TEMPLATES_KEPT:]:
-        shutil.rmtree(old, ignore_errors=True)
+    cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final
 
 

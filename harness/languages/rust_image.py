@@ -23,7 +23,7 @@ SETUP = r"""# Rust: cargo and rustc >= 1.75 (the manifests' rust-version), found
 # 1.58), Ubuntu 24.04 in noble itself (1.75.0+dfsg0ubuntu1-0ubuntu7). rustc depends on gcc, binutils and libc6-dev
 # (the linker it calls), so nothing recommended is needed. The toolchain lands in /usr, where the uid fallback's
 # worker uid can run it too.
-rust_probe() { PYTHONPATH="$src" "$venv_py" -m harness.languages.rust_setup toolchain; }
+rust_probe() { PYTHONPATH="$src" "$venv_py" -P -s -m harness.languages.rust_setup toolchain; }
 if [ "${OL_SETUP_RUST:-1}" = 0 ]; then
   echo "setup.sh: OL_SETUP_RUST=0: no Rust set up; a Rust upload is reported as a grader failure, not graded" >&2
 elif ! rust_probe; then
@@ -39,7 +39,7 @@ AFTER_PRIVATE = r"""# The Rust reference built once, confined as every Rust uplo
 # reference's source and compiled worker, so it is the grader's (root's) alone; the judge copies what a build needs.
 if [ "${OL_SETUP_RUST:-1}" != 0 ]; then
   rm -rf "$src/TEMPLATE_DIR"
-  PYTHONPATH="$src" "$venv_py" -m harness.languages.rust_setup template "$src" "{chapter}" ||
+  PYTHONPATH="$src" "$venv_py" -P -s -m harness.languages.rust_setup template "$src" "{chapter}" ||
     { echo "setup.sh: the Rust reference does not build here (above), so no Rust upload could be graded" >&2; exit 1; }
   if [ -e "$src/TEMPLATE_DIR" ]; then
     chown -R 0:0 "$src/TEMPLATE_DIR" 2>/dev/null || true

@@ -65,7 +65,7 @@ def _uid_mode_unavailable() -> str | None:
     if shutil.which("setpriv") is None:
         return "the fallback needs `setpriv` (util-linux) to drop to an unprivileged uid"
     try:
-        r = subprocess.run(uid_argv([sys.executable, "-c", "import numpy"], Limits(processes=64)),
+        r = subprocess.run(uid_argv([sys.executable, "-P", "-s", "-c", "import numpy"], Limits(processes=64)),
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the fallback could not start: {e}"

@@ -11,6 +11,7 @@ subclasses Impl with its interface as methods (its `client` module); the engine 
 """
 
 from dataclasses import dataclass
+import os
 import shutil
 import time
 from pathlib import Path
@@ -21,6 +22,21 @@ from .feedback import call_text
 from .shapes import ShapeError, conform
 
 DEFAULT_DEADLINE_S = 5.0  # a pure call answers in milliseconds; the margin is for a loaded grading machine
+# One check's whole limit, from the implementation's opening (after a build, itself at most 240 s): every call ends by
+# then, and a call asked after it is a Timeout at once, so a submission slow on every call gets its verdict (its
+# remaining tests time out) before `ol grade` stops the check (harness.grading.judge.WHOLE_CHECK_S, 900 s) and
+# leaves it ungraded. The tests' own budgets (chapter.toml `timeout_s`) add up to more (1500 s for L10.8).
+CHECK_LIMIT_S = 600.0
+CHECK_LIMIT_ENV = "OL_CHECK_LIMIT_S"  # a lower limit for a check (staff, ol's tests); never a higher one
+
+
+def check_limit_s() -> float:
+    """The whole-check limit in force: CHECK_LIMIT_S, or OL_CHECK_LIMIT_S when that is lower."""
+    try:
+        asked = float(os.environ.get(CHECK_LIMIT_ENV, CHECK_LIMIT_S))
+    except ValueError:
+        return CHECK_LIMIT_S
+    return asked if 0 < asked < CHECK_LIMIT_S else CHECK_LIMIT_S
 
 
 @dataclass
@@ -54,6 +70,8 @@ class Impl:
         self.calls: list[CallInfo] = []
         self.budget_end: float | None = None  # monotonic time the current test's budget runs out
         self.budget_s = 0.0
+        self.check_s = check_limit_s()
+        self.check_end = time.monotonic() + self.check_s  # the whole check's end: no call lasts past it
         self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.check.hints)
 
     def record(self, case_id: str, answer) -> None:
@@ -69,6 +87,11 @@ class Impl:
         """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
         language), never the protocol's op name."""
         deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
+        left = self.check_end - time.monotonic()
+        if left <= 0:
+            raise Timeout(f"{self._called(op, args)}: the whole check's limit of {self.check_s:.3g} s ran out (your code "
+                          "is too slow on every call; the tests left time out)")
+        deadline_s = min(deadline_s, left)
         if self.budget_end is not None:
             left = self.budget_end - time.monotonic()
             if left <= 0:

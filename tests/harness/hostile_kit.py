@@ -184,7 +184,7 @@ def worker_pids(impl) -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv[1:3] == [b"-m", b"harness.protocol.worker"]:
+        if argv[1:5] == [b"-P", b"-s", b"-m", b"harness.protocol.worker"]:  # isolated: harness.paths.isolated_argv
             out.append(pid)
     return out
 

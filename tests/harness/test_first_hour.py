@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 OL = [sys.executable, "-m", "harness.cli"]
-ENV = {**os.environ, "OL_SERVER": "0", "PYTHONPATH": str(REPO)}
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def ol(*args, cwd: Path, argv0=None, env=None, timeout=600) -> subprocess.CompletedProcess:

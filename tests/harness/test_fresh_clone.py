@@ -53,7 +53,7 @@ def deletions(clone: Path) -> list[str]:
 def run(step: str, cwd: Path, clone: Path) -> subprocess.CompletedProcess:
     argv = step.split()
     argv[0] = str(clone / "ol")  # `./ol` from the root; the clone's ol by its path from another folder
-    env = {**os.environ, "OL_VENV": str(Path(sys.prefix)), "OL_SERVER": "0"}  # this suite's environment: no install
+    env = {**os.environ, "OL_VENV": str(Path(sys.prefix))}  # this suite's environment: no install
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
 
 

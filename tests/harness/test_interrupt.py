@@ -16,7 +16,7 @@ from tests.harness.tty_kit import at_a_pty, text_of
 
 REPO = Path(__file__).resolve().parents[2]
 OL = [sys.executable, "-m", "harness.cli"]
-ENV = {"OL_SERVER": "0", "PYTHONPATH": str(REPO)}
+ENV = {"PYTHONPATH": str(REPO)}
 SCORE = re.compile(r"\d+ of \d+ passed|score \d|test result:")  # ol check's summary, cargo test's verdict line
 FIRST_LINE = b"test hand_example_prompt_lookup ..."
 needs_cargo = pytest.mark.skipif(shutil.which("cargo") is None, reason="needs cargo")

@@ -34,7 +34,7 @@ def final_screen(raw: bytes, columns: int) -> list[str]:
 
 
 def run(argv: list[str], cwd: Path, columns: int) -> tuple[int, list[str]]:
-    code, raw, _ = at_a_pty(argv, cwd, env={"OL_SERVER": "0", "PYTHONPATH": str(REPO)}, columns=columns, rows=ROWS)
+    code, raw, _ = at_a_pty(argv, cwd, env={"PYTHONPATH": str(REPO)}, columns=columns, rows=ROWS)
     return code, final_screen(raw, columns)
 
 

@@ -176,7 +176,7 @@ main()
 
 def ol_without(absent: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", ABSENT, absent, *args], capture_output=True, text=True, timeout=120,
-                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), "OL_SERVER": "0"})
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 @pytest.mark.slow(s=8)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import cache
 from harness.languages import rust
 from harness.languages.stub import write_rust_workspace
 from harness.registry import load_chapter
@@ -133,6 +134,7 @@ def test_the_build_cache_keeps_the_most_recently_used_builds_and_any_in_use(tmp_
         b = tmp_path / f"b{i:02d}"
         (b / "target").mkdir(parents=True)
         (b / "target" / "x").write_text("built")
+        cache.mark(b)  # a build ol made (harness.cache: pruning removes no other)
         age = rust.CACHE_GRACE_S + 1000 * (i + 1)  # b00 the newest, all older than the grace period
         os.utime(b, (now - age, now - age))
         builds.append(b)
@@ -143,3 +145,6 @@ def test_the_build_cache_keeps_the_most_recently_used_builds_and_any_in_use(tmp_
     assert sorted(p.name for p in gone) == [b.name for b in builds[rust.CACHE_KEPT - 1:-1]], gone
     assert kept == sorted([b.name for b in builds[:rust.CACHE_KEPT - 1]] + [recent.name]), kept
     assert rust.prune_cache(tmp_path) == [], "nothing more to prune"
+    (tmp_path / "not-ols").mkdir()  # a folder ol did not make, however old: never removed
+    os.utime(tmp_path / "not-ols", (now - 10 * rust.CACHE_GRACE_S,) * 2)
+    assert tmp_path / "not-ols" not in rust.prune_cache(tmp_path, kept=0, grace_s=0) and (tmp_path / "not-ols").is_dir()

@@ -17,19 +17,19 @@ private="$(mktemp -d)"   # the judge writes here: a report the submission plante
 mkdir -p "$private/tmp"  # the judge's temporary files too: removed with $private even if the judge is killed
 chmod 0711 "$private" "$private/tmp"  # the uid fallback's worker reaches its own folder in tmp/ by name, lists nothing
 {language_run_env}
-# OL_SERVER=0: one check, in its own process; no judge server left behind for a next check (harness.served)
-TMPDIR="$private/tmp" OL_PYTHON="$py" OL_SERVER=0 \
+cd "$private"  # a folder the upload does not control: ol's processes start isolated (python -P), and here too
+TMPDIR="$private/tmp" OL_PYTHON="$py" \
   bash "$src/ol" check {chapter} --submission "$sub" --ref-deps-if-missing --fresh "@$src/{seed_file}" --gradescope "$private/results.json" 2>&1
 code=$?
 echo "run_autograder: ol check exited $code"
 rm -f "$res/results.json"     # whatever the submission may have written there
 for p in "$venv_py" "$py"; do  # the second only if the environment itself is broken
-  PYTHONPATH="$src" "$p" -m harness.staff.gradescope "$src" "$code" "$private/results.json" "$sub" "$res/results.json" && break
+  PYTHONPATH="$src" "$p" -P -s -m harness.staff.gradescope "$src" "$code" "$private/results.json" "$sub" "$res/results.json" && break
 done
 if [ ! -s "$res/results.json" ]; then   # no Python could write it: still never a silent zero
   cp "$src/{fallback_file}" "$res/results.json" ||
     echo '{"score": 0, "output": "The grader failed before it could grade your upload; this is not a verdict on your code."}' \
       > "$res/results.json"
 fi
-rm -rf "$private"
+cd "$root" && rm -rf "$private"
 exit 0
