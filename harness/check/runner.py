@@ -11,6 +11,7 @@ import io
 import json
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -26,7 +27,7 @@ from ..sandbox.confine import Mode
 from ..subjects.open import open_impl
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
-from .pytest_plugin import classify
+from .pytest_plugin import classify, judge_fault
 
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
@@ -87,6 +88,7 @@ class _Collector:
         self.ol_chapter, self.ol_golden = chapter, golden
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
+        self.fault: str | None = None  # the first fault of the judge's own code in a test: the run is ungraded
 
     def pytest_collection_modifyitems(self, config, items) -> None:
         """`only`: exactly the named tests run (a name never selects another it is part of, as -k's substrings would)."""
@@ -116,22 +118,35 @@ class _Collector:
         if rep.failed and rep.when == "setup" and not isinstance(call.excinfo.value, SubmissionFailure):
             self.setup_error = self.setup_error or call.excinfo.value
             return
-        if rep.when == "call" or (rep.failed and rep.when == "setup"):
+        fault = judge_fault(call.excinfo.value) if rep.failed else None
+        if fault is not None:  # the judge's own code raised: no verdict on the code under test can stand
+            said = _fault(name, rep.when, fault)
+            self.fault = self.fault or said
+            self.results[name] = (Outcome.ERROR, rep.duration, f"{UNGRADED_TEST}: {said}\n{rep.longreprtext[-MESSAGE_CAP:]}")
+        elif rep.when == "call" or (rep.failed and rep.when == "setup"):
             kind = classify(call.excinfo)
-            if kind is Outcome.PASS:
-                message = ""
-            elif isinstance(call.excinfo.value, (SubmissionFailure, AssertionError, pytest.fail.Exception)):
-                message = _plain(call.excinfo.value)
-            else:
-                message = f"error in the test itself ({rep.when}):\n{rep.longreprtext[-MESSAGE_CAP:]}"
+            message = "" if kind is Outcome.PASS else _plain(call.excinfo.value)
             self.results[name] = (kind, rep.duration, message)
         elif rep.when == "teardown" and rep.failed and name in self.results and self.results[name][0] is Outcome.PASS:
-            self.results[name] = (Outcome.ERROR, rep.duration, f"teardown failed:\n{rep.longreprtext[-MESSAGE_CAP:]}")
+            self.results[name] = (classify(call.excinfo), rep.duration, f"teardown failed: {_plain(call.excinfo.value)}")
         if rep.when == "teardown" and name in self.results and self._on_result is not None:
             self._on_result(name, *self.results[name])  # the test's final outcome, as it finishes
 
 
+UNGRADED_TEST = "not a verdict on your code: the grader failed in this test"
+
+
+def _fault(name: str, when: str, e: BaseException) -> str:
+    """One line naming a fault of the judge: the test, the exception, and the innermost line that raised it."""
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    text = " ".join(str(e).split())[:300]
+    return f"{name} ({when}): {type(e).__name__}: {text}{where}"
+
+
 def _plain(e: BaseException) -> str:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:  # Hypothesis's FlakyFailure: its first failure
+        e = e.exceptions[0]
     text = str(e)
     if isinstance(e, AssertionError) and "\nassert " in text:  # keep our sentence, drop pytest's rewritten expression
         text = text.split("\nassert ", 1)[0]
@@ -281,6 +296,8 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
     rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
                  language=lang)
+    if collector.fault is not None:  # a fault of the judge's own code: ungraded, the fault named (ol check exits 3)
+        return rep.but(ungraded=f"the grader failed, not your code: {collector.fault}")
     if not rep.ok and chapter.mutants:
         return rep.but(pitfall_matches=pitfall_matches(chapter, doc, answers))
     return rep

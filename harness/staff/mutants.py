@@ -192,6 +192,9 @@ def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, langu
                 on_done(futures[f])
     if reports["reference"] is None:
         raise OlError(f"the reference could not be checked: {problems['reference']}")
+    faulted = [f"{s}: {r.ungraded}" for s, r in reports.items() if r is not None and r.ungraded]
+    if faulted:  # a fault of the judge's own code: no verdict stands, caught or missed (exit 3)
+        raise OlError("the grader failed, so no mutant's verdict stands: " + " | ".join(faulted[:3]))
     return reports, problems
 
 
