@@ -11,8 +11,10 @@ Failures, and what each does:
     workers kept dying ends KilledWorker, and that submission is ungraded, with the reason;
   a submission's own failure: an ungraded report, i.e. a result; tasks are submitted with retries=0,
     so nothing is graded twice for failing;
-  a worker refuses (harness.grading.task.WorkerRefused: another harness version, no sandbox), a worker cannot
-    import ol, or a task raises: the run stops with the message; what was graded stays in the ledger;
+  a task raises (the grader's or the worker's fault on that entry): that submission is ungraded, with the fault;
+  a worker refuses (harness.grading.task.WorkerRefused: another harness version, no sandbox) or cannot import
+    ol: the run stops with the message; what was graded stays in the ledger, and every entry not graded gets an
+    ungraded row saying why (harness.grading.grade);
   no scheduler within CONNECT_S, no worker within WORKERS_S, a worker silent to the version check for
     PREFLIGHT_S, no worker left for WORKERS_S, or no submission finishing within STALL_S: the run stops,
     saying which.
@@ -153,8 +155,9 @@ class Cluster:
                         raise ClusterError(str(exc))
                     elif isinstance(exc, (ImportError, AttributeError)):
                         raise ClusterError(_not_ol([f"{task.parcel.name}: {type(exc).__name__}: {exc}"]))
-                    else:
-                        raise ClusterError(f"grading {task.parcel.name} failed on a Dask worker: {type(exc).__name__}: {exc}")
+                    else:  # the grader's or the worker's fault on this entry: its own ungraded row, the class goes on
+                        lost(task, f"the grader failed on a Dask worker, not the submission ({type(exc).__name__}: "
+                                   f"{' '.join(str(exc).split())[:300]})")
                 now = time.monotonic()
                 if finished:
                     last_finish = now

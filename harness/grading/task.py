@@ -248,14 +248,23 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                     return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
             if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
                 return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
-            report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
-                                       run_.uids, run_.env_for(language), task.shown, run_.forks())
+            try:
+                report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
+                                           run_.uids, run_.env_for(language), task.shown, run_.forks())
+            except Exception as e:  # noqa: BLE001 -- the grader's or this machine's fault on this entry: its own row
+                return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, fault_on(e)))
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
         finally:
             shutil.rmtree(box, ignore_errors=True)
     finally:
         _release(run_)
+
+
+def fault_on(e: BaseException) -> str:
+    """An ungraded row's reason for a fault of the grader or of the machine grading the entry (its fresh cases, its
+    build, its zygote, its judge's start): named, with where it happened."""
+    return f"the grader failed on {_who()}, not the submission ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
 
 
 def _shown_as(data: dict, here: str, shown: str) -> dict:

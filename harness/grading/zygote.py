@@ -14,7 +14,10 @@ The zygote knows no command line: its caller (harness.grading.judge) tells it wh
 with the request's argv).
 
 The zygote answers on a Unix socket in a folder only its user can enter (a submission's worker, under
-another uid or in a sandbox, cannot reach it). Each request is one JSON object {argv, env, cwd} and three
+another uid or in a sandbox, cannot reach it): never an abstract socket, which any process of the machine's
+network namespace could reach. A path too long for an AF_UNIX address (108 bytes: a Dask worker's folder
+deep in a cluster's scratch tree) is bound and reached through a descriptor of that folder
+(harness.served.short: /proc/self/fd/N/zygote.sock), the same folder, the same protection. Each request is one JSON object {argv, env, cwd} and three
 descriptors: the judge's stdout, its stderr, and a status pipe. For each request the zygote forks a
 monitor, which forks the judge and writes to the status pipe "pid N" as the judge starts and "exit C"
 or "signal S" when it ends: the caller gets the exit status a subprocess would give.
@@ -49,6 +52,7 @@ from pathlib import Path
 
 from ..errors import OlError
 from ..registry import load_chapter, make_importable, parsed_tests
+from ..served import short
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
 REQUEST_CAP = 1 << 20  # bytes of one request (an argv and an environment)
@@ -139,7 +143,12 @@ def serve(path: str, chapter: str, modules: list[str] = ()) -> None:
     preload(chapter, modules)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    address, fd = short(Path(path))  # a path of any length (a Dask worker's folder deep in a scratch tree)
+    try:
+        listener.bind(address)
+    finally:
+        if fd is not None:
+            os.close(fd)
     listener.listen(64)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -203,16 +212,21 @@ class Zygote:
             raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
         request = {"argv": argv, "env": env, "cwd": str(cwd), "main": main}
         pipes = [os.pipe() for _ in range(3)]
+        fd = None
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(10)
-                s.connect(self.path)
+                address, fd = short(Path(self.path))
+                s.connect(address)
                 socket.send_fds(s, [json.dumps(request).encode()], [w for _, w in pipes])
         except OSError as e:
             for r, w in pipes:
                 os.close(r)
                 os.close(w)
             raise ZygoteError(f"the judges' zygote is gone ({e}): no judge can start") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
         for _, w in pipes:
             os.close(w)
         return _collect([r for r, _ in pipes], argv, timeout)
