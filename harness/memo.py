@@ -29,13 +29,13 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 KEPT = 2000  # files of one kind kept by default (the drawn inputs: a check writes ten, one per property, a few KiB each)
 TOUCH_AFTER_S = 3600.0  # a hit refreshes its file's time at most this often (the least recently used go first)
 _MISSING = object()
-_memory: dict[tuple[str, str], object] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
+_memory: dict[tuple[str, str], Any] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
 
 
 def folder(kind: str) -> Path:

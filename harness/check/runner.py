@@ -25,6 +25,7 @@ from ..registry import Chapter
 from ..report import Report, TestResult
 from ..sandbox.confine import Mode
 from ..subjects.open import open_impl
+from ..transport.impl import Impl
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
 from .pytest_plugin import classify, judge_fault
@@ -43,8 +44,10 @@ class _Loader:
     The thread stays until `release`: bwrap's --die-with-parent follows the thread that started the worker.
     `wait` gives the load's failure, or None; the judge's own error (a sandbox that cannot start) is re-raised."""
 
-    def __init__(self, open_impl: Callable[[], object], on_stage: Callable[[str], None] | None) -> None:
-        self.impl, self.failure, self.error = None, None, None
+    def __init__(self, open_impl: Callable[[], Impl], on_stage: Callable[[str], None] | None) -> None:
+        self.impl: Impl | None = None
+        self.failure: SubmissionFailure | None = None
+        self.error: BaseException | None = None
         self._open, self._on_stage = open_impl, on_stage
         self.loaded, self._released = threading.Event(), threading.Event()
         context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
@@ -220,8 +223,8 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                 duration_s: float) -> Report:
     """Every test fails at once with the one reason: the submission could not be loaded."""
     why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
-    if getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
-        why = f"not run: your crate did not compile: {failure.first_error}"
+    if first := getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
+        why = f"not run: your crate did not compile: {first}"
     tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
              if not only or t.name in only]
     return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,
@@ -277,6 +280,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         if loader.impl is not None:
             loader.impl.close()
         loader.release()
+    assert impl is not None  # loaded: wait() raised the opener's error otherwise
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error

@@ -118,7 +118,9 @@ def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -
     spec = ch.language(lang)  # an unknown language: a usage error naming the chapter's
     ws = workspace or Path(spec.default_workspace)
     flags = "" if ws.resolve() == Path(spec.default_workspace).resolve() else f" --submission {ws}"
-    for line in language(lang).start(ch, lang, ws, force, flags, _student_map()):
+    if (write := language(lang).start) is None:
+        raise UsageError(f"ol start cannot write a {lang} workspace: its language gives no stub; write {spec.student_file} yourself")
+    for line in write(ch, lang, ws, force, flags, _student_map()):
         out.print(line)
 
 

@@ -4,6 +4,7 @@ import json
 import secrets
 import sys
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -11,12 +12,12 @@ from ..errors import UsageError
 from ..paths import REPO
 
 
-def _out_options() -> dict:
+def _out_options() -> dict[str, Any]:
     # wide tables in logs and CI; sentences are not reflowed (a path or a command in one stays whole, to copy)
     return dict(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
 
 
-ERR_OPTIONS = dict(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
+ERR_OPTIONS: dict[str, Any] = dict(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
 out = Console(**_out_options())
 err = Console(**ERR_OPTIONS)
 
@@ -25,8 +26,8 @@ def reset_consoles() -> None:
     """Make `out` and `err` again, in place (every module holding them sees it), for the process's streams and
     environment as they are now: a check forked by the judge server (harness.cli.server) on a client's terminal
     colours and sizes as a new interpreter there would."""
-    out.__init__(**_out_options())
-    err.__init__(**ERR_OPTIONS)
+    Console.__init__(out, **_out_options())
+    Console.__init__(err, **ERR_OPTIONS)
 
 
 class Exit(Exception):

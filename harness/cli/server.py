@@ -88,7 +88,7 @@ def _streams() -> None:
                                      encoding=old.encoding, errors=errors, line_buffering=(fd == 2 or tty) and not unbuffered,
                                      write_through=unbuffered and fd != 0))
     sys.stdin, sys.stdout, sys.stderr = made
-    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = made  # type: ignore[misc]  # typeshed marks them Final; the fork's are its client's, as a new interpreter's would be
 
 
 def _check(request: dict, fds: list[int], conn: socket.socket) -> None:

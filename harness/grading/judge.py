@@ -154,9 +154,9 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
     if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
-        report = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
-        return report.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
-    report = None
+        rejected = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
+        return rejected.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
+    report: Report | None = None
     if problem is None:
         try:
             report = Report.from_json(json.loads(r.stdout))
@@ -165,5 +165,5 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     elif faulted is not None:
         report = faulted.but(sandbox=sandbox)
     if report is None:
-        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem).but(sandbox=sandbox, language=language_of(chapter, sub))
+        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem or "the judge gave no report").but(sandbox=sandbox, language=language_of(chapter, sub))
     return report.but(submission=sub.name), elapsed

@@ -48,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import OlError
@@ -77,7 +78,7 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def preload(chapter: str, modules: list[str] = ()) -> None:
+def preload(chapter: str, modules: Sequence[str] = ()) -> None:
     """Import what every judge imports: `modules` (the caller's: harness.grading.judge.JUDGE_PRELOAD), and what the
     chapter's test files import at their top (the pack's judge modules and their libraries). The test files
     themselves are left to pytest, which rewrites their asserts as it imports them."""
@@ -138,7 +139,7 @@ def _monitor(request: dict, fds: list[int]) -> None:
     os._exit(0)
 
 
-def serve(path: str, chapter: str, modules: list[str] = ()) -> None:
+def serve(path: str, chapter: str, modules: Sequence[str] = ()) -> None:
     """The zygote's loop: preload, listen, fork a monitor per request; end with its stdin."""
     preload(chapter, modules)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
@@ -197,6 +198,7 @@ class Zygote:
             self.proc = subprocess.Popen([sys.executable, "-m", "harness.grading.zygote", self.path, chapter, *preload],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
+        assert self.proc.stdout is not None  # stdout=PIPE
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
         if ready != "ready":
             self.close()

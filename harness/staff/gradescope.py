@@ -94,7 +94,8 @@ def _harness_files(out_zip: Path) -> tuple[list[str], list[str], list[str]]:
     grades, bundles and uploads lying around the checkout stay out."""
     tracked = _git_files()
     beside = {str(Path(f).parent) for f in tracked} - {"."}
-    new, skipped = [], []
+    new: list[str] = []
+    skipped: list[str] = []
     out = out_zip.resolve()
     for f in _git_files("--others", "--exclude-standard"):
         keep = str(Path(f).parent) in beside and not f.endswith(".zip") and (REPO / f).resolve() != out

@@ -10,6 +10,7 @@ outside its `expected_by` is a finding (caught elsewhere), reported but not a ca
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 import os
+from typing import Any
 
 from ..check.runner import run_check
 from ..errors import OlError
@@ -163,7 +164,7 @@ class KillMatrix:
         return replace(self, duration_s=round(seconds, 2))
 
     def to_json(self) -> dict:
-        data = {"chapter": self.chapter, "language": self.language}
+        data: dict[str, Any] = {"chapter": self.chapter, "language": self.language}
         if self.set is not None:
             data["set"] = self.set
         data["reference_passes"] = self.reference_passes
@@ -223,8 +224,8 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, languag
             hints = () if rep is None else tuple(h["id"] for h in rep.pitfall_matches)
             rows.append(MutantRow(m.id, verdict(rep, m.must_fail), _failed(rep), problem, pitfall=m.pitfall,
                                   must_fail=m.must_fail, hints=hints))
-    na = tuple((m.id, m.not_applicable[language]) for m in every
-               if language in getattr(m, "not_applicable", {}) and m not in mutants)
+    na = tuple((m.id, why) for m in every  # a further set's row that leaves this language out, and why
+               if (why := getattr(m, "not_applicable", {}).get(language)) is not None and m not in mutants)
     missing = tuple(m.id for m in every if m not in mutants and m.id not in dict(na))
     return KillMatrix(chapter.chapter, language, tuple(t.name for t in chapter.tests), ref.ok, _failed(ref),
                       tuple(h["id"] for h in ref.pitfall_matches), tuple(rows), missing,

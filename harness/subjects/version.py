@@ -60,7 +60,7 @@ def files_digest(chapter) -> str:
 
 @lru_cache(maxsize=1)
 def _tools() -> dict:
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             packages[name] = metadata.version(name)

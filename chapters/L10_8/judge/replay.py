@@ -175,7 +175,7 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     r_tok = _round_of(want, j)[0] if j is not None else None
     r_fed = next((r for r, (w, g) in enumerate(zip(want.rounds, fed or []), start=1) if w.fed != g), None)
     if r_fed is not None and (r_tok is None or r_fed <= r_tok):  # it fed something else before any token parted
-        w, g = want.rounds[r_fed - 1], fed[r_fed - 1]
+        w, g = want.rounds[r_fed - 1], (fed or [])[r_fed - 1]
         emitted = sum(len(x.tokens) for x in want.rounds[:r_fed - 1])
         pending = w.fed[:len(w.fed) - len(w.draft)]
         return (f"{head}\n  Round {r_fed} (forward pass {r_fed}) comes after {emitted} emitted tokens, all as expected; it should "
@@ -184,8 +184,8 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
                 f"  {short(w.fed, 24)}; your loop fed {short(g, 24)}")
     if j is not None:
         r, start = _round_of(want, j)
-        w = want.rounds[r - 1] if want.rounds else None
-        said = f"round {r} fed {short(w.fed, 12)} after {start} emitted tokens and emits {w.tokens}" if w else "there is no round at all"
+        at = want.rounds[r - 1] if want.rounds else None
+        said = f"round {r} fed {short(at.fed, 12)} after {start} emitted tokens and emits {at.tokens}" if at else "there is no round at all"
         return (f"{head}\n  The generations part at token {j}, in round {r}: expected "
                 f"{want.tokens[j] if j < len(want.tokens) else 'the end'}, got {toks[j] if j < len(toks) else 'the end'} "
                 f"({said}).\n  expected {short(want.tokens, 40)}\n  got      {short(toks, 40)}")
@@ -226,7 +226,9 @@ def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, para
     heard: list[int] | None = [] if (stream or stop_at is not None) else None
     listener = None
     if heard is not None:
-        listener = lambda t, lp: heard.append(int(t)) or stop_at is None or len(heard) < stop_at
+        def listener(t, lp) -> bool:  # hear the token; go on unless told to stop there
+            heard.append(int(t))
+            return stop_at is None or len(heard) < stop_at
     with case(where):
         g = impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=listener)
     assert not target.misuse, f"{where}: {target.misuse[0]}"
