@@ -19,6 +19,7 @@ from harness.check.runner import UNGRADED_TEST, run_check
 from harness.grading import grade as grading, judge
 from harness.outcomes import Outcome
 from harness.registry import load_chapter
+from harness.staff import gradescope
 from harness.transport.impl import Impl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,6 +100,15 @@ def test_ol_check_exits_3_with_an_ungraded_report_naming_the_fault(tmp_path):
     assert "RuntimeError: injected fault: a judge bug" in report["ungraded"], report["ungraded"]
     gs = json.loads((tmp_path / "gs.json").read_text())
     assert gs["extra_data"]["ol"] == "ungraded" and "injected fault" in gs["extra_data"]["fault"], gs["extra_data"]
+    # the Gradescope bundle's last step: no results.json at all (no score, never a 0), the fault named for staff
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / gradescope.META_FILE).write_text(json.dumps(
+        {"chapter": "L10.8", "upload": "spec.py", "tests": [{"name": t.name, "max_score": t.points} for t in CH.tests]}))
+    for code in (3, 1):  # exit 3 as the check gives; a report saying ungraded is never uploaded, whatever the exit
+        data, what = gradescope.results_for(source, code, tmp_path / "gs.json", tmp_path)
+        assert data is None and what.startswith("ungraded"), (code, what)
+    assert "RuntimeError: injected fault: a judge bug" in gradescope.results_for(source, 3, tmp_path / "gs.json", tmp_path)[1]
 
 
 @pytest.mark.slow(s=4)
