@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.pack import MASK64, where_differ
 
-from .fake_target import FakeTarget
+from .fake_target import FakeTarget, FakeTargetError
 from .judging import case, short
 from .requests import VOCAB
 from .targets import LoggedTarget
@@ -126,7 +126,11 @@ def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, 
         budget = min(cfg["k"], max_new - len(emitted) - 1)  # step 1
         draft = [int(t) for t in impl.propose(cfg, prompt + emitted, budget)] if budget > 0 else []
         fed = ([emitted[-1]] if emitted else prompt) + draft  # step 2
-        rows = target.extend(fed)[len(fed) - len(draft) - 1:]
+        try:
+            rows = target.extend(fed)[len(fed) - len(draft) - 1:]
+        except FakeTargetError as e:  # the draft your propose gave cannot be fed: a wrong answer, not the judge's fault
+            raise AssertionError(f"your propose drafted {short(draft)} for a context of {len(prompt + emitted)} ids, "
+                                 f"which the target refuses: {e}") from None
         v = impl.verify_draft([np.asarray(r).tolist() for r in rows], draft, None, params, prompt, emitted,
                               seed_at(rng, state))  # step 3
         drawn = _drawn(rng, state, v["next_u32"])
@@ -134,7 +138,10 @@ def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, 
             raise AssertionError(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
                                  "(two uniforms per draft position and one for the bonus token at most)")
         state = drawn[1]
-        target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
+        try:
+            target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
+        except FakeTargetError as e:  # an n_accepted no rollback can give: a wrong answer
+            raise AssertionError(f"your verify_draft accepted {v['n_accepted']} of a draft of {len(draft)}: {e}") from None
         want.rounds.append(Round(fed, draft, list(v["tokens"]), list(v["logprobs"]), v["n_accepted"]))
         for t, lp in zip(v["tokens"], v["logprobs"]):  # step 5
             want.tokens.append(int(t))
