@@ -86,8 +86,8 @@ class Raised(SubmissionFailure):
         self.traceback = data.get("traceback", "")
         frames = data.get("frames")
         self.frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
-        self.called = None  # the contract's function the test called (Impl.call names it), else the op
-        self.call = None  # that call with its input, shown literally and abbreviated (Impl.call writes it)
+        self.called: str | None = None  # the contract's function the test called (Impl.call names it), else the op
+        self.call: str | None = None  # that call with its input, shown literally and abbreviated (Impl.call writes it)
         super().__init__(self.describe())
 
     def name_call(self, called: str, call: str | None = None) -> None:

@@ -31,7 +31,7 @@ import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from . import cache
 
@@ -40,7 +40,7 @@ KEPT = 2000  # files of one kind kept by default (the drawn inputs: a check writ
 TOUCH_AFTER_S = 3600.0  # a hit refreshes its file's time at most this often (the least recently used go first)
 NAME = re.compile(r"[0-9a-f]{40}\.marshal")  # the files this module writes (pruning removes no other)
 _MISSING = object()
-_memory: dict[tuple[str, str], object] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
+_memory: dict[tuple[str, str], Any] = {}  # (kind, key) -> value: this process's, so a class graded in one process reads once
 
 
 def folder(kind: str) -> Path:

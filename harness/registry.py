@@ -111,7 +111,8 @@ class Chapter:
 
     def mutant(self, mid: str) -> "MutantSpec | RuleMutantSpec":
         """The mutant `mid` of any set (ids are unique across sets)."""
-        for m in (*self.mutants, *(x for s in self.mutant_sets.values() for x in s)):
+        every: list[MutantSpec | RuleMutantSpec] = [*self.mutants, *(x for s in self.mutant_sets.values() for x in s)]
+        for m in every:
             if m.id == mid:
                 return m
         have = ", ".join(m.id for m in self.mutants) or "none"
@@ -219,7 +220,7 @@ def defaults() -> dict[str, tuple[str, dict[str, str]]]:
 
 def check_agreement(tests: tuple[TestSpec, ...], tests_files: tuple[Path, ...], toml: Path) -> None:
     rows = [t.name for t in tests]
-    where = {}  # test name -> the file defining it
+    where: dict[str, Path] = {}  # test name -> the file defining it
     for f in tests_files:
         for name in test_functions(f):
             if name in where:

@@ -14,6 +14,7 @@ from functools import lru_cache
 import hashlib
 import json
 from pathlib import Path
+from typing import Sequence
 
 from .errors import OlError
 from .outcomes import Outcome
@@ -30,7 +31,7 @@ class TestResult:
     message: str = ""
     points: float = 0.0
     max_points: float = 1.0
-    pitfalls: tuple[str, ...] = ()  # the chapter's known pitfalls for this test
+    pitfalls: Sequence[str] = ()  # the chapter's known pitfalls for this test (kept as a tuple)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pitfalls", tuple(self.pitfalls))
@@ -50,11 +51,11 @@ class Report:
     chapter: str
     submission: str
     ref_deps: bool
-    tests: tuple[TestResult, ...]
+    tests: Sequence[TestResult]  # kept as a tuple
     duration_s: float = 0.0
     golden: str = ""
     fresh_seed: int | None = None  # the seed of fresh cases, when the check graded on them
-    pitfall_matches: tuple[dict, ...] = ()  # mutants whose answers the submission's match
+    pitfall_matches: Sequence[dict] = ()  # mutants whose answers the submission's match (kept as a tuple)
     ungraded: str | None = None  # why no grade could be given (the judge failed, not the submission's answers)
     load_error: str | None = None  # why the submission could not be loaded: every test failed at once for it
     sandbox: str | None = None  # how its code ran: bwrap | uid | none (harness.sandbox.confine), in-process (trusted), None: unknown

@@ -73,7 +73,7 @@ def pins(role: str) -> dict[str, str]:
 
 def installed() -> dict[str, str]:
     """{name: version} of every distribution this interpreter's environment holds, ol and the installer aside."""
-    found = {}
+    found: dict[str, str] = {}
     for dist in metadata.distributions():
         name = canonical(dist.metadata["Name"] or "")
         if name and name not in UNLOCKED:

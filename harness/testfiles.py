@@ -35,6 +35,7 @@ def parse(source: str, filename: str = "<unknown>") -> ast.Module:
             except SystemError as e:
                 if attempt == PARSE_ATTEMPTS or "AST constructor recursion depth mismatch" not in str(e):
                     raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def parsed_tests(path: Path) -> ParsedTests:

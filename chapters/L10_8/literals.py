@@ -8,6 +8,8 @@ the tests' tolerance). Python: the same as a pytest function over `tinyllm`.
 
 import json
 
+from typing import Any
+
 import numpy as np
 
 from harness.pack import REPO
@@ -135,7 +137,7 @@ def _py_floats(xs) -> str:
 
 
 def _py_body(section: str, c: dict) -> list[str] | None:
-    e = c.get("expect")
+    e: Any = c.get("expect")  # a case's answer key: its shape is the section's (cases.ANSWER_KEYS)
     if section == "verify":
         rows = ",\n        ".join(f"np.array({_py_floats(r)}, dtype=np.float32)" for r in c["rows"])
         probs = "None" if c["draft_probs"] is None else "[" + ", ".join(_py_floats(q) for q in c["draft_probs"]) + "]"

@@ -179,7 +179,8 @@ class JudgeTarget:
     (spec/protocol.md section 11). A refused extend or truncate makes it ask again."""
 
     def __init__(self, call_judge) -> None:
-        self.call_judge, self._cached = call_judge, None
+        self.call_judge = call_judge
+        self._cached: int | None = None
 
     def _call(self, method: str, args: dict):
         try:

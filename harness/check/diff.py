@@ -28,7 +28,8 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
         try:
             impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
         except SubmissionFailure as e:
-            why = f"your crate did not compile: {e.first_error}\n{e}" if getattr(e, "first_error", "") else str(e)
+            first = getattr(e, "first_error", "")  # a compiled language's build failed
+            why = f"your crate did not compile: {first}\n{e}" if first else str(e)
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}
         sections = cases.diff_cases(impl, golden, pristine(chapter), shown)

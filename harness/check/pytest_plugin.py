@@ -112,12 +112,33 @@ def _budget(request):
 
 
 def classify(excinfo) -> Outcome:
-    """The Outcome of a test from the exception it ended with (None: it passed)."""
+    """The Outcome of a test from the exception it ended with (None: it passed). A judge's fault (`judge_fault`)
+    is ERROR here: the check that sees one marks its whole run ungraded (harness.check.runner)."""
     if excinfo is None:
         return Outcome.PASS
-    e = excinfo.value
+    e = _first_leaf(excinfo.value)
     if isinstance(e, SubmissionFailure):
         return e.outcome
     if isinstance(e, (AssertionError, pytest.fail.Exception)):
         return Outcome.FAIL
     return Outcome.ERROR
+
+
+def judge_fault(e: BaseException) -> BaseException | None:
+    """The exception of the judge's own making in `e`, or None. The implementation's failures reach a test only as
+    a SubmissionFailure (harness.transport: Impl.call raises nothing else for what the code under test did), and
+    a wrong answer as an assertion or pytest.fail; anything else was raised by the judge's code (a chapter's helper,
+    the golden file's reader, the client, a library it calls, an invariant it checks): a fault of the grader, never
+    a verdict on the code. A group (Hypothesis's FlakyFailure, an ExceptionGroup) is the judge's when any of its
+    leaves is."""
+    if isinstance(e, BaseExceptionGroup):
+        return next((f for leaf in e.exceptions if (f := judge_fault(leaf)) is not None), None)
+    if isinstance(e, (SubmissionFailure, AssertionError, pytest.fail.Exception)):
+        return None
+    return e
+
+
+def _first_leaf(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:
+        e = e.exceptions[0]
+    return e

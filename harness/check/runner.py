@@ -11,6 +11,7 @@ import io
 import json
 import threading
 import time
+import traceback
 from pathlib import Path
 from typing import Callable
 
@@ -24,9 +25,10 @@ from ..registry import Chapter
 from ..report import Report, TestResult
 from ..sandbox.confine import Mode
 from ..subjects.open import open_impl
+from ..transport.impl import Impl
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
-from .pytest_plugin import classify
+from .pytest_plugin import classify, judge_fault
 
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
@@ -42,8 +44,10 @@ class _Loader:
     The thread stays until `release`: bwrap's --die-with-parent follows the thread that started the worker.
     `wait` gives the load's failure, or None; the judge's own error (a sandbox that cannot start) is re-raised."""
 
-    def __init__(self, open_impl: Callable[[], object], on_stage: Callable[[str], None] | None) -> None:
-        self.impl, self.failure, self.error = None, None, None
+    def __init__(self, open_impl: Callable[[], Impl], on_stage: Callable[[str], None] | None) -> None:
+        self.impl: Impl | None = None
+        self.failure: SubmissionFailure | None = None
+        self.error: BaseException | None = None
         self._open, self._on_stage = open_impl, on_stage
         self.loaded, self._released = threading.Event(), threading.Event()
         context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
@@ -96,6 +100,7 @@ class _Collector:
         self.results: dict[str, tuple[Outcome, float, str]] = {}
         self.setup_error: BaseException | None = None  # the judge's own setup failed: no grade can stand
         self.interrupted = False  # Ctrl-C: pytest stopped; no grade can stand (run_check raises KeyboardInterrupt)
+        self.fault: str | None = None  # the first fault of the judge's own code in a test: the run is ungraded
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         self.interrupted = self.interrupted or isinstance(excinfo.value, KeyboardInterrupt)
@@ -130,22 +135,35 @@ class _Collector:
         if rep.failed and rep.when == "setup" and not isinstance(call.excinfo.value, SubmissionFailure):
             self.setup_error = self.setup_error or call.excinfo.value
             return
-        if rep.when == "call" or (rep.failed and rep.when == "setup"):
+        fault = judge_fault(call.excinfo.value) if rep.failed else None
+        if fault is not None:  # the judge's own code raised: no verdict on the code under test can stand
+            said = _fault(name, rep.when, fault)
+            self.fault = self.fault or said
+            self.results[name] = (Outcome.ERROR, rep.duration, f"{UNGRADED_TEST}: {said}\n{rep.longreprtext[-MESSAGE_CAP:]}")
+        elif rep.when == "call" or (rep.failed and rep.when == "setup"):
             kind = classify(call.excinfo)
-            if kind is Outcome.PASS:
-                message = ""
-            elif isinstance(call.excinfo.value, (SubmissionFailure, AssertionError, pytest.fail.Exception)):
-                message = _plain(call.excinfo.value)
-            else:
-                message = f"error in the test itself ({rep.when}):\n{rep.longreprtext[-MESSAGE_CAP:]}"
+            message = "" if kind is Outcome.PASS else _plain(call.excinfo.value)
             self.results[name] = (kind, rep.duration, message)
         elif rep.when == "teardown" and rep.failed and name in self.results and self.results[name][0] is Outcome.PASS:
-            self.results[name] = (Outcome.ERROR, rep.duration, f"teardown failed:\n{rep.longreprtext[-MESSAGE_CAP:]}")
+            self.results[name] = (classify(call.excinfo), rep.duration, f"teardown failed: {_plain(call.excinfo.value)}")
         if rep.when == "teardown" and name in self.results and self._on_result is not None:
             self._on_result(name, *self.results[name])  # the test's final outcome, as it finishes
 
 
+UNGRADED_TEST = "not a verdict on your code: the grader failed in this test"
+
+
+def _fault(name: str, when: str, e: BaseException) -> str:
+    """One line naming a fault of the judge: the test, the exception, and the innermost line that raised it."""
+    frames = traceback.extract_tb(e.__traceback__)
+    where = f" at {Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else ""
+    text = " ".join(str(e).split())[:300]
+    return f"{name} ({when}): {type(e).__name__}: {text}{where}"
+
+
 def _plain(e: BaseException) -> str:
+    while isinstance(e, BaseExceptionGroup) and e.exceptions:  # Hypothesis's FlakyFailure: its first failure
+        e = e.exceptions[0]
     text = str(e)
     if isinstance(e, AssertionError) and "\nassert " in text:  # keep our sentence, drop pytest's rewritten expression
         text = text.split("\nassert ", 1)[0]
@@ -219,8 +237,8 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                 duration_s: float) -> Report:
     """Every test fails at once with the one reason: the submission could not be loaded."""
     why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
-    if getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
-        why = f"not run: your crate did not compile: {failure.first_error}"
+    if first := getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
+        why = f"not run: your crate did not compile: {first}"
     tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
              if not only or t.name in only]
     return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,
@@ -278,6 +296,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
         raise
     finally:
         loader.release(wait=True)
+    assert impl is not None  # loaded: wait() raised the opener's error otherwise
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error
@@ -300,5 +319,8 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
                     if m.id in matched] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    return Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
-                  language=lang, pitfall_matches=matches)
+    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
+                 language=lang, pitfall_matches=matches)
+    if collector.fault is not None:  # a fault of the judge's own code: ungraded, the fault named (ol check exits 3)
+        return rep.but(ungraded=f"the grader failed, not your code: {collector.fault}")
+    return rep

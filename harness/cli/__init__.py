@@ -182,12 +182,12 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         console.print(f"ran {len(only)} of the {len(ch.tests)} tests ({'-k ' + repr(keyword) if keyword else 'by name'}); "
                       f"without -k, `ol check {ch.chapter}` runs them all", markup=False)
     show.hints(console, rep)
-    if not rep.ok and not rep.load_error:
+    if not rep.ok and not rep.load_error and not rep.ungraded:
         console.print(_next_step(ch, rep, click.get_current_context()), markup=False)
     _write_outputs(rep, json_path, junit, gradescope)
     if html_path:
         _write_feedback_page(ch, rep, html_path)
-    raise Exit(0 if rep.ok else 1)
+    raise Exit(3 if rep.ungraded else 0 if rep.ok else 1)  # ungraded: the grader failed (harness.check.runner), exit 3
 
 
 def _next_step(ch, rep, ctx) -> str:

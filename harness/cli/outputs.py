@@ -33,17 +33,17 @@ def _unwritable(path: Path, folder: bool = False) -> str | None:
         return _unwritable(path / ".ol-probe") if path.is_dir() else _unwritable(path.parent / ".ol-probe")
     if path.is_dir():
         return "is a folder, not a file"
-    folder = path.parent
-    while not folder.exists():  # the folders to make: the nearest one that exists must take them
-        folder = folder.parent
-    if not folder.is_dir():
-        return f"{folder} is a file, not a folder"
+    nearest = path.parent
+    while not nearest.exists():  # the folders to make: the nearest one that exists must take them
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        return f"{nearest} is a file, not a folder"
     try:
         if path.exists():
             with open(path, "ab"):
                 pass
         else:
-            fd, probe = tempfile.mkstemp(dir=folder, prefix=".ol-probe-")
+            fd, probe = tempfile.mkstemp(dir=nearest, prefix=".ol-probe-")
             os.close(fd)
             os.unlink(probe)
     except OSError as e:

@@ -44,7 +44,9 @@ def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -
                          " To start over from the stub: --force (your file is kept beside it, dated)")
     kept = _keep_copy(mine) if force else None
     flags = "" if ws.resolve() == Path(spec.default_workspace).resolve() else f" --submission {ws}"
-    for line in language(lang).start(ch, lang, ws, force, flags, str(REPO / "docs" / "student.md")):
+    if (write := language(lang).start) is None:
+        raise UsageError(f"ol start cannot write a {lang} workspace: its language gives no stub; write {spec.student_file} yourself")
+    for line in write(ch, lang, ws, force, flags, str(REPO / "docs" / "student.md")):
         out.print(line, markup=False)
     if kept is not None:
         out.print(f"kept your previous {mine.name} as {kept} (--force replaced it with the stub)", markup=False)

@@ -20,6 +20,7 @@ import statistics
 import tempfile
 from collections import Counter
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
@@ -247,7 +248,7 @@ def _page(path: Path, key: str | None, record, render) -> tuple[list, str]:
 def _read_pages(results_dir: Path) -> tuple[dict, str | None]:
     """PAGES as {"pages": {file name: record}, "class": {its path from the results directory: record}}, and a note
     when it was there but corrupt."""
-    empty = {"pages": {}, "class": {}, "raw": None}
+    empty: dict[str, Any] = {"pages": {}, "class": {}, "raw": None}
     try:
         raw = (results_dir / PAGES).read_text(encoding="utf-8")
         data = json.loads(raw)

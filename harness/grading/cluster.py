@@ -11,8 +11,10 @@ Failures, and what each does:
     workers kept dying ends KilledWorker, and that submission is ungraded, with the reason;
   a submission's own failure: an ungraded report, i.e. a result; tasks are submitted with retries=0,
     so nothing is graded twice for failing;
-  a worker refuses (harness.grading.task.WorkerRefused: another harness version, no sandbox), a worker cannot
-    import ol, or a task raises: the run stops with the message; what was graded stays in the ledger;
+  a task raises (the grader's or the worker's fault on that entry): that submission is ungraded, with the fault;
+  a worker refuses (harness.grading.task.WorkerRefused: another harness version, no sandbox) or cannot import
+    ol: the run stops with the message; what was graded stays in the ledger, and every entry not graded gets an
+    ungraded row saying why (harness.grading.grade);
   no scheduler within CONNECT_S, no worker within WORKERS_S, a worker silent to the version check for
     PREFLIGHT_S, no worker left for WORKERS_S, or no submission finishing within STALL_S: the run stops,
     saying which.
@@ -30,12 +32,12 @@ import time
 import uuid
 from pathlib import Path
 
-from distributed import Client, wait  # Dask at the top: only --scheduler imports this module (harness.cli.grade)
+from distributed import Client, Future, wait  # Dask at the top: only --scheduler imports this module (harness.cli.grade)
 from distributed.client import FIRST_COMPLETED, FuturesCancelledError
 from distributed.scheduler import KilledWorker
 
 from ..errors import OlError, UsageError
-from .task import WorkerRefused, check_version_here, run_on_dask_worker
+from .task import Task, WorkerRefused, check_version_here, run_on_dask_worker
 
 CONNECT_S = 30  # reaching the scheduler
 WORKERS_S = 120  # the first worker to join; and how long the run waits once every worker is gone
@@ -109,7 +111,7 @@ class Cluster:
         loop), done(task, result) and lost(task, reason) in the order they finish (from this thread)."""
         client = self._connect()
         token = uuid.uuid4().hex[:8]
-        by_key: dict[str, object] = {}
+        by_key: dict[str, Task] = {}
         futures: dict = {}
         try:
             self._wait_for_workers(client)
@@ -117,14 +119,16 @@ class Cluster:
 
             def on_start(event) -> None:  # from the Client's event loop thread: it only reads by_key (a dict read)
                 _, msg = event
-                task = by_key.get(msg.get("key")) if isinstance(msg, dict) else None
+                key = msg.get("key") if isinstance(msg, dict) else None
+                task = by_key.get(key) if isinstance(key, str) else None
                 if task is not None:
                     started(task.parcel.name, msg.get("worker", "?"))
 
             client.subscribe_topic(TOPIC, on_start)
             queued = list(enumerate(tasks))
             queued.reverse()
-            pending, last_finish, last_worker, checked = set(), time.monotonic(), time.monotonic(), 0.0
+            pending: set[Future] = set()
+            last_finish, last_worker, checked = time.monotonic(), time.monotonic(), 0.0
             slots = max(1, sum(client.nthreads().values()))
             while pending or queued:
                 while queued and len(pending) < AHEAD * slots:  # a task ready behind each running one
@@ -153,8 +157,9 @@ class Cluster:
                         raise ClusterError(str(exc))
                     elif isinstance(exc, (ImportError, AttributeError)):
                         raise ClusterError(_not_ol([f"{task.parcel.name}: {type(exc).__name__}: {exc}"]))
-                    else:
-                        raise ClusterError(f"grading {task.parcel.name} failed on a Dask worker: {type(exc).__name__}: {exc}")
+                    else:  # the grader's or the worker's fault on this entry: its own ungraded row, the class goes on
+                        lost(task, f"the grader failed on a Dask worker, not the submission ({type(exc).__name__}: "
+                                   f"{' '.join(str(exc).split())[:300]})")
                 now = time.monotonic()
                 if finished:
                     last_finish = now

@@ -107,13 +107,20 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
         report = Report.for_ungraded(chapter, task.parcel.name, ref_deps, reason)
         done(task, {"report": report.to_json(), "wall_s": 0.0, "where": "cluster"})
 
+    unfinished = "no verdict came back for it (a harness bug): grade it again"
     try:
         if todo and cluster is not None:
             cluster.run(todo, events.started, done, lost)
         elif todo:
             _run_here(todo, max(1, jobs), events.started, done)
+    except KeyboardInterrupt:
+        unfinished = "the run was interrupted before it was graded: rerun the same command to grade it"
+        raise
+    except BaseException as e:
+        unfinished = f"the run stopped before it was graded ({type(e).__name__}: {' '.join(str(e).split())[:300]}): rerun to grade it"
+        raise
     finally:
-        ledger.write()  # grades.csv and summary.json from the ledger, whatever stopped the run
+        ledger.fill(unfinished)  # every entry a row, whatever stopped the run; grades.csv and summary.json with them
     return ledger.result
 
 

@@ -82,6 +82,18 @@ def _refusal(code: int, stdout: str) -> str | None:
     return refusal_in(stdout) if code == 2 else None
 
 
+def _ungraded_report(code: int, stdout: str) -> Report | None:
+    """The report of a judge that found a fault of its own while judging (exit 3, its report ungraded with the fault
+    named: harness.check.runner); None for any other exit or output."""
+    if code != 3:
+        return None
+    try:
+        report = Report.from_json(json.loads(stdout))
+    except (ValueError, TypeError, KeyError, OlError):
+        return None
+    return report if report.ungraded else None
+
+
 def _one_line(text: str, cap: int = 300) -> str:
     """A reason as one line of at most `cap` characters (a row's reason cell)."""
     line = " ".join(text.split())
@@ -134,23 +146,26 @@ def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratc
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
     start = time.perf_counter()
-    refused = None
+    refused = faulted = None
     try:
         r = forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
         problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
         refused = _refusal(r.returncode, r.stdout)
+        faulted = _ungraded_report(r.returncode, r.stdout)  # the judge's own fault, named in its report
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
     if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
-        report = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
-        return report.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
-    report = None
+        rejected = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
+        return rejected.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
+    report: Report | None = None
     if problem is None:
         try:
             report = Report.from_json(json.loads(r.stdout))
         except (ValueError, OlError) as e:
             problem = f"the judge's report was unreadable ({e})"
+    elif faulted is not None:
+        report = faulted.but(sandbox=sandbox)
     if report is None:
-        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem).but(sandbox=sandbox, language=language_of(chapter, sub))
+        report = Report.for_ungraded(chapter, sub.name, ref_deps, problem or "the judge gave no report").but(sandbox=sandbox, language=language_of(chapter, sub))
     return report.but(submission=sub.name), elapsed

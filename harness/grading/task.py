@@ -55,14 +55,15 @@ from ..check.golden import fresh_golden
 from ..errors import OlError
 from ..paths import own_import_path
 from .. import languages
-from ..registry import load_chapter
+from ..registry import Chapter, load_chapter
 from ..report import Report
 from ..sandbox.bwrap import reachable_by_other
-from ..sandbox.confine import choose, grading_refusal
+from ..sandbox.confine import Mode, choose, grading_refusal
 from ..sandbox.uids import UidPool
 from ..subjects import upload
 from . import judge
 from .parcel import Parcel, unpack
+from .zygote import Zygote
 from ..subjects.version import differences, version_of
 
 KEEP_IDLE = 1  # runs a long-lived process (a Dask worker) keeps once no task uses them: the last one
@@ -93,14 +94,14 @@ class _Run:
     wait behind another language's template build): the fresh cases, a language's template, the zygote. Once made they are
     only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
     `last_used` are changed under _runs_lock; a run is closed only once no task uses it (close_idle)."""
-    chapter: object
+    chapter: Chapter
     seed: int | None
-    mode: object  # harness.sandbox.confine.Mode
+    mode: Mode
     scratch: Path
-    uids: object | None  # harness.sandbox.uids.UidPool, mode uid only
+    uids: UidPool | None  # mode uid only
     golden: Path | None = None
     language_env: dict[str, dict[str, str]] = field(default_factory=dict)  # by language: Language.run_env's, made once
-    zygote: object | None = None  # harness.grading.zygote.Zygote: this run's judges are its forks
+    zygote: Zygote | None = None  # this run's judges are its forks
     users: int = 0
     last_used: float = 0.0
     golden_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -247,16 +248,25 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                 except Exception as e:  # noqa: BLE001 -- a corrupt parcel, the layout check's own failure: its own row
                     doing = "its files could not be unpacked" if prep.step == "unpacking" else "the layout check failed on it"
                     return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, f"{doing} ({type(e).__name__}: {e})"))
-            if rejection is not None:  # no submission: a verdict (0), the same as the Gradescope bundle's
-                return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection))
-            report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
-                                       run_.uids, run_.env_for(language), task.shown, run_.forks())
+            if rejection is not None or language is None:  # no submission: a verdict (0), the same as the Gradescope bundle's
+                return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection or "no language fits it"))
+            try:
+                report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
+                                           run_.uids, run_.env_for(language), task.shown, run_.forks())
+            except Exception as e:  # noqa: BLE001 -- the grader's or this machine's fault on this entry: its own row
+                return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, fault_on(e)))
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
         finally:
             shutil.rmtree(box, ignore_errors=True)
     finally:
         _release(run_)
+
+
+def fault_on(e: BaseException) -> str:
+    """An ungraded row's reason for a fault of the grader or of the machine grading the entry (its fresh cases, its
+    build, its zygote, its judge's start): named, with where it happened."""
+    return f"the grader failed on {_who()}, not the submission ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
 
 
 def _shown_as(data: dict, here: str, shown: str) -> dict:

@@ -18,7 +18,10 @@ The zygote knows no command line: its caller (harness.grading.judge) tells it wh
 with the request's argv).
 
 The zygote answers on a Unix socket in a folder only its user can enter (a submission's worker, under
-another uid or in a sandbox, cannot reach it). Each request is one JSON object {argv, env, cwd} and three
+another uid or in a sandbox, cannot reach it): never an abstract socket, which any process of the machine's
+network namespace could reach. A path too long for an AF_UNIX address (108 bytes: a Dask worker's folder
+deep in a cluster's scratch tree) is bound and reached through a descriptor of that folder
+(`short`: /proc/self/fd/N/zygote.sock), the same folder, the same protection. Each request is one JSON object {argv, env, cwd} and three
 descriptors: the judge's stdout, its stderr, and a status pipe. For each request the zygote forks a
 monitor, which forks the judge and writes to the status pipe "pid N" as the judge starts and "exit C"
 or "signal S" when it ends: the caller gets the exit status a subprocess would give.
@@ -49,6 +52,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import OlError
@@ -67,6 +71,15 @@ class ZygoteError(OlError):
 
 # ---- the zygote process -------------------------------------------------------------------------------
 
+def short(path: Path) -> tuple[str, int | None]:
+    """A path to `path` an AF_UNIX address can hold (108 bytes): itself, or through a descriptor of its folder
+    (/proc/self/fd/N/NAME); (the path, the descriptor to close after its use, or None)."""
+    if len(os.fsencode(str(path))) < 100:
+        return str(path), None
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
+    return f"/proc/self/fd/{fd}/{path.name}", fd
+
+
 def _die_with_parent() -> None:
     """This process is killed when its parent ends (Linux); and at once if that already happened."""
     parent = os.getppid()
@@ -78,7 +91,7 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def preload(chapter: str, modules: list[str] = ()) -> None:
+def preload(chapter: str, modules: Sequence[str] = ()) -> None:
     """Import what every judge imports: `modules` (the caller's: harness.grading.judge.JUDGE_PRELOAD), and what the
     chapter's test files import at their top (the pack's judge modules and their libraries). The test files
     themselves are left to pytest, which rewrites their asserts as it imports them."""
@@ -139,12 +152,17 @@ def _monitor(request: dict, fds: list[int]) -> None:
     os._exit(0)
 
 
-def serve(path: str, chapter: str, modules: list[str] = ()) -> None:
+def serve(path: str, chapter: str, modules: Sequence[str] = ()) -> None:
     """The zygote's loop: preload, listen, fork a monitor per request; end with its stdin."""
     preload(chapter, modules)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
+    address, fd = short(Path(path))  # a path of any length (a Dask worker's folder deep in a scratch tree)
+    try:
+        listener.bind(address)
+    finally:
+        if fd is not None:
+            os.close(fd)
     listener.listen(64)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -193,6 +211,7 @@ class Zygote:
             self.proc = subprocess.Popen(isolated_argv("harness.grading.zygote", self.path, chapter, *preload),
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
+        assert self.proc.stdout is not None  # stdout=PIPE
         ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
         if ready != "ready":
             self.close()
@@ -208,16 +227,21 @@ class Zygote:
             raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
         request = {"argv": argv, "env": env, "cwd": str(cwd), "main": main}
         pipes = [os.pipe() for _ in range(3)]
+        fd = None
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(10)
-                s.connect(self.path)
+                address, fd = short(Path(self.path))
+                s.connect(address)
                 socket.send_fds(s, [json.dumps(request).encode()], [w for _, w in pipes])
         except OSError as e:
             for r, w in pipes:
                 os.close(r)
                 os.close(w)
             raise ZygoteError(f"the judges' zygote is gone ({e}): no judge can start") from None
+        finally:
+            if fd is not None:
+                os.close(fd)
         for _, w in pipes:
             os.close(w)
         return _collect([r for r, _ in pipes], argv, timeout)

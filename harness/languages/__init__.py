@@ -17,7 +17,8 @@ import functools
 import importlib.util
 import os
 from pathlib import Path
-from typing import Callable
+import sys
+from typing import Any, Callable
 
 from ..errors import UsageError, Words
 from ..paths import REPO, isolated_argv
@@ -68,7 +69,7 @@ class Language:
     in_process: bool = False  # ol's own language: a trusted subject (the reference, a mutant) can run in ol's process
     # `ol start`: (chapter, language name, workspace, force, the `ol check` flags for it, the student map's path) ->
     # the workspace written, and the lines `ol start` prints of it
-    start: Callable[["object", str, Path, bool, str, str], list[str]] | None = None
+    start: Callable[[Any, str, Path, bool, str, str], list[str]] | None = None
 
     def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
         return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
@@ -138,6 +139,8 @@ def plugged_in(entries: str) -> dict[str, Language]:
         if not name.isidentifier() or not Path(file).is_file():
             raise UsageError(fix)
         spec = importlib.util.spec_from_file_location(f"ol_language_{name}", file)
+        if spec is None or spec.loader is None:
+            raise UsageError(fix)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         lang = getattr(module, "LANGUAGE", None)

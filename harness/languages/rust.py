@@ -86,7 +86,8 @@ def toolchain() -> Toolchain:
         if found is None:
             raise UsageError(f"grading Rust needs cargo, and this machine has rustc ({rustc}) but no cargo: {install}")
         cargo = Path(os.path.realpath(found))
-    major_minor = tuple(int(x) for x in version.split("-")[0].split(".")[:2])
+    major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
+    major_minor = (major, minor)
     if major_minor < MINIMUM_RUST:
         raise UsageError(f"rustc {version} is older than the course's minimum {'.'.join(map(str, MINIMUM_RUST))}: {install}")
     real_rustc = sysroot / "bin" / "rustc"
@@ -241,7 +242,9 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
     killer = threading.Timer(BUILD_DEADLINE_S, deadline)
     killer.start()
     chunks: list[bytes] = []
-    drain = threading.Thread(target=lambda: chunks.append(proc.stdout.read()), daemon=True)
+    out = proc.stdout
+    assert out is not None  # stdout=PIPE
+    drain = threading.Thread(target=lambda: chunks.append(out.read()), daemon=True)
     drain.start()
     try:
         err = _follow(proc.stderr, cold=not (target / "debug").exists())

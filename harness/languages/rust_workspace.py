@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Set
 from pathlib import Path
 
 from ..errors import BadSubmission
@@ -109,7 +110,7 @@ def _sync_file(src: Path, dst: Path) -> None:
         os.chmod(dst, 0o644)
 
 
-def _sync(src: Path, dst: Path, only_suffix: str = "", keep: set[Path] = frozenset()) -> None:
+def _sync(src: Path, dst: Path, only_suffix: str = "", keep: Set[Path] = frozenset()) -> None:
     """Make the tree `dst` hold exactly the regular files of `src` (symlinks skipped: one could name the
     answers) and those of `keep` (paths in `dst` another source writes), unchanged files left as they are,
     within the submission copy caps."""

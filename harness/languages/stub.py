@@ -32,7 +32,7 @@ def _stub_lines(source: str) -> list[str]:
         if len(body) == 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
             indent = " " * body[0].col_offset
             name = f"{owner[id(node)]}.{node.name}" if id(node) in owner else node.name  # SpecConfig.parse
-            inserts.append((body[0].end_lineno, f'{indent}raise NotImplementedError("{name}: not implemented yet")\n'))
+            inserts.append((body[0].end_lineno or body[0].lineno, f'{indent}raise NotImplementedError("{name}: not implemented yet")\n'))
     for after, text in sorted(inserts, reverse=True):
         lines.insert(after, text)
     return lines

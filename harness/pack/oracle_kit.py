@@ -268,7 +268,7 @@ def describe_difference(layout: Layout, doc: dict, have: bytes, label: str) -> s
         if h == w:
             continue
         section, case = owners[n] if n < len(owners) else (None, None)
-        if case is None:
+        if case is None or section is None:
             return f"{label}: line {n + 1} differs outside the cases (section or field {section!r}): " \
                    f"expected {w[:80]!r}, found {(h or b'')[:80]!r}"
         return f"{label}: case {case['id']} ({section}) differs first in field {differing_field(layout, section, case, h)}"

@@ -80,7 +80,8 @@ class Session:
         # (file, line, function, source) of each frame; a frame's source line is read only when the frame is the
         # student's: every refusal comes here, and reading each frame's file anew cost a refused call 20 times an
         # answered one
-        frames = [(f.f_code.co_filename, line, f.f_code.co_name, None) for f, line in traceback.walk_tb(e.__traceback__)]
+        frames: list[tuple[str, int, str, str | None]] = [(f.f_code.co_filename, line, f.f_code.co_name, None)
+                                                          for f, line in traceback.walk_tb(e.__traceback__)]
         if isinstance(e, SyntaxError) and e.filename:  # the line that does not parse is no frame of the stack
             frames.append((e.filename, e.lineno or 0, "<module>", e.text or ""))
         out = []
@@ -97,7 +98,7 @@ class Session:
         """`filename` relative to the submission when it is one of the student's own files, else None (cached:
         a worker's files do not move under it)."""
         if filename not in self._own_cache:
-            path = os.path.realpath(filename)
-            rel = os.path.relpath(path, self.package_dir) if path.startswith(self.package_dir + os.sep) else None
+            path, base = os.path.realpath(filename), self.package_dir or ""  # own_frames asks only with a package_dir
+            rel = os.path.relpath(path, base) if base and path.startswith(base + os.sep) else None
             self._own_cache[filename] = None if rel is None or self.own_files and rel not in self.own_files else rel
         return self._own_cache[filename]

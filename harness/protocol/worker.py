@@ -20,6 +20,8 @@ from .wire import dumps, loads, read_some
 
 def _load_ops(path: str):
     spec = importlib.util.spec_from_file_location("ol_chapter_ops", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"the chapter's ops {path} cannot be loaded")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -44,14 +44,14 @@ class CheckProgress:
 
     def stage(self, what: str) -> None:
         """What runs now (the build, its progress, the tests): the bar's label at a terminal, a line on a pipe."""
-        if self.bar is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.update(self.task, description=what)
         else:
             self.console.print(f"ol: {what}", markup=False, highlight=False)
 
     def finished(self, name: str, outcome: Outcome, seconds: float, message: str = "") -> None:
         line = LINE.format(name=name, outcome=outcome.value, seconds=seconds)
-        if self.bar is not None:
+        if self.bar is not None and self.task is not None:
             self.bar.advance(self.task)
             self.bar.update(self.task, description="running the tests")
             head, _, tail = line.partition(outcome.value)

@@ -44,6 +44,10 @@ def report(out, rep: Report, table: bool = True) -> None:
             continue
         out.print(f"\n[bold {STYLE[r.outcome]}]{r.outcome.value.upper()}[/] [bold]{r.name}[/] ({r.outcome.description})")
         out.print(lit(r.message))
+    if rep.ungraded:  # the grader's fault: no score is a verdict on the code
+        out.print(Text.assemble("\n", ("ungraded", "bold red"), ": ", lit(rep.ungraded)))
+        out.print("No grade: this is the grader's failure, not your code's. Tell your course staff, with this output.")
+        return
     colour = "green" if rep.ok else "red"
     out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
               f"{rep.duration_s:.1f}s")

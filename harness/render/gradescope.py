@@ -1,7 +1,8 @@
 """Gradescope's results.json (its autograder specification; harness/schemas/gradescope_results.schema.json
 states every field it documents): a check's Report, or, when no check could grade, an upload the layout
-function rejects, a check killed before it reported, or a grader that failed. Each lists every test of
-the chapter, failed when not passed, so no results.json is an empty list of tests that reads as a pass.
+function rejects or a check killed before it reported. Each lists every test of the chapter, failed when
+not passed, so no results.json is an empty list of tests that reads as a pass. A grader that failed gets
+none (harness.staff.gradescope: ungraded, never a 0).
 
 Students see `output` and the tests; staff also see run_autograder's stdout, which is where ol's
 own output (with the assignment's seed) goes: `stdout_visibility` stays hidden. The seed is never
@@ -52,6 +53,8 @@ def results_json(rep: Report) -> dict:
     if rep.ungraded:
         head = f"The grader could not grade this submission (not a verdict on your code): {rep.ungraded}"
     extra = {"ol": "ungraded" if rep.ungraded else "graded", "sandbox": rep.sandbox}
+    if rep.ungraded:  # never uploaded as a grade: the bundle's last step writes no results.json for it (staff.gradescope)
+        extra["fault"] = rep.ungraded
     if rep.language:  # which worker graded it (python | rust): one assignment takes uploads in either
         extra["language"] = rep.language
     return {"score": rep.score, "output": visible("\n".join([head, *hint_lines(rep)])), **FORMAT, "tests": tests,
@@ -65,16 +68,6 @@ def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -
     why = f"not run: {reason}"
     return {"score": 0.0, "output": output, **FORMAT,
             "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "rejected upload"}}
-
-
-def grader_failed(tests: list[dict], code: int | None) -> dict:
-    """The grader itself failed (ol's exit 3, or no report): said so, and not a verdict on the student."""
-    said = f" (ol exit {code})" if code is not None else ""
-    output = (f"The grader failed before it could grade your upload{said}; this is not a verdict on your code: "
-              "resubmit later, and tell your course staff if it happens again (they can see the grader's log).")
-    why = "not run: the grader failed (see above), not your code"
-    return {"score": 0.0, "output": output, **FORMAT,
-            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "grader failed"}}
 
 
 def killed(tests: list[dict], signal: int) -> dict:

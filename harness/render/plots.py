@@ -10,13 +10,16 @@ paths (svg.fonttype "path": no font is needed where the page is viewed), and the
 from __future__ import annotations
 
 import io
+from typing import Any, cast
 
 import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
+from matplotlib.typing import RcKeyType
 
 OUTCOME_COLOURS = {"pass": "#2e7d32", "fail": "#c62828", "error": "#8e24aa", "timeout": "#f9a825", "crashed": "#4e342e"}
-STYLE = {"svg.fonttype": "path", "svg.hashsalt": "ol-class-report", "font.size": 9}
+STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "path", "svg.hashsalt": "ol-class-report", "font.size": 9}
 
 
 def _svg(fig: Figure) -> str:
@@ -41,7 +44,7 @@ def histogram(values: list[float], bins, xlabel: str, ylabel: str = "submissions
         ax.hist(values, bins=bins, color=colour, edgecolor="white")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.yaxis.get_major_locator().set_params(integer=True)
+        cast(MaxNLocator, ax.yaxis.get_major_locator()).set_params(integer=True)  # an AutoLocator
         ax.spines[["top", "right"]].set_visible(False)
         return _svg(fig)
 
@@ -61,7 +64,7 @@ def outcome_bars(tests: list[str], counts: list[dict[str, int]]) -> str:
         ax.set_yticks(list(rows), tests)
         ax.invert_yaxis()
         ax.set_xlabel("graded submissions")
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        cast(MaxNLocator, ax.xaxis.get_major_locator()).set_params(integer=True)  # an AutoLocator
         ax.legend(loc="lower right", fontsize=7, ncols=5, bbox_to_anchor=(1.0, 1.0), frameon=False)
         ax.spines[["top", "right"]].set_visible(False)
         return _svg(fig)
@@ -76,6 +79,6 @@ def count_bars(labels: list[str], counts: list[int], xlabel: str, colour: str = 
         ax.set_yticks(list(range(len(labels))), labels)
         ax.invert_yaxis()
         ax.set_xlabel(xlabel)
-        ax.xaxis.get_major_locator().set_params(integer=True)
+        cast(MaxNLocator, ax.xaxis.get_major_locator()).set_params(integer=True)  # an AutoLocator
         ax.spines[["top", "right"]].set_visible(False)
         return _svg(fig)

@@ -76,6 +76,7 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = ["Limits", "sandboxed", "available", "bwrap_binary", "SANDBOX_UID", "LIMITER", "reachable_by_other"]
@@ -157,9 +158,9 @@ def reachable_by_other(path: str) -> bool:
     return all(os.stat(a).st_mode & stat.S_IXOTH for a in p.parents)
 
 
-def sandboxed(argv: list[str], *, visible: list[tuple[str, str]] = (), writable_tmp_mb: int = 64,
+def sandboxed(argv: list[str], *, visible: Sequence[tuple[str, str]] = (), writable_tmp_mb: int = 64,
               limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
-              interpreter: str | None = None, host_uid: int = SANDBOX_UID, writable: list[tuple[str, str]] = ()) -> list[str]:
+              interpreter: str | None = None, host_uid: int = SANDBOX_UID, writable: Sequence[tuple[str, str]] = ()) -> list[str]:
     """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring).
 
     `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: (host_path, sandbox_path)

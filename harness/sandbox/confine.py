@@ -31,6 +31,7 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass
+from collections.abc import Sequence, Set
 from pathlib import Path
 
 from ..errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
@@ -108,7 +109,7 @@ def uid_argv(argv: list[str], limits: Limits) -> list[str]:
 
 
 def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
-            limits: Limits = Limits(), tmp_mb: int = 64, writable: list[Path] = (),
+            limits: Limits = Limits(), tmp_mb: int = 64, writable: Sequence[Path] = (),
             writable_at: dict[Path, str] | None = None) -> tuple[list[str], dict]:
     """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
     same paths) besides the interpreter, and `writable` (folders the caller made for its output: a
@@ -213,7 +214,7 @@ def kill_all(pids) -> int:
     return n
 
 
-def reap(mode: Mode, known: set[int] = frozenset(), rounds: int = 50) -> int:
+def reap(mode: Mode, known: Set[int] = frozenset(), rounds: int = 50) -> int:
     """Mode uid: kill every process of worker_uid() that is (now) this process's child, the daemons a worker
     left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
     were killed. With no `known` and a uid of `ol grade`'s own (SLOT_UIDS: no other process may use it), every

@@ -31,6 +31,7 @@ import signal
 import stat
 import threading
 import time
+from collections.abc import Set
 from pathlib import Path
 
 from ..errors import SandboxError
@@ -44,7 +45,7 @@ LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone 
 SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
 
 
-def slot_uids(n: int, exclude: set[int] = frozenset()) -> list[int]:
+def slot_uids(n: int, exclude: Set[int] = frozenset()) -> list[int]:
     """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
     `exclude` (harness.sandbox.uids.UidPool hands them out, each cleared of its processes before and after use)."""
     busy = {uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}

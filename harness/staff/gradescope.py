@@ -23,8 +23,13 @@ unless results.json says so, what run_autograder printed. So:
   in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.subjects.upload) or that the
   judge refused as malformed once the layout check passed (a crate without src/lib.rs: the reason it
   wrote in place of the results), a score of 0 and one sentence saying what to upload, as `ol grade`
-  rejects it; for a killed check (the submission may have killed it), that; otherwise a
-  report that the grader failed, not the student. None is a grade of 0 that looks like a verdict.
+  rejects it; for a killed check (the submission may have killed it), that. Otherwise the grader failed (exit 3:
+  a fault of the judge's own code, named in its report, harness.check.runner; no report; an exit it cannot
+  explain): the submission is *ungraded*, and results.json is not written at all. Gradescope's specification has
+  no ungraded result (a results.json must carry a score), and a 0 with an apology is still a 0 in the gradebook;
+  without a results.json Gradescope marks the submission's autograder run as failed, with no score, which staff
+  see and rerun (Regrade) once the cause is fixed, and the fault is named in run_autograder's output, which
+  staff alone see. None of these is a grade of 0 that looks like a verdict.
 """
 
 from dataclasses import dataclass, field
@@ -40,12 +45,11 @@ from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
 from ..paths import REPO
 from ..registry import load_chapter
-from ..render.gradescope import grader_failed, killed, redact, upload_rejected
+from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect
 
 SEED_FILE = ".ol-assignment-seed"  # in source/: the fresh cases' seed, fixed for the assignment when the bundle is built
 META_FILE = ".ol-gradescope.json"  # in source/: the chapter's tests and what to upload, for a results.json without a report
-FALLBACK_FILE = ".ol-grader-failed.json"  # in source/: the results.json for when no interpreter can write one, rendered at build time
 SIGNALLED = 128  # bash's exit status for a process killed by signal N is 128 + N
 LISTED_NAMES = 5  # names of an upload's entries a rejection quotes back to the student: enough to recognise it
 
@@ -91,7 +95,8 @@ def _harness_files(out_zip: Path) -> tuple[list[str], list[str], list[str]]:
     grades, bundles and uploads lying around the checkout stay out."""
     tracked = _git_files()
     beside = {str(Path(f).parent) for f in tracked} - {"."}
-    new, skipped = [], []
+    new: list[str] = []
+    skipped: list[str] = []
     out = out_zip.resolve()
     for f in _git_files("--others", "--exclude-standard"):
         keep = str(Path(f).parent) in beside and not f.endswith(".zip") and (REPO / f).resolve() != out
@@ -107,7 +112,7 @@ def _script(text: str, chapter) -> str:
              "language_run_env": "".join(i.run_env for i in images)}
     for key, value in steps.items():  # first: the steps hold placeholders of their own
         text = text.replace("{" + key + "}\n", value)
-    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "interpreter_file": INTERPRETER_FILE, "fallback_file": FALLBACK_FILE}
+    names = {"chapter": chapter.chapter, "seed_file": SEED_FILE, "interpreter_file": INTERPRETER_FILE}
     for key, value in names.items():
         text = text.replace("{" + key + "}", value)
     return text
@@ -121,8 +126,7 @@ def build_bundle(chapter, out_zip: Path, seed: int) -> Bundle:
             "tests": [{"name": t.name, "max_score": t.points} for t in chapter.tests]}
     own = {"setup.sh": (_script(SETUP_SH, chapter), 0o755),
            "run_autograder": (_script(RUN_AUTOGRADER, chapter), 0o755),
-           SEED_FILE: (f"{seed}\n", 0o644), META_FILE: (json.dumps(meta, indent=1) + "\n", 0o644),
-           FALLBACK_FILE: (json.dumps(grader_failed(meta["tests"], None), indent=2) + "\n", 0o644)}
+           SEED_FILE: (f"{seed}\n", 0o644), META_FILE: (json.dumps(meta, indent=1) + "\n", 0o644)}
     buf = io.BytesIO()
     n = 0
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
@@ -206,12 +210,13 @@ def _report(path: Path) -> dict | None:
     return data if ok else None
 
 
-def results_for(source: Path, code: int, report: Path, submission: Path) -> tuple[dict, str]:
-    """(results.json, what happened) for an `ol check` that ended with `code`."""
+def results_for(source: Path, code: int, report: Path, submission: Path) -> tuple[dict | None, str]:
+    """(results.json, what happened) for an `ol check` that ended with `code`; (None, why) when the submission is
+    ungraded (the grader failed): no results.json is written for it."""
     meta = json.loads((source / META_FILE).read_text())
     if code in (0, 1):
         data = _report(report)
-        if data is not None:
+        if data is not None and data.get("extra_data", {}).get("ol") != "ungraded":
             return data, "graded"
         why = f"ol check ended with code {code} but left no readable report"
     elif code == 2:
@@ -227,14 +232,21 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
     elif code > SIGNALLED:
         return killed(meta["tests"], code - SIGNALLED), f"killed by signal {code - SIGNALLED}"
     else:
-        why = f"ol check failed (exit {code}): its output above says why"
-    return grader_failed(meta["tests"], code), f"grader failure: {why}"
+        data = _report(report)
+        fault = data.get("extra_data", {}).get("fault") if data is not None else None
+        why = f"ol check failed (exit {code}): " + (fault if isinstance(fault, str) else "its output above says why")
+    return None, f"ungraded: {why}"
 
 
 def main(argv: list[str]) -> int:
     """`-m harness.staff.gradescope SOURCE CODE REPORT SUBMISSION RESULTS` (run_autograder's last step)."""
     source, code, report, submission, results = Path(argv[0]), int(argv[1]), Path(argv[2]), Path(argv[3]), Path(argv[4])
     data, what = results_for(source, code, report, submission)
+    results.unlink(missing_ok=True)
+    if data is None:  # the grader's failure: no score at all (Gradescope shows the autograder failed), never a 0
+        print(f"run_autograder: {what}; the grader failed, not the submission: no results.json, so Gradescope marks this "
+              "submission's autograder run as failed, with no score; fix the cause, then rerun the autograder on it")
+        return 0
     seed = (source / SEED_FILE).read_text().strip() if (source / SEED_FILE).is_file() else ""
     text = redact(json.dumps(data, indent=2), seed)
     results.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 import os
 import signal
+from typing import Any
 
 from ..check.runner import run_check
 from ..errors import OlError
@@ -179,7 +180,7 @@ class KillMatrix:
         return replace(self, duration_s=round(seconds, 2))
 
     def to_json(self) -> dict:
-        data = {"chapter": self.chapter, "language": self.language}
+        data: dict[str, Any] = {"chapter": self.chapter, "language": self.language}
         if self.set is not None:
             data["set"] = self.set
         data["reference_passes"] = self.reference_passes
@@ -212,6 +213,9 @@ def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, langu
             raise
     if reports["reference"] is None:
         raise OlError(f"the reference could not be checked: {problems['reference']}")
+    faulted = [f"{s}: {r.ungraded}" for s, r in reports.items() if r is not None and r.ungraded]
+    if faulted:  # a fault of the judge's own code: no verdict stands, caught or missed (exit 3)
+        raise OlError("the grader failed, so no mutant's verdict stands: " + " | ".join(faulted[:3]))
     return reports, problems
 
 
@@ -240,8 +244,8 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, languag
             hints = () if rep is None else tuple(h["id"] for h in rep.pitfall_matches)
             rows.append(MutantRow(m.id, verdict(rep, m.must_fail), _failed(rep), problem, pitfall=m.pitfall,
                                   must_fail=m.must_fail, hints=hints))
-    na = tuple((m.id, m.not_applicable[language]) for m in every
-               if language in getattr(m, "not_applicable", {}) and m not in mutants)
+    na = tuple((m.id, why) for m in every  # a further set's row that leaves this language out, and why
+               if (why := getattr(m, "not_applicable", {}).get(language)) is not None and m not in mutants)
     missing = tuple(m.id for m in every if m not in mutants and m.id not in dict(na))
     return KillMatrix(chapter.chapter, language, tuple(t.name for t in chapter.tests), ref.ok, _failed(ref),
                       tuple(h["id"] for h in ref.pitfall_matches), tuple(rows), missing,

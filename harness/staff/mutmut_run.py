@@ -176,11 +176,13 @@ def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
     env["PYTHONUNBUFFERED"] = "1"
     env[FROM_PATH_ENV] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    out = p.stdout
+    assert out is not None  # stdout=PIPE
     tail: list[str] = []
     last = ""
     buf = b""
     while True:
-        chunk = p.stdout.read1(4096) if hasattr(p.stdout, "read1") else p.stdout.read(4096)
+        chunk = out.read1(4096) if hasattr(out, "read1") else out.read(4096)
         if not chunk:
             break
         buf += chunk
@@ -309,7 +311,7 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
             entry = known.get(n)
             eq = entry is not None and entry["diff"] == diff_summary(d)
             survived.append(Survivor(n, "survived" if c == 0 else "no tests", d, "equivalent" if eq else "new",
-                                     entry["reason"] if eq else ""))
+                                     entry["reason"] if eq and entry is not None else ""))
         equivalent = sum(1 for x in survived if x.disposition == "equivalent")
         stale = sorted(n for n in known if n not in {x.name for x in survived if x.disposition == "equivalent"})
         total = len(results)

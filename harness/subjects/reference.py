@@ -43,6 +43,8 @@ def load_package(package_dir: Path, alias: str):
             return sys.modules[alias]
         spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py",
                                                       submodule_search_locations=[str(package_dir)])
+        if spec is None or spec.loader is None:
+            raise ImportError(f"{package_dir / '__init__.py'} cannot be loaded as a package")
         module = importlib.util.module_from_spec(spec)
         sys.modules[alias] = module
         try:

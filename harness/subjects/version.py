@@ -62,7 +62,7 @@ def files_digest(chapter) -> str:
 
 @lru_cache(maxsize=1)
 def _tools() -> dict:
-    packages = {}
+    packages: dict[str, str | None] = {}
     for name in locked_names("student"):  # the judge's packages: a staff machine's extras decide no grade
         try:
             packages[name] = metadata.version(name)

@@ -1,18 +1,19 @@
 """The in-process transport: trusted code (the reference, a mutant) called directly in the judge."""
 
 import time
+from typing import Callable
 
 from ..errors import Raised
 from ..protocol.session import Session
 from ..protocol.wire import to_wire
-from .impl import CallInfo
+from .impl import CallInfo, no_callbacks
 
 
 class InProcess:
     kind = "in-process"
 
     def __init__(self, package: str, ops) -> None:
-        self.callbacks = None
+        self.callbacks: Callable[[str, dict], object] = no_callbacks  # the current call's (run sets them)
         self.session = Session(package, lambda method, args: self.callbacks(method, args), ops)
 
     def run(self, op: str, args: dict, callbacks, deadline_s: float) -> CallInfo:

@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn, Protocol
 
 from ..errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
@@ -61,10 +61,23 @@ class _Capped:
         return s + (f"\n... [{self.dropped} more bytes not shown]" if self.dropped else "")
 
 
+class Launch(Protocol):
+    """How a language starts its worker (harness.languages.WorkerLaunch, which this floor does not import)."""
+
+    @property
+    def argv(self) -> Callable[[int, int], list[str]]: ...  # (fd_in, fd_out) -> the worker's argv
+
+    @property
+    def visible(self) -> tuple[Path, ...]: ...  # read-only paths it may see, besides the interpreter
+
+    @property
+    def env(self) -> dict[str, str]: ...
+
+
 class WorkerTransport:
     kind = "worker"
 
-    def __init__(self, launch: Callable[[Path], "object"], mode: Mode, language: str = "",
+    def __init__(self, launch: Callable[[Path], "Launch"], mode: Mode, language: str = "",
                  source_root: Path | None = None, words: Words = Words()) -> None:
         self.launch = launch  # worker's own folder -> its WorkerLaunch (harness.languages), from the submission's language
         self.mode = mode      # how it is confined (harness.sandbox.confine)
@@ -166,7 +179,7 @@ class WorkerTransport:
             parts.append("--- your code's stderr ---\n" + self._err.text())
         return "\n".join(parts)
 
-    def _fail(self, error):
+    def _fail(self, error) -> NoReturn:
         """Kill the worker (the next call gets a fresh one) and raise `error` with its output attached."""
         self._kill()
         if self.last_output:
@@ -201,6 +214,8 @@ class WorkerTransport:
 
     def _how_it_ended(self) -> str:
         """Why the protocol output closed: the worker's exit code or signal (bwrap reports a signal as 128+N)."""
+        if self.proc is None:
+            return "no worker was running"
         try:
             code = self.proc.wait(timeout=EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
@@ -279,7 +294,7 @@ class WorkerTransport:
         kill_all(descendants(worker, parents))
         reap(self.mode, known={self.proc.pid})  # uid: the daemons it left, re-parented to this judge
 
-    def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str):
+    def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str | Callable[[], str]):
         self.request_id += 1
         rid = self.request_id  # each request its own id: an extra or stale answer is a protocol error
         self._send({"id": rid, "op": op, "args": args}, op, deadline)

@@ -9,16 +9,19 @@ killed with its session at the end).
 - an interrupted run (SIGINT), run again: what was graded is skipped, not graded again;
 - a worker from another checkout refuses, naming what differs;
 - a worker whose numpy is not the client's (the lock's) refuses, naming both versions.
+- workers whose TMPDIR (and so their scratch) is 150 characters deep grade every sample as expected.json says.
 """
 
 import csv
 import io
+import json
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -186,11 +189,13 @@ def test_an_interrupted_run_resumes_and_grades_nothing_twice(tmp_path, engine):
         finally:
             stop(proc)
         assert proc.returncode == 130 and "run the same command again to resume" in stderr, stderr[-3000:]
-        kept = ledger(out)
+        kept = {n: data for n, data in ledger(out).items() if json.loads(data)["ungraded"] is None}
         assert 2 <= len(kept) < CLASS_N, f"{len(kept)} graded before the interrupt"
-        assert len(rows(out)) == len(kept), "grades.csv is rebuilt from the ledger when a run stops"
-        mtimes = {p.name: p.stat().st_mtime_ns for p in (out / "results").glob("*.json")  # the entries (no dot-file record)
-                  if p.name != "summary.json" and not p.name.startswith(".")}
+        stopped = rows(out)  # grades.csv is rebuilt from the ledger when a run stops: every entry a row
+        assert sorted(r["submission"] for r in stopped) == sorted(p.name for p in klass.iterdir()), stopped
+        assert all(r["status"] == "ungraded" and "interrupted" in r["reason"] for r in stopped if r["submission"] not in kept)
+        mtimes = {p.name: p.stat().st_mtime_ns for p in (out / "results").glob("*.json")  # the graded entries
+                  if p.stem in kept}
         again = ol_grade(klass, out, *where)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
     assert f"{len(kept)} of {CLASS_N} submissions already graded" in again.stderr and "resuming on them" in again.stderr, again.stderr
@@ -225,7 +230,9 @@ def test_a_worker_of_another_checkout_refuses_naming_what_differs(tmp_path):
     assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
     assert "refuses to grade: its harness version is not the client's" in r.stderr, r.stderr[-2000:]
     assert "the harness, chapter pack, references or fixtures differ" in r.stderr and "Traceback" not in r.stderr
-    assert not ledger(tmp_path / "out"), "no grade from a mixed-version cluster"
+    got = rows(tmp_path / "out")  # no grade from a mixed-version cluster: the entry's row is ungraded, saying why
+    assert [(r["submission"], r["status"]) for r in got] == [("student-00", "ungraded")], got
+    assert "its harness version is not the client's" in got[0]["reason"], got[0]["reason"]
 
 
 def test_a_worker_with_another_numpy_refuses_naming_both_versions(tmp_path):
@@ -243,4 +250,107 @@ def test_a_worker_with_another_numpy_refuses_naming_both_versions(tmp_path):
     assert "refuses to grade: its harness version is not the client's" in r.stderr, r.stderr[-2000:]
     assert f"numpy 1.26.0 here, {metadata.version('numpy')} on the client" in r.stderr, r.stderr[-2000:]
     assert "the harness, chapter pack" not in r.stderr and "Traceback" not in r.stderr, "numpy alone differs"
-    assert not ledger(tmp_path / "out"), "no grade from a worker of another numpy"
+    got = rows(tmp_path / "out")  # no grade from a worker of another numpy: the entry's row is ungraded, saying why
+    assert [(r["submission"], r["status"]) for r in got] == [("student-00", "ungraded")], got
+    assert "numpy 1.26.0 here" in got[0]["reason"], got[0]["reason"]
+
+
+DEEP = 150  # characters of the workers' TMPDIR: a cluster's scratch deep in /scratch/users/NAME/dask-worker-space/...
+EXPECTED = json.loads((EXAMPLES / "expected.json").read_text())["submissions"]
+DEEP_CLASS = [n for n, e in EXPECTED.items() if e.get("language", "python") == "python"] + (
+    ["rust-correct", "rust-s01-first-occurrence"] if HAS_CARGO else [])
+
+
+def deep_folder(under: Path, length: int) -> Path:
+    """A folder under `under` whose path is at least `length` characters long."""
+    deep = under
+    while len(str(deep)) < length:
+        deep = deep / ("d" * min(40, max(1, length - len(str(deep)) - 1)))
+    deep.mkdir(parents=True)
+    return deep
+
+
+@pytest.mark.slow(s=120)
+def test_workers_with_a_deep_tmpdir_give_every_entry_its_row_and_the_samples_their_grades(tmp_path, monkeypatch):
+    """The workers' TMPDIR is 150 characters deep, and so is everything of theirs (the loopback's folder, each
+    worker's local directory, the run's scratch, the judges' zygote socket: past AF_UNIX's 108 bytes): every entry
+    gets its row, and each sample the grade expected.json states (16/16 for the correct ones)."""
+    from harness.registry import load_chapter
+
+    points = {t.name: t.points for t in load_chapter("L10.8").tests}
+    deep = deep_folder(tmp_path, DEEP)
+    assert len(str(deep)) >= DEEP
+    klass = tmp_path / "class"
+    for name in DEEP_CLASS:
+        shutil.copytree(EXAMPLES / name, klass / name)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))  # the loopback's own folder (its workers' spaces) goes there too
+    with Loopback(workers=1, nthreads=2, env={"TMPDIR": str(deep)}) as cluster:
+        assert str(cluster.dir).startswith(str(deep))
+        r = ol_grade(klass, tmp_path / "out", "--seed", "4242", "--scheduler", cluster.address)
+        logs = cluster.log("w0.log")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:] + logs[-3000:]
+    got = {row["submission"]: row for row in rows(tmp_path / "out")}
+    assert sorted(got) == sorted(DEEP_CLASS), "every entry has its row"
+    for name in DEEP_CLASS:
+        want, row = EXPECTED[name], got[name]
+        failing = {t: o for t, o in row.items() if t in points and o != "pass"}
+        assert row["status"] == "graded" and failing == want["must_fail"], (name, row["reason"], failing)
+        assert float(row["score"]) == sum(points[t] for t in want["must_pass"]), (name, row["score"])
+    assert all(float(got[n]["score"]) == 16 for n in DEEP_CLASS if not EXPECTED[n]["must_fail"])
+    summary = json.loads((tmp_path / "out" / "results" / "summary.json").read_text())["summary"]
+    assert (summary["submissions"], summary["graded"]) == (len(DEEP_CLASS), len(DEEP_CLASS)), summary
+
+
+@pytest.mark.slow(s=40)
+def test_a_worker_side_fault_on_one_entry_is_its_ungraded_row_and_the_others_are_graded(tmp_path):
+    """A fault on the worker for one entry (its judge cannot start: injected through the worker's PYTHONPATH, a
+    sitecustomize that breaks harness.grading.judge.judge for the entry named `faulty`): that entry's row is
+    ungraded, the fault named; the others are graded; the summary counts the whole class."""
+    klass = bare_class(tmp_path / "class", 2)
+    (klass / "faulty").mkdir()
+    (klass / "faulty" / "spec.py").write_text(REFERENCE_SPEC.read_text())
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    with Loopback(workers=1, nthreads=2, env={"OL_TEST_INJECT": "faulty"}, worker_pythonpath=Path(f"{REPO}{os.pathsep}{inject}")) as cluster:
+        r = ol_grade(klass, tmp_path / "out", "--seed", "7", "--scheduler", cluster.address)
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-3000:]
+    got = {row["submission"]: row for row in rows(tmp_path / "out")}
+    assert sorted(got) == ["faulty", "student-00", "student-01"], got
+    assert got["faulty"]["status"] == "ungraded" and "RuntimeError: injected on the worker" in got["faulty"]["reason"], got["faulty"]
+    assert all(got[n]["status"] == "graded" and got[n]["passed"] == "16" for n in ("student-00", "student-01")), got
+    summary = json.loads((tmp_path / "out" / "results" / "summary.json").read_text())["summary"]
+    assert (summary["submissions"], summary["graded"], summary["ungraded"]) == (3, 2, 1), summary
+
+
+# imported by every Python process started with the worker's PYTHONPATH (the scheduler, the nanny, the worker; not
+# the judges' zygote, whose PYTHONPATH is the checkout alone): harness.grading.judge, once imported, fails for one entry
+SITECUSTOMIZE = """
+import importlib.abc, importlib.util, os, sys
+
+
+class _Inject(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != "harness.grading.judge" or not os.environ.get("OL_TEST_INJECT"):
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        load = spec.loader.exec_module
+
+        def exec_module(module):
+            load(module)
+            real = module.judge
+
+            def judge(chapter, sub, *args, **kwargs):
+                if sub.name == os.environ["OL_TEST_INJECT"]:
+                    raise RuntimeError("injected on the worker: the judge could not start")
+                return real(chapter, sub, *args, **kwargs)
+
+            module.judge = judge
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _Inject())
+"""

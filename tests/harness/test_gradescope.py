@@ -150,6 +150,20 @@ class Autograder:
         return data, r.stdout + r.stderr
 
 
+    def ungraded(self, upload) -> str:
+        """Put an upload in submission/ and run run_autograder, which must write no results.json (the grader failed:
+        Gradescope then marks the run failed, with no score): its stdout."""
+        sub, res = self.dir / "submission", self.dir / "results"
+        for d in (sub, res):
+            shutil.rmtree(d, ignore_errors=True)
+        sub.mkdir()
+        upload(sub)
+        r = self.run("/autograder/run_autograder", offline=True)
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert not (res / "results.json").exists(), (res / "results.json").read_text()
+        return r.stdout + r.stderr
+
+
 def make(tmp: Path, seed: int) -> Autograder:
     ag = Autograder(_namespace(), extract(build(tmp, seed), tmp / "root"))
     ag.setup()
@@ -328,17 +342,15 @@ def test_an_upload_holding_a_link_is_rejected_naming_it_and_nothing_it_names_is_
 
 @PYTHON_UPLOADS
 @pytest.mark.slow(s=2)
-def test_a_harness_error_says_the_grader_failed_not_the_student(autograder):
+def test_a_harness_error_leaves_the_upload_ungraded_never_a_zero(autograder):
     toml = autograder.dir / "source" / "chapters" / "L10_8" / "chapter.toml"
     good = toml.read_text()
     toml.write_text(good + "tests = [\n")  # the pack no longer loads: exit 3, whatever the upload
     try:
-        data, log = autograder.grade(UPLOADS["bare spec.py"])
+        log = autograder.ungraded(UPLOADS["bare spec.py"])
     finally:
         toml.write_text(good)
-    assert "ol check exited 3" in log
-    assert data["output"].startswith("The grader failed") and "not a verdict on your code" in data["output"]
-    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"]) and data["extra_data"] == {"ol": "grader failed"}
+    assert "ol check exited 3" in log and "ungraded: ol check failed (exit 3)" in log, log[-3000:]
 
 
 def test_an_upload_the_judge_refuses_after_the_layout_check_is_rejected_as_ol_grade_rejects_it(tmp_path):
@@ -365,21 +377,21 @@ def test_an_upload_the_judge_refuses_after_the_layout_check_is_rejected_as_ol_gr
     why = data["tests"][0]["output"]
     assert "the crate tl-engine has no src/lib.rs" in why and "/tmp" not in why and str(tmp_path) not in why, why
     said.write_text("{}")  # no refusal written (a check refusing its own arguments): the grader failed, not the upload
-    assert gradescope.results_for(source, 2, said, sub)[1].startswith("grader failure"), "a refusal must be the judge's own"
+    assert gradescope.results_for(source, 2, said, sub) == (None, "ungraded: ol check refused its own arguments (exit 2) "
+                                                                   "though the upload is laid out right"), "a refusal must be the judge's own"
 
 
 @PYTHON_UPLOADS
 @pytest.mark.slow(s=4)
-def test_when_no_python_can_write_results_the_bundled_grader_failure_stands_in(autograder):
+def test_when_no_python_can_write_results_the_upload_is_ungraded_with_no_score(autograder):
     meta = autograder.dir / "source" / ".ol-gradescope.json"
     meta.rename(meta.with_suffix(".away"))  # run_autograder's last step fails under every interpreter
     try:
-        data, log = autograder.grade(lambda sub: None)
+        log = autograder.ungraded(lambda sub: None)
     finally:
         meta.with_suffix(".away").rename(meta)
     assert "ol check exited 2" in log and "wrote" not in log.split("ol check exited 2", 1)[1]
-    assert data["output"].startswith("The grader failed") and data["extra_data"] == {"ol": "grader failed"}
-    assert data["score"] == 0 and all(t["status"] == "failed" for t in data["tests"])
+    assert "no results.json: ungraded" in log, log[-3000:]
 
 
 KILLER = """

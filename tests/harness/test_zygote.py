@@ -113,3 +113,19 @@ def test_only_its_user_reaches_the_zygote(zygote):
 def test_a_zygote_that_cannot_start_says_why(tmp_path):
     with pytest.raises(ZygoteError, match="did not start .*L99"):
         Zygote("L99", judge_env("bwrap"), tmp_path / "home")
+
+
+def test_a_zygote_deep_in_a_long_folder_starts_and_forks(tmp_path):
+    """A Dask worker's scratch sits deep (`/scratch/users/NAME/dask-worker-space/...`): the socket's path is past
+    AF_UNIX's 108 bytes, and the zygote binds and is reached all the same, still in its user's 0700 folder."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60) / "home"
+    deep.parent.mkdir(parents=True)
+    assert len(os.fsencode(str(deep / "zygote.sock"))) > 108
+    env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
+    z = Zygote("L10.8", env, deep)
+    try:
+        r = z.run(["check", "deep"], {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path)}, tmp_path, 30, main="zygote_kit:where")
+        assert r.returncode == 7 and json.loads(r.stdout)["args"] == ["check", "deep"], (r.returncode, r.stderr)
+        assert Path(z.path).is_socket() and Path(z.path).parent.stat().st_mode & 0o777 == 0o700
+    finally:
+        z.close()

@@ -30,7 +30,7 @@ import numpy as np
 
 from harness.pack import MASK64, where_differ
 
-from .fake_target import FakeTarget
+from .fake_target import FakeTarget, FakeTargetError
 from .judging import case, short
 from .requests import VOCAB
 from .targets import LoggedTarget
@@ -126,7 +126,11 @@ def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, 
         budget = min(cfg["k"], max_new - len(emitted) - 1)  # step 1
         draft = [int(t) for t in impl.propose(cfg, prompt + emitted, budget)] if budget > 0 else []
         fed = ([emitted[-1]] if emitted else prompt) + draft  # step 2
-        rows = target.extend(fed)[len(fed) - len(draft) - 1:]
+        try:
+            rows = target.extend(fed)[len(fed) - len(draft) - 1:]
+        except FakeTargetError as e:  # the draft your propose gave cannot be fed: a wrong answer, not the judge's fault
+            raise AssertionError(f"your propose drafted {short(draft)} for a context of {len(prompt + emitted)} ids, "
+                                 f"which the target refuses: {e}") from None
         v = impl.verify_draft([np.asarray(r).tolist() for r in rows], draft, None, params, prompt, emitted,
                               seed_at(rng, state))  # step 3
         drawn = _drawn(rng, state, v["next_u32"])
@@ -134,7 +138,10 @@ def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, 
             raise AssertionError(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
                                  "(two uniforms per draft position and one for the bonus token at most)")
         state = drawn[1]
-        target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
+        try:
+            target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
+        except FakeTargetError as e:  # an n_accepted no rollback can give: a wrong answer
+            raise AssertionError(f"your verify_draft accepted {v['n_accepted']} of a draft of {len(draft)}: {e}") from None
         want.rounds.append(Round(fed, draft, list(v["tokens"]), list(v["logprobs"]), v["n_accepted"]))
         for t, lp in zip(v["tokens"], v["logprobs"]):  # step 5
             want.tokens.append(int(t))
@@ -175,7 +182,7 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     r_tok = _round_of(want, j)[0] if j is not None else None
     r_fed = next((r for r, (w, g) in enumerate(zip(want.rounds, fed or []), start=1) if w.fed != g), None)
     if r_fed is not None and (r_tok is None or r_fed <= r_tok):  # it fed something else before any token parted
-        w, g = want.rounds[r_fed - 1], fed[r_fed - 1]
+        w, g = want.rounds[r_fed - 1], (fed or [])[r_fed - 1]
         emitted = sum(len(x.tokens) for x in want.rounds[:r_fed - 1])
         pending = w.fed[:len(w.fed) - len(w.draft)]
         return (f"{head}\n  Round {r_fed} (forward pass {r_fed}) comes after {emitted} emitted tokens, all as expected; it should "
@@ -184,8 +191,8 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
                 f"  {short(w.fed, 24)}; your loop fed {short(g, 24)}")
     if j is not None:
         r, start = _round_of(want, j)
-        w = want.rounds[r - 1] if want.rounds else None
-        said = f"round {r} fed {short(w.fed, 12)} after {start} emitted tokens and emits {w.tokens}" if w else "there is no round at all"
+        at = want.rounds[r - 1] if want.rounds else None
+        said = f"round {r} fed {short(at.fed, 12)} after {start} emitted tokens and emits {at.tokens}" if at else "there is no round at all"
         return (f"{head}\n  The generations part at token {j}, in round {r}: expected "
                 f"{want.tokens[j] if j < len(want.tokens) else 'the end'}, got {toks[j] if j < len(toks) else 'the end'} "
                 f"({said}).\n  expected {short(want.tokens, 40)}\n  got      {short(toks, 40)}")
@@ -226,7 +233,9 @@ def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, para
     heard: list[int] | None = [] if (stream or stop_at is not None) else None
     listener = None
     if heard is not None:
-        listener = lambda t, lp: heard.append(int(t)) or stop_at is None or len(heard) < stop_at
+        def listener(t, lp) -> bool:  # hear the token; go on unless told to stop there
+            heard.append(int(t))
+            return stop_at is None or len(heard) < stop_at
     with case(where):
         g = impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=listener)
     assert not target.misuse, f"{where}: {target.misuse[0]}"

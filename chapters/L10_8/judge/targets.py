@@ -50,8 +50,12 @@ def eos_inside_accepted_run(ref, prompt, vocab: int, max_new: int) -> tuple[int,
     be in the prompt, which prompt lookup copies from), found by running the reference (judge side)."""
     spec, SamplingParams = ref.module("infer.spec"), ref.module("infer.sampling").SamplingParams
     target, rounds = FakeTarget(ref, vocab), []
-    spec.generate_stream(target, spec.SpecConfig.parse("prompt_lookup", 4), prompt, SamplingParams(), 7, max_new, [],
-                        lambda t, lp: rounds.append((t, target.calls)) or True)
+
+    def heard(t, lp) -> bool:  # each token, with the forward passes made by then; go on
+        rounds.append((t, target.calls))
+        return True
+
+    spec.generate_stream(target, spec.SpecConfig.parse("prompt_lookup", 4), prompt, SamplingParams(), 7, max_new, [], heard)
     for j in range(len(rounds) - 1):
         t, r = rounds[j]
         if rounds[j + 1][1] == r and t not in [x for x, _ in rounds[:j]]:
@@ -65,7 +69,8 @@ class WatchedTarget(FakeTarget):
 
     def __init__(self, heard: list, *args, **kw) -> None:
         super().__init__(*args, **kw)
-        self.heard, self.passes = heard, []
+        self.heard = heard
+        self.passes: list[tuple] = []
 
     def extend(self, ids):
         self.passes.append((len(self.heard), self.cached(), [int(i) for i in ids]))

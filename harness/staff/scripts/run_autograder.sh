@@ -25,11 +25,10 @@ echo "run_autograder: ol check exited $code"
 rm -f "$res/results.json"     # whatever the submission may have written there
 for p in "$venv_py" "$py"; do  # the second only if the environment itself is broken
   PYTHONPATH="$src" "$p" -P -s -m harness.staff.gradescope "$src" "$code" "$private/results.json" "$sub" "$res/results.json" && break
+  rm -f "$res/results.json"
 done
-if [ ! -s "$res/results.json" ]; then   # no Python could write it: still never a silent zero
-  cp "$src/{fallback_file}" "$res/results.json" ||
-    echo '{"score": 0, "output": "The grader failed before it could grade your upload; this is not a verdict on your code."}' \
-      > "$res/results.json"
-fi
+# No results.json (the grader failed, or no Python could decide): Gradescope marks the run failed, with no
+# score: the submission is ungraded, never given a 0 (harness.staff.gradescope)
+[ -s "$res/results.json" ] || echo "run_autograder: no results.json: ungraded (the grader failed, not the submission)"
 cd "$root" && rm -rf "$private"
 exit 0
