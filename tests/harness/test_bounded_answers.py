@@ -16,7 +16,7 @@ import pytest
 
 from harness.errors import Raised, Timeout
 from harness.registry import load_chapter
-from harness.transport import worker_client
+from harness.transport import error_answer
 from harness.transport.impl import CHECK_LIMIT_ENV, CallInfo, Impl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,11 +34,11 @@ def huge_error(root: Path) -> dict:
 
 def test_an_error_answer_is_read_within_caps(tmp_path, monkeypatch):
     reads = []
-    real = worker_client._source_lines
-    monkeypatch.setattr(worker_client, "_source_lines", lambda p: reads.append(p) or real(p))
-    data = worker_client.with_sources(worker_client.bounded(huge_error(tmp_path)), tmp_path, time.monotonic() + 60)
-    assert len(data["frames"]) == worker_client.FRAMES_CAP
-    assert len(reads) <= worker_client.SOURCE_FILES_CAP and len(reads) == 1, reads  # one file, read once
+    real = error_answer._source_lines
+    monkeypatch.setattr(error_answer, "_source_lines", lambda p: reads.append(p) or real(p))
+    data = error_answer.with_sources(error_answer.bounded(huge_error(tmp_path)), tmp_path, time.monotonic() + 60)
+    assert len(data["frames"]) == error_answer.FRAMES_CAP
+    assert len(reads) <= error_answer.SOURCE_FILES_CAP and len(reads) == 1, reads  # one file, read once
     assert all(len(f["function"]) < 400 for f in data["frames"]) and len(data["message"]) < 4100
     e = Raised("generate", data, "rust")
     assert len(str(e)) < 20_000 and "more characters" in str(e)
@@ -46,12 +46,12 @@ def test_an_error_answer_is_read_within_caps(tmp_path, monkeypatch):
 
 def test_nothing_is_read_past_the_calls_deadline(tmp_path, monkeypatch):
     reads = []
-    monkeypatch.setattr(worker_client, "_source_lines", lambda p: reads.append(p) or [])
+    monkeypatch.setattr(error_answer, "_source_lines", lambda p: reads.append(p) or [])
     (tmp_path / "spec.rs").write_text("fn f() {}\n")
     data = {"type": "panic", "message": "boom", "frames": [{"file": "spec.rs", "line": 1}]}
-    assert worker_client.with_sources(data, tmp_path, time.monotonic() - 1)["frames"] == data["frames"]
+    assert error_answer.with_sources(data, tmp_path, time.monotonic() - 1)["frames"] == data["frames"]
     assert reads == []
-    assert worker_client.with_sources(data, tmp_path, time.monotonic() + 60)["frames"][0]["file"] == "spec.rs"
+    assert error_answer.with_sources(data, tmp_path, time.monotonic() + 60)["frames"][0]["file"] == "spec.rs"
     assert len(reads) == 1
 
 
