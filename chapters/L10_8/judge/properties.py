@@ -13,6 +13,7 @@ An explicit input names the category of the domain it stands for (a staff test r
 
 from functools import lru_cache
 import math
+import random
 
 from harness.pack import ALL, ANSWERS, REFUSALS, Explicit, InProcess, Property, check, close, pristine
 
@@ -33,6 +34,11 @@ def judge_reference() -> Client:
 def seed_of(golden: dict) -> int:
     """The grading seed: the golden file's master_seed (the shipped file's is public; `--fresh` and `ol grade` draw one)."""
     return int(golden.get("master_seed", 0))
+
+
+def rng_for(golden: dict, name: str) -> random.Random:
+    """A test's own generator from the grading seed: the part of its inputs a fresh case set changes."""
+    return random.Random(f"{seed_of(golden)}:{name}")
 
 
 def _args(**kw) -> str:
