@@ -58,8 +58,8 @@ def test_rollback_drops_one_reference_only(impl, golden):
     b, n = rng.randint(2, 6), rng.randint(2, 5)
     pool = impl.new_pool(n + 2, b)
     table = filled_table(pool, [b] * (n - 1) + [rng.randint(1, b)])
-    keep = rng.randint(0, (n - 1) * b)
-    kept = -(-keep // b)
+    kept = rng.randint(0, n - 1)
+    keep = kept * b  # block-aligned: this test's row is the shared block's reference (R-RB-05), not the partial block's fill
     shared = rng.sample(table[kept:], rng.randint(1, n - kept))
     for block in shared:
         pool.retain(block)
