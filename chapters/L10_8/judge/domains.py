@@ -161,13 +161,21 @@ def _unambiguous(r, g) -> list:
     distinct tokens with room for any k <= 8. Every rule of the drafts gives one answer here (most recent or first
     occurrence, stopping at the suffix or not, ties, back-off), so propose is judged on what it dispatches to and
     passes on (draft kind, bounds, k), not on the draft functions' own rules (their tests' rows)."""
-    a = r.sample(range(40), r.randint(12, 30))
-    i = r.randint(0, len(a) - 11)
+    a = r.sample(range(60), r.randint(30, 45))
+    i = r.randint(0, len(a) - 23)  # room for k up to cfg.k + 3 = 19 before the copy
     return a + a[i:i + r.randint(1, 3)]
 
 
-CTX_FOR_PROPOSE = {"a suffix seen once": _unambiguous, "nothing repeats": lambda r, g: r.sample(range(40), r.randint(2, 20)),
-                   "empty": just([]), "a negative id": _negative_id}
+def _long_negative_id(r, g) -> list:
+    ctx = r.sample(range(60), r.randint(9, 20))
+    ctx[r.randint(0, len(ctx) - 1)] = -1
+    return ctx
+
+
+# every context longer than any n-gram bound drawn here (8): contexts no longer than a bound are the draft functions'
+# own rows (R-PL-10, R-PL-15: a slip there costs their tests, not propose's)
+CTX_FOR_PROPOSE = {"a suffix seen once": _unambiguous, "nothing repeats": lambda r, g: r.sample(range(60), r.randint(9, 20)),
+                   "a negative id": _long_negative_id}
 PROPOSE = Domain("propose", (
     Param("cfg", {"none": _cfg("none"), "ngram": _cfg("ngram"), "prompt_lookup": _cfg("prompt_lookup"),
                   "ngram built with bad bounds": _cfg("ngram", True),
