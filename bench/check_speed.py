@@ -25,7 +25,8 @@ and reference) are compiled by the first check and cached in __pycache__, as on 
 second check on. So every command runs without PYTHONDONTWRITEBYTECODE (an environment may set it), after one
 untimed check of each Python row; --cold-bytecode measures a checkout that never caches it instead: every command
 with PYTHONDONTWRITEBYTECODE=1 and this checkout's __pycache__ folders removed before each Python check, which then
-compiles ol's modules again (the floor's are compiled either way). The property checks' drawn inputs likewise: the
+compiles ol's modules again (the floor's are compiled either way). The property checks draw their inputs anew in
+every check (milliseconds: harness.pack.frames); before that change they were kept, and likewise: the
 first check of a seed draws them and keeps them in the user's cache (harness.memo), later checks read them back;
 --cold-bytecode gives every Python check an empty cache folder, so each draws them again.
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
@@ -216,7 +217,7 @@ def main() -> int:
         print(f"the sandbox's own cost: {med[WORKER] - med[UNCONFINED]:+.2f} s a check "
               f"({med[WORKER] / med[UNCONFINED]:.2f}x the unconfined worker)")
     print("bytecode and drawn inputs: " + ("compiled and drawn again by every check (--cold-bytecode)" if a.cold_bytecode else
-          "ol's modules cached in __pycache__, the property checks' inputs in the user's cache, by an untimed first check "
+          "ol's modules cached in __pycache__ by an untimed first check "
           "(as from a student's second check on)"))
     write_figures(a.out, {"repeat": a.repeat, "quick": a.quick, "cold_bytecode": a.cold_bytecode, "sandbox": modes, "times_s": times, "median_s": med,
                           "ratio_to_floor": ratio, "goals_x_floor": GOALS, "rust_goals_x_python_check": RUST_GOALS,

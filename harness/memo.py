@@ -1,12 +1,11 @@
 """What a judge can recompute but need not: data kept by key in this process and on disk between checks.
 
-The judge keeps here what costs more to make than to read and is decided by its key alone: a pack's property
-checks' drawn inputs (a grading seed, a name and the code that draws decide them; harness.pack re-exports this
-module), and the fresh cases of a grading seed (harness.check.golden: the seed and the code of the oracle, the
+The judge keeps here what costs more to make than to read and is decided by its key alone: the fresh cases of a
+grading seed (harness.check.golden: the seed and the code of the oracle, the
 pack and the reference decide them). The key names everything that decides the value, so the value is the same
 whether it is made or read: nothing here can change a verdict; it changes how long a second check waits.
 
-    remembered("draws", key, make)   # make() the first time; the same value, read back, from then on
+    remembered("fresh", key, make)   # make() the first time; the same value, read back, from then on
 
 Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700), checked by
 harness.cache (a link planted there, another user's folder or one open to others: CacheRefused, exit 2). The judge's
@@ -36,7 +35,7 @@ from typing import Any, Callable, TypeVar
 from . import cache
 
 T = TypeVar("T")
-KEPT = 2000  # files of one kind kept by default (the drawn inputs: a check writes ten, one per property, a few KiB each)
+KEPT = 2000  # files of one kind kept by default (a kind may keep fewer: fresh case sets, FRESH_KEPT)
 TOUCH_AFTER_S = 3600.0  # a hit refreshes its file's time at most this often (the least recently used go first)
 NAME = re.compile(r"[0-9a-f]{40}\.marshal")  # the files this module writes (pruning removes no other)
 _MISSING = object()

@@ -17,8 +17,10 @@ from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
 from .. import memo
 from ..memo import remembered
+from .differential import ALL, ANSWERS, REFUSALS, Explicit, Property, check, close, exact, reach
+from .frames import Domain, Param, drawn
 from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
-__all__ = ["Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",
+__all__ = ["ALL", "ANSWERS", "Domain", "Explicit", "Param", "Property", "REFUSALS", "check", "close", "drawn", "exact", "reach", "Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",
            "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "load_chapter", "memo", "open_impl", "pristine", "remembered", "splitmix64", "to_wire", "version_of",
            "where_differ"]

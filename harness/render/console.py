@@ -24,6 +24,10 @@ def lit(text: str, style: str = "") -> Text:
     return Text(visible(text), style=style)
 
 
+PUBLIC_INPUTS = ("[dim]inputs: the shipped cases, and property inputs drawn from their public seed (anyone can know them); "
+                 "a grade draws fresh ones (`ol grade`, `ol check --fresh`)[/]")
+
+
 def report(out, rep: Report, table: bool = True) -> None:
     """The report: its table of tests (table=False: the lines were printed as the tests finished), each
     failure's message, then the summary."""
@@ -51,6 +55,8 @@ def report(out, rep: Report, table: bool = True) -> None:
     colour = "green" if rep.ok else "red"
     out.print(f"\n[bold {colour}]{rep.passed} of {len(rep.tests)} passed[/], score {rep.score:g}/{rep.max_score:g}, "
               f"{rep.duration_s:.1f}s")
+    if rep.fresh_seed is None:
+        out.print(PUBLIC_INPUTS)
 
 
 def hints(out, rep: Report) -> None:

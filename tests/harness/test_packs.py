@@ -77,12 +77,24 @@ TOY = {
                 return self.call("double", {"x": x})
     """,
     "tests/test_toy.py": """
+        from harness.pack import Domain, Param, Property, check
+
+        class Reference:  # the judge's own answer
+            def double(self, x):
+                return 2 * x
+
+        DOUBLE = Property(Domain("double", (Param("x", {"zero": lambda r, got: 0, "small": lambda r, got: r.randint(-9, 9),
+                                                       "past u64": lambda r, got: 2**64 + r.randint(0, 9)}),)),
+                          lambda impl, x: impl.double(x), lambda x: f"double({x})")
+
         def test_doubles_by_hand(impl):
             assert impl.double(2) == 4, "2 doubles to 4"
 
         def test_doubles_match_the_golden_cases(impl, golden):
             wrong = [c for c in golden["cases"] if impl.double(c["x"]) != c["expect"]]
             assert not wrong, f"{len(wrong)} golden cases differ, first {wrong[0]}"
+            problem = check(DOUBLE, impl, Reference(), seed=len(golden["cases"]))
+            assert problem is None, problem
     """,
     "fixtures/golden.json": json.dumps({"cases": [{"x": 3, "expect": 6}, {"x": -5, "expect": -10}, {"x": 0, "expect": 0}]}),
     "mutants/manifest.toml": """

@@ -1,266 +1,466 @@
-"""The domain of every contract function, as Hypothesis strategies biased to its edges (rules.toml's
-[[domain]] rows say the same in words): the inputs the property checks of the chapter's tests draw.
-
-Each strategy draws a tuple of arguments in the order the client method takes them. Inputs the contract
-leaves free are never drawn (or are skipped by the property's `free` predicate): an id or count a Rust
-type cannot hold (u32 ids, usize and u64 counts; Python's int has no limit there), a p with no mass to
-`residual`, a row the walk never reaches holding NaN.
+"""The domain table of every contract function the property checks judge: per parameter, its categories, derived
+by rule from the parameter's type and constraints (rules.toml's [[domain]] rows say the same in words):
+- integers: each stated bound and bound +- 1; the limits of the type (usize/u64: 2^64 - 1) and of each narrower
+  type a port may use by mistake (i32, u32, f64's exact integers, i64), with values whose truncation to 32 or 63
+  bits lands back inside the valid range; zero, one, a small value; a refused negative and i64's minimum;
+- token lists: empty, one token, several, many; duplicates, periodic repeats, long runs, ties among followers,
+  ids at u32's edge; a refused negative id;
+- floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
+  each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1), NaN and +-inf;
+- options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
+  every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V).
+Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
+bounds past 2^16, NaN or +inf in a verify row the walk may skip, a reached row that is -inf everywhere, top_p's
+boundary. Each category is a small function (rng, values drawn so far) -> value (harness.pack.frames).
 """
 
-from functools import lru_cache
+import math
 import random
+from typing import Any, Callable
 
-from hypothesis import strategies as st
+from harness.pack import Domain, Param
 
 U64_MAX = 2**64 - 1
-NGRAM_MAX = 2**16  # the n-gram bounds' domain ends here: past it a bound is free (the chapter's loop over every n
-# from max_ngram down is right, and may take that long; spec.pyi prompt_lookup)
+NGRAM_MAX = 2**16  # the n-gram bounds' domain ends here: past it a bound is free (spec.pyi prompt_lookup)
 NAN, INF = float("nan"), float("inf")
-
-# ---- integers ---------------------------------------------------------------------------------------
-
-# counts (k, n, tokens, block_tokens): small values, the edges of usize/u64, and a refused negative
-HUGE = st.sampled_from([U64_MAX, U64_MAX - 1, 2**63, 2**53 + 1, 2**53, 2**32, 2**32 - 1])
-NEGATIVE = st.sampled_from([-1, -2, -(2**63)])
+ALPHABET = (0, 1, 2, 3, 4, 5)  # a small alphabet, so suffixes recur
 
 
-@lru_cache(maxsize=None)  # a strategy is built once and reused: Hypothesis validates each new one on its first draw
-def count(lo: int = 0, hi: int = 20, huge: bool = True, negative: bool = True):
-    parts = [st.integers(lo, hi)] * 8  # small values most of the time
-    if huge:
-        parts.append(HUGE)
-    if negative:
-        parts.append(NEGATIVE)
-    return st.one_of(*parts)
+def just(v):
+    return lambda r, g: list(v) if isinstance(v, list) else v
 
 
-@st.composite
-def bounds(draw, hi: int = 12):
-    """(max_ngram, min_ngram): mostly 1 <= min <= max (max up to `hi`, now and then NGRAM_MAX), else any pair
-    of counts (bad ones refused)."""
-    if draw(st.integers(0, 5)) == 0:
-        return draw(count(0, hi, huge=False)), draw(count(0, hi, huge=False))
-    mx = draw(_mostly(st.integers(1, hi), st.just(NGRAM_MAX)))
-    return mx, draw(_mostly(st.integers(1, min(mx, hi)), st.just(mx)))
+def pick(*vs):
+    return lambda r, g: r.choice(vs)
 
 
-@lru_cache(maxsize=None)
-def _mostly(usual, edge, weight: int = 6):
-    """`usual` `weight` times in `weight + 1`, else `edge`."""
-    return st.one_of(*[usual] * weight, edge)
+def ints(lo: int, hi: int):
+    return lambda r, g: r.randint(lo, hi)
 
 
-@lru_cache(maxsize=None)
-def exactly(elements, n: int):
-    """Lists of `n` entries of `elements`."""
-    return st.lists(elements, min_size=n, max_size=n)
+def toks(r, lo: int, hi: int, alphabet=ALPHABET) -> list:
+    return [r.choice(alphabet) for _ in range(r.randint(lo, hi))]
 
 
-@lru_cache(maxsize=None)
-def ids_below(v: int, max_size: int):
-    """Lists of ids below V = `v`, now and then V itself (refused)."""
-    return st.lists(st.one_of(*[st.integers(0, v - 1)] * 8, st.just(v)), max_size=max_size)
+# ---- token contexts -----------------------------------------------------------------------------------------
+
+def _periodic(r, g) -> list:
+    period = toks(r, 1, 4, (0, 1, 2, 3))
+    n = len(period) * r.randint(2, 60)
+    return (period * r.randint(2, 60))[: max(1, n - r.randint(0, 3))]
 
 
-# ---- token sequences ----------------------------------------------------------------------------------
-
-def _periodic(draw_period, reps, noise):
-    return st.builds(lambda period, n, tail: (period * n)[: max(0, len(period) * n - tail)], draw_period, reps, noise)
-
-
-def tokens(min_size: int = 0, max_size: int = 12, alphabet=(0, 1, 2, 3, 4, 5)):
-    """Lists of ids from `alphabet` (a small one, so suffixes recur), drawn as one byte string (one choice for the
-    whole list, where a list of integers costs two a token): Hypothesis shrinks it shorter and to lower bytes,
-    which are the alphabet's first ids."""
-    return st.binary(min_size=min_size, max_size=max_size).map(lambda bs: [alphabet[b % len(alphabet)] for b in bs])
+def _recent_wins(r, g) -> list:
+    """The suffix occurred twice earlier with different continuations: the most recent one is the answer."""
+    s = toks(r, 1, 3)
+    a, b = r.sample(ALPHABET, 2)
+    return s + [a] + toks(r, 0, 3) + s + [b] + toks(r, 0, 3) + s
 
 
-CTX = st.one_of(
-    tokens(0, 12),  # empty and one-element contexts included
-    tokens(12, 40),
-    _periodic(tokens(1, 4, (0, 1, 2, 3)), st.integers(1, 60), st.integers(0, 3)),  # long, periodic
-    tokens(0, 10, (0, 1, 2**32 - 1, 2**31)),  # ids at the edge of u32
-)
+def _tied_followers(r, g) -> list:
+    """Token 0 followed by 20-40 distinct ids, once or twice each, shuffled: only 'ties to the lowest id' decides."""
+    order = [f + 1 for f in range(r.randint(20, 40)) for _ in range(r.randint(1, 2))]
+    r.shuffle(order)
+    return [x for f in order for x in (0, f)] + [0]
 
 
-def _refused(ctx: list, at: int) -> list:
-    ctx[at % len(ctx)] = -1
+def _negative_id(r, g) -> list:
+    ctx = toks(r, 1, 6, (0, 1))
+    ctx[r.randint(0, len(ctx) - 1)] = r.choice([-1, -(2**31)])
     return ctx
 
 
-BAD_CTX = st.builds(_refused, tokens(1, 6, (0, 1, -1)), st.integers(0, 5))  # refused: one id at least is -1
+CTX = {
+    "empty": just([]),
+    "one token": lambda r, g: toks(r, 1, 1),
+    "two equal tokens": lambda r, g: [r.choice(ALPHABET)] * 2,
+    "short": lambda r, g: toks(r, 2, 11),
+    "long": lambda r, g: toks(r, 12, 40),
+    "periodic": _periodic,
+    "long run": lambda r, g: toks(r, 0, 2) + [r.choice(ALPHABET)] * r.randint(10, 60),
+    "suffix seen twice": _recent_wins,
+    "ids at u32's edge": lambda r, g: toks(r, 1, 10, (0, 1, 2**32 - 1, 2**31)),
+    "a negative id": _negative_id,
+}
+
+# counts a port holds in usize/u64: every value up to 2^64 - 1 admitted, negatives refused
+NARROW = {
+    "i32 max + 1": just(2**31),
+    "u32 max": just(2**32 - 1),
+    "truncates to a small value in 32 bits": lambda r, g: 2**32 + r.randint(1, 6),
+    "2^53 + 1": just(2**53 + 1),
+    "truncates to a small value in 63 bits": lambda r, g: 2**63 + r.randint(1, 6),
+    "u64 max": pick(U64_MAX, U64_MAX - 1),
+}
+NEGATIVE = {"minus one": just(-1), "i64 min": just(-(2**63))}
 
 
-@st.composite
-def tied_followers(draw):
-    """A context whose last token was followed by 20-40 distinct ids, each once or twice in a shuffled order:
-    many tied most-frequent followers, so only 'ties to the lowest id' decides (a sort that is not stable on
-    the count alone picks another)."""
-    n = draw(st.integers(20, 40))
-    counts = draw(_twice(n))
-    order = [f + 1 for f, c in enumerate(counts) for _ in range(c)]
-    random.Random(draw(st.integers(0, 2**32 - 1))).shuffle(order)  # one choice for the order (shrinks to seed 0's)
-    ctx = [x for f in order for x in (0, f)] + [0]
+def _len(g, key: str = "ctx") -> int:
+    return len(g[key])
+
+
+LOOKUP = Domain("prompt_lookup", (
+    Param("ctx", CTX),
+    Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": lambda r, g: _len(g) + r.randint(1, 3),
+                **NARROW, **NEGATIVE}),
+    Param("max_ngram", {"one": just(1), "small": ints(2, 4), "the context's length": lambda r, g: max(1, _len(g)),
+                        "the context's length + 1": lambda r, g: _len(g) + 1, "past the context": lambda r, g: _len(g) + r.randint(2, 5),
+                        "the domain's end": just(NGRAM_MAX), "zero": just(0), **NEGATIVE}),
+    Param("min_ngram", {"one": just(1), "equal to max_ngram": lambda r, g: g["max_ngram"],
+                        "between": lambda r, g: r.randint(1, max(1, min(g["max_ngram"], 4))), "zero": just(0),
+                        "max_ngram + 1": lambda r, g: g["max_ngram"] + 1, "minus one": just(-1), "u64 max": just(U64_MAX)}),
+), random_frames=20)
+
+
+def _ngram_k(r, g) -> int:  # k bounded: a repetitive context drafts k tokens, so a huge k is a huge answer
+    return min(_len(g) + r.randint(1, 3), 40)
+
+
+NGRAM = Domain("ngram_draft", (
+    Param("ctx", {**CTX, "tied followers": _tied_followers}),
+    Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": _ngram_k, **NEGATIVE}),
+    Param("n", {"one": just(1), "two": just(2), "three": just(3), "small": ints(4, 6),
+                "past the context": lambda r, g: _len(g) + r.randint(1, 2), "the domain's end": just(NGRAM_MAX),
+                "zero": just(0), **NEGATIVE}),
+), random_frames=20)
+
+
+# ---- the configuration and propose ------------------------------------------------------------------------------
+
+_MAX = lambda g: g["max_ngram"] if isinstance(g["max_ngram"], int) and g["max_ngram"] is not None else 3  # noqa: E731
+PARSE = Domain("SpecConfig.parse", (
+    Param("draft", {"none": just("none"), "ngram": just("ngram"), "prompt_lookup": just("prompt_lookup"),
+                    "another case": pick("NGRAM", "Prompt_Lookup", "None", "NONE"),
+                    "padded": pick(" ngram", "ngram ", "prompt_lookup\n", "\tnone"),
+                    "a near miss": pick("prompt-lookup", "ngrams", "ngarm", "promptlookup"), "empty": just("")}),
+    Param("k", {"one": just(1), "MAX_K": just(16), "zero": just(0), "MAX_K + 1": just(17), "between": ints(2, 15),
+                "minus one": just(-1), "i64 max": just(2**63 - 1), "i64 min": just(-(2**63)), "u64 max": just(U64_MAX),
+                "truncates into 1..16 in 32 bits": lambda r, g: 2**32 + r.randint(1, 16),
+                "truncates into 1..16 in 63 bits": lambda r, g: 2**63 + r.randint(1, 16),
+                "a float equal to an integer": pick(1.0, 4.0, 16.0), "a fractional float": just(1.5), "a bool": pick(True, False)}),
+    Param("max_ngram", {"absent": just(None), "one": just(1), "MAX_NGRAM": just(8), "MAX_NGRAM + 1": just(9),
+                        "between": ints(2, 7), "zero": just(0), "minus one": just(-1), "i64 min": just(-(2**63)),
+                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + r.randint(1, 8), "u64 max": just(U64_MAX)}),
+    Param("min_ngram", {"absent": just(None), "one": just(1), "equal to max_ngram": lambda r, g: _MAX(g),
+                        "between": lambda r, g: r.randint(1, max(1, min(_MAX(g), 8))), "zero": just(0),
+                        "max_ngram + 1": lambda r, g: _MAX(g) + 1, "minus one": just(-1),
+                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + 1}),
+), random_frames=30)
+
+
+def _cfg(draft: str, raw: bool = False):
+    def draw(r, g) -> dict:
+        mx = r.randint(1, 8)
+        c = {"draft": draft, "k": r.randint(1, 16), "max_ngram": mx, "min_ngram": r.randint(1, mx)}
+        if raw:  # built without parse: bounds its function refuses
+            c.update(raw=True, **dict(zip(("max_ngram", "min_ngram"), r.choice([(0, 0), (1, 2), (3, 0), (0, 1), (2, 3)]))))
+        return c
+    return draw
+
+
+def _unambiguous(r, g) -> list:
+    """Distinct tokens, then a copy of L of them: every suffix of length <= L occurred once earlier, followed by
+    distinct tokens with room for any k <= 8. Every rule of the drafts gives one answer here (most recent or first
+    occurrence, stopping at the suffix or not, ties, back-off), so propose is judged on what it dispatches to and
+    passes on (draft kind, bounds, k), not on the draft functions' own rules (their tests' rows)."""
+    a = r.sample(range(60), r.randint(30, 45))
+    i = r.randint(0, len(a) - 23)  # room for k up to cfg.k + 3 = 19 before the copy
+    return a + a[i:i + r.randint(1, 3)]
+
+
+def _long_negative_id(r, g) -> list:
+    ctx = r.sample(range(60), r.randint(9, 20))
+    ctx[r.randint(0, len(ctx) - 1)] = -1
     return ctx
 
 
-@lru_cache(maxsize=None)
-def _twice(n: int):
-    """`n` counts of 1 or 2."""
-    return tokens(n, n, (1, 2))
+# every context longer than any n-gram bound drawn here (8): contexts no longer than a bound are the draft functions'
+# own rows (R-PL-10, R-PL-15: a slip there costs their tests, not propose's)
+CTX_FOR_PROPOSE: dict[str, Callable[[random.Random, dict], Any]] = {"a suffix seen once": _unambiguous, "nothing repeats": lambda r, g: r.sample(range(60), r.randint(9, 20)),
+                   "a negative id": _long_negative_id}
+PROPOSE = Domain("propose", (
+    Param("cfg", {"none": _cfg("none"), "ngram": _cfg("ngram"), "prompt_lookup": _cfg("prompt_lookup"),
+                  "ngram built with bad bounds": _cfg("ngram", True),
+                  "prompt_lookup built with bad bounds": _cfg("prompt_lookup", True)}),  # none with bad bounds: free (R-PR-10)
+    Param("ctx", CTX_FOR_PROPOSE),
+    Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "above cfg.k": lambda r, g: g["cfg"]["k"] + r.randint(1, 3),
+                "minus one": just(-1), "i64 min": just(-(2**63))}),
+), random_frames=30)
 
 
-@st.composite
-def lookup_args(draw):
-    """(ctx, k, max_ngram, min_ngram) for prompt_lookup: one draw in ten breaks one argument (refused); the
-    rest are valid, a third of them with max_ngram at or past the context's length (the back-off edge)."""
-    ctx = draw(CTX)
-    k = draw(_LOOKUP_K)
-    mx = draw(st.integers(1, 12))
-    if draw(st.integers(0, 2)) == 0:
-        mx = draw(_past_context(len(ctx)))
-    mn = draw(st.integers(1, min(mx, 3)))  # min_ngram = max_ngram comes with a small max_ngram
-    broken = draw(st.integers(0, 9))
-    if broken == 0:
-        ctx = draw(BAD_CTX)
-    elif broken == 1:
-        k = draw(NEGATIVE)
-    elif broken == 2:
-        mx, mn = draw(_BAD_BOUNDS)
-    return ctx, k, mx, mn
+# ---- distributions and uniforms ------------------------------------------------------------------------------
+
+def up(x: float) -> float:
+    return math.nextafter(x, INF)
 
 
-_LOOKUP_K = _mostly(st.integers(0, 20), HUGE)
-_BAD_BOUNDS = st.sampled_from([(1, 2), (3, 0), (0, 0), (2, U64_MAX)])
+def down(x: float) -> float:
+    return math.nextafter(x, -INF)
 
 
-@lru_cache(maxsize=None)
-def _past_context(t: int):
-    """max_ngram at or just past a context of `t` tokens (at least 1), or the domain's end."""
-    return st.one_of(st.integers(max(t, 1), t + 3), st.just(NGRAM_MAX))
+PROB = (0.0, 0.1, 0.2, 0.25, 0.5, 0.6, 1.0, 2.0, 1 / 3)
 
 
-# ---- floats -------------------------------------------------------------------------------------------
-
-PROB = st.one_of(
-    st.sampled_from([0.0, 0.0, 0.1, 0.2, 0.25, 0.5, 0.6, 1.0, 2.0, 5e-324, 1e-300, 1e300, -0.0]),
-    st.floats(0.0, 4.0),
-)
-BAD_PROB = st.sampled_from([NAN, INF, -INF, -0.1, -5e-324])  # each refused in a distribution
+def probs(r, n: int, values=PROB) -> list:
+    return [r.choice(values) if r.random() < 0.7 else r.uniform(0.0, 4.0) for _ in range(n)]
 
 
-@st.composite
-def dist_pair(draw):
-    """(p, q) of one length (sometimes another, or empty), entries finite and non-negative but seldom
-    summing to 1 (p and q are used as given); now and then q equal to p, or one refused entry."""
-    v = draw(st.integers(1, 6))
-    p = draw(exactly(PROB, v))
-    q = draw(exactly(PROB, v))
-    shape = draw(_PAIR_SHAPE)
-    if shape == "longer_q":
-        q = q + [0.5]
-    elif shape == "empty":
-        p, q = [], []
-    elif shape == "equal":
-        q = list(p)
-    elif shape in ("bad_p", "bad_q"):
-        which = p if shape == "bad_p" else q
-        which[draw(st.integers(0, v - 1))] = draw(BAD_PROB)
-    return p, q
+def _with(values):
+    def draw(r, g) -> list:
+        p = probs(r, r.randint(2, 6))
+        p[r.randint(0, len(p) - 1)] = r.choice(values)
+        return p
+    return draw
 
 
-_PAIR_SHAPE = st.sampled_from(["same"] * 12 + ["longer_q", "empty", "bad_p", "bad_q", "equal"])
-
-UNIFORM = st.one_of(
-    st.floats(0.0, 1.0, exclude_max=True),
-    st.sampled_from([0.0, -0.0, 0.5, 0.9999999999999999, 5e-324]),
-    st.just(NAN),  # refused, and the easiest to let through (a comparison with NaN is false)
-    st.sampled_from([1.0, -0.1, INF, -INF, 1.0000000000000002, -5e-324]),  # refused
-)
-
-# ---- sampling parameters and logits ---------------------------------------------------------------------
-
-PARAMS = st.fixed_dictionaries({
-    "temperature": st.sampled_from([0.0, 0.5, 1.0, 2.0]),
-    "top_k": st.sampled_from([0, 0, 1, 2, 3]),
-    "min_p": st.sampled_from([0.0, 0.0, 1.0]),
-    "repetition_penalty": st.sampled_from([1.0, 1.5, 2.0]),
-    "presence_penalty": st.sampled_from([0.0, 0.5, 1.5]),
-    "frequency_penalty": st.sampled_from([0.0, 0.5, 1.0]),
-})  # top_p stays off: its boundary is a sum of exponentials, where an honest last-bit difference may flip it
-LOGIT = st.one_of(st.sampled_from([0.0, 1.0, -1.0, 2.0, 0.5, -0.5, 3.0]), st.integers(-8, 8).map(lambda i: i / 4))
-LOGIT_EDGE = st.sampled_from([-INF, NAN, INF, 800.0, -800.0])
-_LOGIT_OR_EDGE = _mostly(LOGIT, LOGIT_EDGE)
+DIST = {  # a p (or q) as given: finite and non-negative, of any sum; the refused kinds last
+    "one entry": lambda r, g: probs(r, 1),
+    "several": lambda r, g: probs(r, r.randint(2, 6)),
+    "sums to one": pick([0.2, 0.5, 0.3], [0.1] * 10, [0.25, 0.25, 0.5], [0.7, 0.2, 0.1]),
+    "ties": lambda r, g: [r.choice(PROB[1:])] * r.randint(2, 5),
+    "zeros among them": _with((0.0,)),
+    "a subnormal": _with((5e-324, 2.2250738585072014e-308)),
+    "a tiny positive value": _with((1e-300, 1e-17)),
+    "huge": _with((1e300, 1.7976931348623157e308)),
+    "negative zero": _with((-0.0,)),
+    "no mass": lambda r, g: [0.0] * r.randint(1, 4),
+    "empty": just([]),
+    "NaN": _with((NAN,)),
+    "an infinity": _with((INF, -INF)),
+    "negative": _with((-0.1, -5e-324)),
+}
 
 
-def tied(draw, row: list) -> list:
-    """`row`, one time in five with its maximum copied to another entry: a tie at the top (argmax's lowest id,
-    top-k's cut, a walk over equal masses)."""
-    if len(row) >= 2 and draw(st.integers(0, 4)) == 4:  # shrinks to no tie
-        finite = [x for x in row if x == x]
-        if finite:
-            row[draw(st.integers(0, len(row) - 1))] = max(finite)
-    return row
+def _q_like(f):
+    def draw(r, g) -> list:
+        p = g["p"] if all(isinstance(x, float) and math.isfinite(x) for x in g["p"]) else probs(r, len(g["p"]))
+        return [f(x) for x in p]
+    return draw
 
 
-@st.composite
-def logits_ids(draw):
-    """(logits, prompt, output): a row of 1-6 logits (sometimes with an edge value, sometimes a tie at the top)
-    and ids below V (sometimes V itself, refused)."""
-    v = draw(st.integers(1, 6))
-    logits = tied(draw, draw(exactly(_LOGIT_OR_EDGE, v)))
-    ids = ids_below(v, 5)
-    return logits, draw(ids), draw(ids)
+Q = {  # q beside p: one length, unless a category says otherwise
+    "several": lambda r, g: probs(r, len(g["p"])),
+    "equal to p": lambda r, g: list(g["p"]),
+    "one ulp above p": _q_like(up),
+    "one ulp below p": _q_like(lambda x: max(0.0, down(x))),
+    "one-hot": lambda r, g: [float(i == r.randint(0, max(0, len(g["p"]) - 1))) for i in range(len(g["p"]))],
+    "zeros": lambda r, g: [0.0] * len(g["p"]),
+    "a subnormal": lambda r, g: [r.choice((5e-324, 0.5)) for _ in g["p"]],
+    "longer": lambda r, g: probs(r, len(g["p"]) + 1),
+    "shorter": lambda r, g: probs(r, max(0, len(g["p"]) - 1)),
+    "NaN": lambda r, g: [NAN] + probs(r, max(0, len(g["p"]) - 1)),
+    "an infinity": lambda r, g: probs(r, max(0, len(g["p"]) - 1)) + [r.choice((INF, -INF))],
+    "negative": lambda r, g: [-0.25] + probs(r, max(0, len(g["p"]) - 1)),
+}
+
+RESIDUAL = Domain("residual", (Param("p", DIST), Param("q", Q)), random_frames=20)
 
 
-# ---- verify_draft's shapes ----------------------------------------------------------------------------------
-
-@st.composite
-def verify_inputs(draw):
-    """(rows, draft, draft_probs, params, prompt, output, seed) with every shape the contract names: 0 to 4
-    rows of V logits (sometimes an empty or a ragged one), a draft of 0 to 3 ids (sometimes V), draft
-    distributions (None, the right ones, a wrong count or length, a q[d] of 0), greedy or sampled. NaN and
-    +inf appear in row 0 only (every walk reaches it; a row the walk may skip is free beyond its shape)."""
-    v = draw(st.integers(1, 4))
-    m = draw(st.integers(0, 3))
-    n_rows = draw(_row_count(m))
-    rows = [tied(draw, draw(exactly(LOGIT, v))) for _ in range(n_rows)]
-    if rows and draw(st.integers(0, 7)) == 0:
-        rows[0][draw(st.integers(0, v - 1))] = draw(_NAN_OR_INF)
-    if rows and draw(st.integers(0, 9)) == 0:
-        rows[draw(st.integers(0, n_rows - 1))] = [[], [0.0] * (v + 1)][draw(st.integers(0, 1))]  # empty or ragged
-    draft = draw(_draft_ids(v, m))
-    kind = draw(_PROBS_KIND)
-    probs = None
-    if kind != "none":
-        probs = [draw(exactly(PROB, v)) for _ in draft]
-        for q, d in zip(probs, draft):
-            if d < v and q[d] <= 0.0:
-                q[d] = 0.5
-        if kind == "count":
-            probs = probs + [[1.0] * v]
-        elif kind == "length" and probs:
-            probs[-1] = probs[-1] + [0.5]
-        elif kind == "zero" and probs and draft[0] < v:
-            probs[0][draft[0]] = 0.0
-    params = draw(_VERIFY_PARAMS)
-    ids = ids_below(v, 4)
-    seed = draw(_SEED)
-    return rows, draft, probs, params, draw(ids), draw(ids), seed
+def _running(g) -> list:
+    sums, s = [], 0.0
+    for x in g["p"]:
+        s += x
+        sums.append(s)
+    return sums or [0.5]
 
 
-_NAN_OR_INF = st.sampled_from([NAN, INF])
-_PROBS_KIND = st.sampled_from(["none"] * 4 + ["right"] * 4 + ["count", "length", "zero"])
-_VERIFY_PARAMS = st.one_of(st.just({"temperature": 0.0}), PARAMS)
-_SEED = st.one_of(st.integers(0, 2**16), st.sampled_from([0, U64_MAX, 2**63]))
+U = {  # a uniform in [0, 1), and every refused kind
+    "zero": just(0.0), "negative zero": just(-0.0), "a subnormal": just(5e-324), "uniform": lambda r, g: r.random(),
+    "largest below one": just(0.9999999999999999), "not exact in float32": pick(0.1, 0.3, 0.7),
+    "one": just(1.0), "one ulp above one": just(1.0000000000000002), "negative": pick(-0.1, -5e-324),
+    "NaN": just(NAN), "an infinity": pick(INF, -INF),
+}
+U_AT_SUMS = {
+    "a running sum": lambda r, g: r.choice(_running(g)),
+    "one ulp below a running sum": lambda r, g: down(r.choice(_running(g))),
+    "one ulp above a running sum": lambda r, g: up(r.choice(_running(g))),
+}
+SAMPLE = Domain("sample_dense", (Param("p", DIST), Param("u", {**U, **U_AT_SUMS})), random_frames=20)
 
 
-@lru_cache(maxsize=None)
-def _row_count(m: int):
-    """m + 1 rows (one per draft token and the bonus) most of the time, else none, one short or one over."""
-    return st.sampled_from([m + 1] * 8 + [0, m, m + 2])
+def _ratio(g) -> float:
+    p, q, x = g["p"], g["q"], g["x"]
+    try:
+        return p[x] / q[x] if q[x] > 0 else 0.5
+    except (IndexError, TypeError, ZeroDivisionError):
+        return 0.5
 
 
-@lru_cache(maxsize=None)
-def _draft_ids(v: int, m: int):
-    return st.lists(st.one_of(*[st.integers(0, v - 1)] * 8, st.just(v)), min_size=m, max_size=m)
+STEP = Domain("speculative_step", (
+    Param("p", DIST), Param("q", Q),
+    Param("x", {"first": just(0), "last": lambda r, g: max(0, len(g["p"]) - 1), "any": lambda r, g: r.randint(0, max(0, len(g["p"]) - 1)),
+                "where q is zero": lambda r, g: next((i for i, v in enumerate(g["q"]) if v == 0.0), len(g["p"])),
+                "len(p)": lambda r, g: len(g["p"]), "truncates to 0 in 32 bits": just(2**32), "u64 max": just(U64_MAX)}),
+    Param("u_accept", {**U, "at the acceptance boundary": lambda r, g: _ratio(g),
+                       "one ulp below the boundary": lambda r, g: down(_ratio(g)),
+                       "one ulp above the boundary": lambda r, g: up(_ratio(g))}),
+    Param("u_resample", U),
+), random_frames=20)
+
+
+# ---- the sampler's knobs and logits ------------------------------------------------------------------------------
+
+KNOBS = (
+    Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "below one": just(0.5), "one": just(1.0),
+                          "above one": just(2.0)}),
+    Param("top_k", {"off": just(0), "one": just(1), "two": just(2), "V": lambda r, g: vocab(g),
+                    "past V": lambda r, g: vocab(g) + 1}),
+    Param("min_p", {"off": just(0.0), "between": just(0.5), "one": just(1.0)}),
+    Param("repetition_penalty", {"off": just(1.0), "1.5": just(1.5), "2": just(2.0)}),
+    Param("presence_penalty", {"off": just(0.0), "0.5": just(0.5), "1.5": just(1.5)}),
+    Param("frequency_penalty", {"off": just(0.0), "0.5": just(0.5), "1": just(1.0)}),
+)  # top_p stays off: its boundary is a sum of exponentials, where an honest last-bit difference may flip it
+KNOB_NAMES = tuple(p.name for p in KNOBS)
+GRID = (0.0, 1.0, -1.0, 2.0, 0.5, -0.5, 3.0)
+
+
+def logit(r) -> float:
+    return r.choice(GRID) if r.random() < 0.5 else r.randint(-8, 8) / 4
+
+
+def row(r, v: int) -> list:
+    return [logit(r) for _ in range(v)]
+
+
+def _row_with(values):
+    def draw(r, g) -> list:
+        x = row(r, r.randint(2, 6))
+        x[r.randint(0, len(x) - 1)] = r.choice(values)
+        return x
+    return draw
+
+
+def _tie_at_top(r, g) -> list:
+    x = row(r, r.randint(2, 6))
+    x[r.randint(0, len(x) - 1)] = max(x)
+    return x
+
+
+LOGITS = {
+    "one logit": lambda r, g: row(r, 1), "several": lambda r, g: row(r, r.randint(2, 6)), "a tie at the top": _tie_at_top,
+    "minus infinity": _row_with((-INF,)), "+-800": _row_with((800.0, -800.0)), "a subnormal": _row_with((1.401298464324817e-45, -0.0)),
+    "all minus infinity": lambda r, g: [-INF] * r.randint(1, 3), "NaN": _row_with((NAN,)), "+infinity": _row_with((INF,)),
+}
+
+
+def vocab(g) -> int:
+    """V: the verify case's own, else the logits row's length (at least 1)."""
+    return g["V"] if "V" in g else max(1, len(g["logits"]))
+
+
+def _ids():
+    v = vocab
+    return {"empty": just([]), "one id": lambda r, g: [r.randint(0, v(g) - 1)],
+            "repeats": lambda r, g: [r.randint(0, v(g) - 1)] * r.randint(2, 4),
+            "several": lambda r, g: [r.randint(0, v(g) - 1) for _ in range(r.randint(2, 5))],
+            "the last id": lambda r, g: [v(g) - 1], "the id V": lambda r, g: [0, v(g)]}
+
+
+def _knobs(g) -> dict:
+    return {name: g[name] for name in KNOB_NAMES}
+
+
+DENSE = Domain("dense_distribution", (Param("logits", LOGITS), *KNOBS, Param("prompt", _ids()), Param("output", _ids())),
+               assemble=lambda g: (g["logits"], _knobs(g), g["prompt"], g["output"]), random_frames=20)
+
+
+# ---- verify_draft ---------------------------------------------------------------------------------------------------
+
+def _rows(r, g) -> list:
+    return [row(r, g["V"]) for _ in range(g["m"] + 1)]
+
+
+def _set_row0(values):
+    def draw(r, g) -> list:
+        rows = _rows(r, g)
+        rows[0][r.randint(0, g["V"] - 1)] = r.choice(values)
+        return rows
+    return draw
+
+
+def _argmax(x) -> int:
+    return max(range(len(x)), key=lambda i: (x[i], -i))
+
+
+ROWS = {
+    "m + 1 rows": _rows,
+    "a tie at the top": lambda r, g: [[max(x)] * 2 + x[2:] if len(x) > 1 else x for x in _rows(r, g)],
+    "+-800": _set_row0((800.0, -800.0)),
+    "a minus infinity": lambda r, g: [x if len(x) < 2 else x[:-1] + [-INF] for x in _rows(r, g)],
+    "NaN in row 0": _set_row0((NAN,)), "+infinity in row 0": _set_row0((INF,)),
+    "no rows": just([]), "m rows": lambda r, g: _rows(r, g)[1:], "m + 2 rows": lambda r, g: _rows(r, g) + [row(r, g["V"])],
+    "an empty row": lambda r, g: _rows(r, g)[:-1] + [[]], "a ragged row": lambda r, g: _rows(r, g)[:-1] + [row(r, g["V"] + 1)],
+}
+
+
+def _draft_agreeing(r, g) -> list:
+    """Each drafted id the argmax of its row for a while, then any: drafts that agree for a while."""
+    keep = r.randint(0, g["m"])
+    rows = g["rows"] + [[0.0]] * g["m"]
+    return [(_argmax(rows[i]) if i < keep and rows[i] else r.randint(0, g["V"] - 1)) % g["V"] for i in range(g["m"])]
+
+
+DRAFT = {"agrees with the argmax": _draft_agreeing, "any ids": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"])],
+         "repeats one id": lambda r, g: [r.randint(0, g["V"] - 1)] * g["m"],
+         "the id V": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"] - 1)] + [g["V"]] if g["m"] else [g["V"]]}
+
+
+def _qs(r, g) -> list:
+    qs = [probs(r, g["V"]) for _ in g["draft"]]
+    for q, d in zip(qs, g["draft"]):
+        if d < g["V"] and q[d] <= 0.0:
+            q[d] = 0.5
+    return qs
+
+
+def _qs_then(change):
+    def draw(r, g):
+        qs = _qs(r, g)
+        change(r, g, qs)
+        return qs
+    return draw
+
+
+def _zero_at_d(r, g, qs) -> None:
+    if qs and g["draft"][0] < g["V"]:
+        qs[0][g["draft"][0]] = 0.0
+
+
+DRAFT_PROBS = {
+    "none": just(None), "valid": _qs, "one-hot": lambda r, g: [[float(i == d) for i in range(g["V"])] for d in g["draft"]],
+    "one too many": _qs_then(lambda r, g, qs: qs.append([1.0] * g["V"])),
+    "one too few": _qs_then(lambda r, g, qs: qs.pop() if qs else qs.append([1.0] * g["V"])),
+    "a wrong length": _qs_then(lambda r, g, qs: qs[-1].append(0.5) if qs else qs.append([0.5] * (g["V"] + 1))),
+    "q[d] zero": _qs_then(_zero_at_d), "NaN": _qs_then(lambda r, g, qs: qs[0].__setitem__(0, NAN) if qs else None),
+}
+SEED = {"zero": just(0), "small": ints(1, 2**16), "any 64-bit": ints(0, U64_MAX), "2^63": just(2**63), "u64 max": just(U64_MAX),
+        "truncates in 32 bits": lambda r, g: 2**32 + r.randint(0, 6)}
+
+VERIFY = Domain("verify_draft", (
+    Param("V", {"one": just(1), "two": just(2), "several": ints(3, 5)}),
+    Param("m", {"empty": just(0), "one": just(1), "several": ints(2, 3)}),
+    Param("rows", ROWS), Param("draft", DRAFT), Param("draft_probs", DRAFT_PROBS),
+    Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "one": just(1.0), "other": pick(0.5, 2.0)}),
+    *(p for p in KNOBS if p.name != "temperature"),
+    Param("prompt", {**_ids(), "the id V": lambda r, g: [g["V"]]}),
+    Param("output", {**_ids(), "the id V": lambda r, g: [g["V"]]}),
+    Param("seed", SEED),
+), assemble=lambda g: (g["rows"], g["draft"], g["draft_probs"], _knobs(g), g["prompt"], g["output"], g["seed"]),
+    random_frames=20)
+
+# ---- blocks_for -------------------------------------------------------------------------------------------------------
+
+BLOCKS = Domain("blocks_for", (
+    Param("block_tokens", {"one": just(1), "small": ints(2, 9), "zero": just(0), **NARROW, **NEGATIVE}),
+    Param("tokens", {"zero": just(0), "one": just(1), "small": ints(2, 100),
+                     "a multiple of block_tokens": lambda r, g: _multiple(r, g, 0),
+                     "one past a multiple": lambda r, g: _multiple(r, g, 1), "one below a multiple": lambda r, g: _multiple(r, g, -1),
+                     **NARROW, "any u64": ints(0, U64_MAX), **NEGATIVE}),
+), assemble=lambda g: (g["tokens"], g["block_tokens"]), random_frames=20)
+
+
+def _multiple(r, g, off: int) -> int:
+    b = g["block_tokens"]
+    if b < 1:
+        return r.randint(1, 9) + off
+    return min(U64_MAX, max(0, b * r.randint(1, max(1, min(9, U64_MAX // b))) + off))

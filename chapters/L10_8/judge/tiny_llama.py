@@ -36,11 +36,12 @@ def _blocks_for(n: int) -> int:
     return -(-n // BLOCK_TOKENS)
 
 
-def check_runner_target(impl, ref, model_dir) -> None:
-    """model_dir: the tiny llama the chapter names (chapter.data["model"]); ref: the judge's reference."""
+def check_runner_target(impl, ref, model_dir, seed: int) -> None:
+    """model_dir: the tiny llama the chapter names (chapter.data["model"]); ref: the judge's reference; seed: the
+    grading seed, which draws the fed ids and the prompt."""
     model = reference_model(ref, model_dir)
     vocab = model.cfg.vocab_size
-    rng = np.random.default_rng(108)  # fixed ids: the same check every run
+    rng = np.random.default_rng(seed)  # the ids and the prompt: the grading seed's
     ids = [int(x) for x in rng.integers(0, vocab, size=sum(CHUNKS))]
     rt = impl.runner_target(model_dir, NUM_BLOCKS, BLOCK_TOKENS)
     fed = 0

@@ -10,13 +10,14 @@ import pytest
 
 from chapters.L10_8.cases import golden_mismatch, golden_section
 from chapters.L10_8.judge import properties
+from chapters.L10_8.judge.properties import ANSWERS, REFUSALS
 from chapters.L10_8.judge.judging import case, must_refuse
 from chapters.L10_8.judge.requests import cfg
 
 
 # ---- drafts ---------------------------------------------------------------------------------------
 
-def test_hand_example_prompt_lookup(impl):
+def test_hand_example_prompt_lookup(impl, golden):
     got = impl.prompt_lookup([5, 6, 7, 8, 5, 6], 3, 3, 1)
     assert got == [7, 8, 5], f"section 3: ctx [5 6 7 8 5 6], k 3, n 3..1 drafts [7 8 5] (what followed [5 6] at 0); got {got}"
     got = impl.prompt_lookup([1, 2, 1, 2, 1, 2], 3, 3, 1)
@@ -38,13 +39,15 @@ def test_hand_example_prompt_lookup(impl):
         (([5, -6, 7, 8, 5, 6], 3, 3, 1), "prompt_lookup over a ctx holding token id -6"))]
     problems = [p for p in problems if p]
     assert not problems, "spec.pyi: these prompt_lookup calls raise SpecError:\n" + "\n".join(problems)
+    problem = properties.prompt_lookup(impl, golden, REFUSALS)  # every refused kind of every parameter, drawn
+    assert problem is None, problem
 
 
 def test_prompt_lookup_matches_python_l8_6(impl, golden, ref):
     wrong = golden_section(impl, ref, golden, "prompt_lookup")
     if wrong:
         pytest.fail(golden_mismatch(ref, golden, "prompt_lookup", wrong))
-    problem = properties.prompt_lookup(impl, golden)  # the whole domain: empty, long and periodic contexts, huge k and n
+    problem = properties.prompt_lookup(impl, golden, ANSWERS)  # what it drafts on the whole domain (refusals: the hand example)
     assert problem is None, problem
 
 

@@ -13,7 +13,7 @@ from harness.pack import expected_got
 from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
-from chapters.L10_8.judge import stats
+from chapters.L10_8.judge import properties, stats
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
 from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
 from chapters.L10_8.judge.requests import (GREEDY, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
@@ -65,7 +65,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
     assert not wrong, golden_mismatch(ref, golden, "generate", wrong)
 
 
-def test_eos_and_max_tokens_end_generation(impl, ref):
+def test_eos_and_max_tokens_end_generation(impl, ref, golden):
     prompt = PROMPTS[0]
     for max_new in (1, 2, 5, 17):
         target = budget_target(ref, prompt, max_new)
@@ -146,14 +146,27 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
         check_generation(impl, ref, where, "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, GREEDY, 7,
                          last, [plain[last - 1]], hint="The last token the budget allows is EOS: EOS ends generation as soon as it "
                                                        "is handed over, so finish_reason is 'eos', not 'length'.")
+    # Requests of the grading seed: a prompt, a budget at its edges or not, several EOS ids in any order (some emitted
+    # by plain greedy, some past V), every draft kind, greedy and sampled.
+    rng = properties.rng_for(golden, "eos_and_max_tokens_end_generation")
+    for draft in ("none", "ngram", "prompt_lookup"):
+        prompt = [rng.randrange(VOCAB) for _ in range(rng.randint(2, 6))] * rng.randint(1, 3)
+        plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
+        eos = rng.sample(sorted(set(plain[1:]) - {plain[0]}) or [VOCAB], 1) + rng.sample([VOCAB, VOCAB + 1, 2**32 - 1], rng.randint(0, 2))
+        eos = rng.sample(eos, len(eos))
+        max_new, seed, params = rng.choice([1, 2, 3, 5, MAX_NEW]), rng.randrange(2**64), rng.choice([GREEDY, SAMPLED])
+        check_generation(impl, ref, f"draft {draft}, prompt {prompt}, {params}, seed {seed}, max_new {max_new}, eos {eos}",
+                         "reference" if draft == "none" else "own parts", cfg(draft), prompt, params, seed, max_new, eos,
+                         hint="Generation ends at the first emitted token that is any of the EOS ids, whatever their order, "
+                              "or after max_new tokens; a round's draft is cut to the budget left.")
 
 
-def test_sampled_spec_keeps_the_target_distribution(impl, ref):
-    result = stats.first_token_chi_square(impl, ref)
+def test_sampled_spec_keeps_the_target_distribution(impl, ref, golden):
+    result = stats.first_token_chi_square(impl, ref, stats.block_of(properties.seed_of(golden), properties.judge_reference(), ref))
     assert result.p_value > stats.ALPHA, result.explain()
 
 
-def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
+def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, golden):
     prompt = PROMPTS[2]
     heard: list = []
     target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
@@ -179,19 +192,20 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     # bonus draw decide them; with one (below) the drafts and the verifier's draws do too, which have tests
     # of their own, so drafted requests are held to your own propose and verify_draft.
     spec = ref.module("infer.spec")
+    s = properties.rng_for(golden, "generate_stream_hands_over_each_token_and_stops_when_told").randrange(2**64)  # the seed's
     sampled = {"temperature": 0.8}
     want = spec.generate(FakeTarget(ref, VOCAB), spec.SpecConfig.parse("none", 4), prompt,
-                         ref.module("infer.sampling").SamplingParams(**sampled), 11, MAX_NEW, []).tokens
+                         ref.module("infer.sampling").SamplingParams(**sampled), s, MAX_NEW, []).tokens
     heard = []
-    with case("a sampled request, seed 11"):
-        g = impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, sampled, 11, MAX_NEW, [], on_token=listener)
+    with case(f"a sampled request, seed {s}"):
+        g = impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, sampled, s, MAX_NEW, [], on_token=listener)
     assert g["tokens"] == want == [t for t, _ in heard], (
-        f"sampled at temperature 0.8 with seed 11, the stream must be the reference's (the request's generator is "
+        f"sampled at temperature 0.8 with seed {s}, the stream must be the reference's (the request's generator is "
         f"Pcg32.from_seed(seed), drawn as verify_draft draws):{tokens_differ(want, g['tokens'], [t for t, _ in heard])}")
     n = 24  # enough rounds for rejections and full acceptances in each request below
-    check_generation(impl, ref, f"a sampled penalised request, no draft, seed 11, max_new {n}", "reference", cfg("none"), prompt,
-                     SAMPLED_PENALISED, 11, n, stream=True)
-    for draft, p, params, seed, stop_at in (("prompt_lookup", PROMPTS[0], SAMPLED, 11, None), ("ngram", PROMPTS[1], SAMPLED, 11, None),
+    check_generation(impl, ref, f"a sampled penalised request, no draft, seed {s}, max_new {n}", "reference", cfg("none"), prompt,
+                     SAMPLED_PENALISED, s, n, stream=True)
+    for draft, p, params, seed, stop_at in (("prompt_lookup", PROMPTS[0], SAMPLED, s, None), ("ngram", PROMPTS[1], SAMPLED, s, None),
                                             ("prompt_lookup", PROMPTS[2], SAMPLED_PENALISED, 2**64 - 1, None),
                                             ("ngram", PROMPTS[0], SAMPLED, 3, 9)):
         check_generation(impl, ref, f"a sampled request that drafts: draft {draft}, prompt {p}, {params}, seed {seed}, max_new {n}"

@@ -5,7 +5,6 @@ judge (this process) holds every expected value: hand computations from the chap
 fixtures the oracle wrote from the reference, the fake target and the reference's tiny llama.
 """
 
-import random
 
 
 from chapters.L10_8.cases import filled_table, golden_mismatch, golden_section
@@ -46,7 +45,7 @@ def test_rollback_hand_example(impl, golden, ref):
     assert problem is None, problem
 
 
-def test_rollback_drops_one_reference_only(impl):
+def test_rollback_drops_one_reference_only(impl, golden):
     pool = impl.new_pool(6, 4)
     a = filled_table(pool, [4, 4, 3])
     pool.retain(a[2])  # another sequence shares the last block (forked from this one)
@@ -55,10 +54,27 @@ def test_rollback_drops_one_reference_only(impl):
     assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
     assert pool.refcount(a[1]) == 0, "the unshared block must be free"
     assert pool.free_blocks() == 4, f"exactly one block (the unshared one) returns to the pool; free blocks {pool.free_blocks()}, expected 4"
+    rng = properties.rng_for(golden, "rollback_drops_one_reference_only")  # a table, a keep and shared blocks of the seed's
+    b, n = rng.randint(2, 6), rng.randint(2, 5)
+    pool = impl.new_pool(n + 2, b)
+    table = filled_table(pool, [b] * (n - 1) + [rng.randint(1, b)])
+    kept = rng.randint(0, n - 1)
+    keep = kept * b  # block-aligned: this test's row is the shared block's reference (R-RB-05), not the partial block's fill
+    shared = rng.sample(table[kept:], rng.randint(1, n - kept))
+    for block in shared:
+        pool.retain(block)
+    where = f"B {b}, fills {[pool.fill(x) for x in table]}, blocks {shared} shared with another sequence, keep {keep}"
+    with case(where):
+        r = impl.rollback(pool, table, keep)
+    assert r["released"] == n - kept and r["table"] == table[:kept], f"{where}: release the {n - kept} blocks past ceil({keep}/{b}) = {kept}; got {r}"
+    lost = [x for x in shared if pool.refcount(x) != 1]
+    assert not lost, f"{where}: shared blocks {lost} lost both references: release drops ONE, their other owner keeps them"
+    assert pool.free_blocks() == n + 2 - kept - len(shared), (
+        f"{where}: {n - kept - len(shared)} unshared blocks return to the pool; free blocks {pool.free_blocks()}, expected {n + 2 - kept - len(shared)}")
 
 
-def test_blocks_conserved_across_rollbacks(impl):
-    rng = random.Random(20261130)  # 200 seeded requests, the same every run
+def test_blocks_conserved_across_rollbacks(impl, golden):
+    rng = properties.rng_for(golden, "blocks_conserved_across_rollbacks")  # 200 requests drawn from the grading seed
     block_tokens, num_blocks = 4, 64
     pool = impl.new_pool(num_blocks, block_tokens)
     live = {}  # request -> (table, cached)
@@ -92,5 +108,5 @@ def test_blocks_conserved_across_rollbacks(impl):
 
 # ---- the real model ---------------------------------------------------------------------------------------------
 
-def test_runner_target_scores_every_fed_position(impl, ref, chapter):
-    tiny_llama.check_runner_target(impl, ref, chapter.data["model"])
+def test_runner_target_scores_every_fed_position(impl, ref, chapter, golden):
+    tiny_llama.check_runner_target(impl, ref, chapter.data["model"], properties.seed_of(golden))

@@ -13,6 +13,7 @@ import pytest
 from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.judging import must_refuse, uniforms_drawn
 from chapters.L10_8.judge import properties, stats
+from chapters.L10_8.judge.properties import ANSWERS, REFUSALS
 from chapters.L10_8.judge.bad_inputs import bad_inputs
 from chapters.L10_8.judge.requests import GREEDY, HAND_ROWS, HAND_SEED
 
@@ -125,7 +126,7 @@ def test_hand_example_sampled_step(impl, golden):
         f"top_p 1 means off: a token of probability e^-50 keeps it; got {got[1]} (is top_p applied at 1?)")
     # the whole domain: p and q as given (not summing to 1), every float class, NaN and infinite uniforms, penalties
     for prop in (properties.residual, properties.sample_dense, properties.speculative_step, properties.dense_distribution):
-        problem = prop(impl, golden)
+        problem = prop(impl, golden, ANSWERS)  # what is refused: verify_rejects_bad_shapes
         assert problem is None, problem
 
 
@@ -133,6 +134,8 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
     wrong = golden_section(impl, ref, golden, "verify")  # tokens, n_accepted, next u32 exact; logprobs within LOGPROB_TOL
     if wrong:
         pytest.fail(golden_mismatch(ref, golden, "verify", wrong))
+    problem = properties.verify_draft(impl, golden, ANSWERS)  # the draws, tokens and logprobs on the whole domain
+    assert problem is None, problem
 
 
 def test_verify_rejects_bad_shapes(impl, golden):
@@ -142,5 +145,7 @@ def test_verify_rejects_bad_shapes(impl, golden):
     got = impl.verify_draft([[0.3], [0.7]], [0], None, GREEDY, [], [], 1)
     assert got["tokens"] == [0, 0], f"a vocabulary of one token is a valid shape: draft [0] is accepted, bonus 0; got {got['tokens']}"
     assert not problems, "bad shapes must raise SpecError, never crash the step loop:\n" + "\n".join(problems)
-    problem = properties.verify_draft(impl, golden)  # every shape: no rows, an empty row, ragged rows, bad draft_probs
-    assert problem is None, problem
+    for prop in (properties.verify_draft, properties.residual, properties.sample_dense, properties.speculative_step,
+                 properties.dense_distribution):  # every refused kind: no rows, ragged rows, NaN, a uniform of 1.0, ...
+        problem = prop(impl, golden, REFUSALS)
+        assert problem is None, problem

@@ -1,0 +1,93 @@
+"""One slip, one cost, whatever the seed: the set of failing tests of every sample and mutant on N grading seeds.
+
+    python bench/seed_stability.py [--seeds N] [--rows s01,x03,...] [--lang python|rust] [--jobs J] [--quick] [--out F.json]
+
+Rows: the samples of examples/submissions (of the language), the default mutant set (s01-s13) and every row of
+each further set (extra, blind) ported to the language. Each row is checked with `run_check(..., fresh_seed=S)`
+(fresh cases and property inputs of the seed S, as `ol grade --seed S` grades) for the seeds 1..N, and its
+failing tests are compared across seeds. The table prints each row's failing tests, or every distinct set with
+the seeds that gave it when they vary; exit 1 when any row's set varies (or a check cannot run).
+Cost: rows x seeds checks (about 160 x 40 in Python, a few seconds each over J processes): a long bench;
+--quick checks 3 seeds of the samples and s01-s13.
+"""
+
+import argparse
+from concurrent.futures import ProcessPoolExecutor, as_completed
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
+
+from harness.check.golden import fresh_golden  # noqa: E402
+from harness.check.runner import run_check  # noqa: E402
+from harness.registry import DEFAULT_SET, load_chapter  # noqa: E402
+from harness.staff.mutants import ported  # noqa: E402
+
+CHAPTER = "L10.8"
+SAMPLES = REPO / "examples" / "submissions"
+
+
+def rows(language: str, quick: bool) -> list[str]:
+    chapter = load_chapter(CHAPTER)
+    expected = json.loads((SAMPLES / "expected.json").read_text())["submissions"]
+    found = [str(SAMPLES / name) for name, row in expected.items() if row.get("language", "python") == language
+             and "hangs" not in name]  # a sample that hangs on every call costs minutes a seed, times out the same tests
+    sets = [DEFAULT_SET] if quick else [DEFAULT_SET, *chapter.mutant_sets]
+    return found + [f"mutant:{m.id}" for s in sets for m in ported(chapter, language, s)]
+
+
+def failing(subject: str, seed: int, language: str) -> tuple[str, ...]:
+    chapter = load_chapter(CHAPTER)
+    with tempfile.TemporaryDirectory(prefix="ol-seed-") as into:
+        golden = str(fresh_golden(chapter, seed, Path(into)))
+        rep = run_check(chapter, subject, golden=golden, fresh_seed=seed, language=language,
+                        ref_deps=not subject.startswith("mutant:"))  # the samples as expected.json checks them
+    return tuple(sorted(t.name for t in rep.tests if not t.outcome.passed))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", type=int, default=40, help="grading seeds 1..N (default 40)")
+    ap.add_argument("--rows", default="", help="only these rows (comma-separated: s01, x03, a sample's folder name)")
+    ap.add_argument("--lang", default="python", help="the language of the samples and mutant ports (default python)")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    add_common(ap, "seed_stability", "3 seeds of the samples and s01-s13")
+    a = ap.parse_args()
+    seeds = list(range(1, (3 if a.quick else a.seeds) + 1))
+    subjects = rows(a.lang, a.quick)
+    if a.rows:
+        wanted = set(a.rows.split(","))
+        subjects = [s for s in subjects if s.removeprefix("mutant:") in wanted or Path(s).name in wanted]
+    sets: dict[str, dict[tuple, list[int]]] = {s: {} for s in subjects}
+    errors = []
+    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
+        futures = {pool.submit(failing, s, seed, a.lang): (s, seed) for s in subjects for seed in seeds}
+        for f in as_completed(futures):
+            s, seed = futures[f]
+            try:
+                sets[s].setdefault(f.result(), []).append(seed)
+            except Exception as e:  # noqa: BLE001 -- a check that cannot run is a row of the table, not a crash
+                errors.append(f"{s} seed {seed}: {type(e).__name__}: {e}")
+    varies = [s for s, got in sets.items() if len(got) > 1]
+    print(f"{'row':40} failing tests on seeds {seeds[0]}..{seeds[-1]}")
+    for s, got in sets.items():
+        name = s.removeprefix("mutant:") if s.startswith("mutant:") else Path(s).name
+        for i, (failed, on) in enumerate(sorted(got.items(), key=lambda kv: -len(kv[1]))):
+            where = "" if len(got) == 1 else f"  (seeds {sorted(on)})"
+            print(f"{name if i == 0 else '':40} {', '.join(failed) or '(none)'}{where}")
+    print(f"{len(subjects)} rows, {len(seeds)} seeds: {len(varies)} rows whose failing tests vary with the seed"
+          + (f": {', '.join(varies)}" if varies else ""))
+    for e in errors:
+        print("could not check:", e)
+    write_figures(out_path(a, "seed_stability"), {"seeds": seeds, "language": a.lang, "varies": varies, "errors": errors,
+                                                  "rows": {s: [[list(k), v] for k, v in got.items()] for s, got in sets.items()}})
+    return 1 if varies or errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
