@@ -183,7 +183,7 @@ def check(prop: Property, impl, reference, seed: int, judge: str = ALL,
     """None when `impl` answers as `reference` on every judged input of the run of `seed` (drawn, then explicit);
     else the failure message naming the smallest input found. A SubmissionFailure on an input is re-raised with
     the input named. `shown(value)`: a value (an input, an answer) as the submission's language writes it, for the
-    message only (the calls get the originals); default, as Python writes it."""
+    message only (the calls get the originals); default, the values' own repr."""
     asked = Answers(prop, reference, impl)
     name = prop.domain.name
     reach_now = _reach[(name, judge)] = set()

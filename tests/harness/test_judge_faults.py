@@ -42,7 +42,7 @@ def assert_ungraded(rep, test: str) -> None:
 
 
 @pytest.mark.parametrize("layer, target, test", [
-    ("a chapter test's own helper", "chapters.L10_8.judge.properties.prompt_lookup", "prompt_lookup_matches_python_l8_6"),
+    ("a chapter test's own helper", "chapters.L10_8.judge.properties.prompt_lookup", "hand_example_prompt_lookup"),  # its refusals are that test's row
     ("the golden case reader", "chapters.L10_8.cases.ask.recorded", "prompt_lookup_matches_python_l8_6"),
     ("the client's adapter (Impl)", "harness.transport.impl.Impl.conform", "hand_example_prompt_lookup"),
 ])
@@ -114,7 +114,7 @@ def test_ol_check_exits_3_with_an_ungraded_report_naming_the_fault(tmp_path):
 @pytest.mark.slow(s=4)
 @pytest.mark.parametrize("layer, patch", [
     ("the golden file's check", "import harness.check.golden as g\ng._recorded_digest = injected"),
-    ("the report writer", "import harness.cli as c\nc.results_json = injected"),
+    ("the report writer", "import harness.cli.outputs as c\nc.results_json = injected"),
 ])
 def test_a_fault_before_or_after_the_tests_exits_3_naming_it(tmp_path, layer, patch):
     r = ol(INJECT + patch, "check", "L10.8", "--submission", "reference", "-k", "hand_example_prompt_lookup",
