@@ -211,6 +211,17 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     late = [ids for n, _, ids in target.passes if n >= stop_after]
     assert not late, f"{len(late)} forward passes ran after the listener said stop (first fed {late[0]})"
     assert g["finish_reason"] == "stopped", f"finish_reason should be 'stopped', got {g['finish_reason']!r}"
+    # spec.pyi generate_stream step 5: the listener's answer counts by its truth value (None, 0, "" stop; 1 goes on)
+    for said in (None, 0, "", 1):
+        heard = []
+        answers = lambda t, lp, said=said: heard.append(t) or (said if len(heard) == stop_after else True)
+        with case(f"a listener that answers {said!r} on token {stop_after}"):
+            g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=answers)
+        expect = (want, "stopped") if not said else (greedy_reference(ref, prompt, MAX_NEW, VOCAB), "length")
+        assert (g["tokens"], g["finish_reason"]) == expect, (
+            f"the listener answered {said!r} on token {stop_after}: its answer counts by its truth value (spec.pyi "
+            f"generate_stream step 5), so {'it stops there' if not said else 'generation goes on'} with finish "
+            f"{expect[1]!r}:{tokens_differ(expect[0], g['tokens'])}\n  finish {g['finish_reason']!r}")
     # EOS and stop on the same token: the listener's answer is looked at first, so the finish is "stopped".
     plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
     j = next(i for i in range(4, MAX_NEW) if plain[i] not in plain[:i])  # EOS = plain[j] ends nothing earlier
