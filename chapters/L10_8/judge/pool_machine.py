@@ -180,7 +180,7 @@ def _differences(want: dict, got: dict) -> str:
     return "\n".join(parts)
 
 
-def check(impl, seed_text: str, shared: bool, count: int = 24, length: int = 14, num_blocks: int = 12,
+def check(impl, seed_text: str, shared: bool, count: int = 10, length: int = 14, num_blocks: int = 12,
           b: int = 4) -> str | None:
     """None when the implementation's rollback keeps its pool as the reference's does on every drawn sequence; else
     the smallest sequence found, step by step, and what differs after its last step."""

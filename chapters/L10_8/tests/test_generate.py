@@ -13,7 +13,7 @@ from harness.pack import expected_got
 from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
-from chapters.L10_8.judge import stats
+from chapters.L10_8.judge import loops, stats
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
 from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
 from chapters.L10_8.judge.requests import (GREEDY, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
@@ -62,10 +62,14 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                          "reference" if draft == "none" else "own parts", cfg(draft), prompt, PENALISED, 7, MAX_NEW,
                          hint="Each round's verifier sees the prompt and every token emitted before the round: "
                               "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
+    # drawn from the grading seed: every draft kind at each edge of k, greedy with and without penalties
+    problem = loops.check(impl, ref, loops.greedy_requests(golden.get("master_seed", 0)), reference_when_greedy=True,
+                          hint="Greedy speculation is greedy: with penalties, each round's verifier sees the prompt and every token emitted before the round.")
+    assert problem is None, problem
     assert not wrong, golden_mismatch(ref, golden, "generate", wrong)
 
 
-def test_eos_and_max_tokens_end_generation(impl, ref):
+def test_eos_and_max_tokens_end_generation(impl, ref, golden):
     prompt = PROMPTS[0]
     for max_new in (1, 2, 5, 17):
         target = budget_target(ref, prompt, max_new)
@@ -146,6 +150,11 @@ def test_eos_and_max_tokens_end_generation(impl, ref):
         check_generation(impl, ref, where, "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, GREEDY, 7,
                          last, [plain[last - 1]], hint="The last token the budget allows is EOS: EOS ends generation as soon as it "
                                                        "is handed over, so finish_reason is 'eos', not 'length'.")
+    # drawn from the grading seed: every draft kind at each edge of max_new, several EOS ids in a drawn order
+    emitted = lambda r: pristine_generation(ref, {"draft": r.draft, "k": r.k}, list(r.prompt), dict(r.params), r.seed, r.max_new).tokens
+    problem = loops.check(impl, ref, loops.eos_requests(golden.get("master_seed", 0), emitted),
+                          hint="Generation ends right after a token of the EOS set (finish 'eos', even on the max_new-th token), else after max_new tokens ('length').")
+    assert problem is None, problem
 
 
 def test_sampled_spec_keeps_the_target_distribution(impl, ref):
@@ -153,7 +162,7 @@ def test_sampled_spec_keeps_the_target_distribution(impl, ref):
     assert result.p_value > stats.ALPHA, result.explain()
 
 
-def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
+def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, golden):
     prompt = PROMPTS[2]
     heard: list = []
     target = WatchedTarget(heard, ref, VOCAB, budget=len(prompt) + MAX_NEW - 1)
@@ -235,3 +244,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref):
     assert g["finish_reason"] == "stopped", (
         f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
         f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")
+    # drawn from the grading seed: every draft kind, greedy and sampled with penalties, a listener stopping at a drawn token
+    problem = loops.check(impl, ref, loops.stream_requests(golden.get("master_seed", 0)),
+                          hint="Each round's tokens go to the listener in order; a False answer ends generation at once, that token included.")
+    assert problem is None, problem

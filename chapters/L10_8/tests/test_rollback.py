@@ -10,7 +10,7 @@ import random
 
 from chapters.L10_8.cases import filled_table, golden_mismatch, golden_section
 from chapters.L10_8.judge.judging import case, must_refuse
-from chapters.L10_8.judge import properties, tiny_llama
+from chapters.L10_8.judge import pool_machine, properties, tiny_llama
 
 
 # ---- rollback ---------------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def test_rollback_hand_example(impl, golden, ref):
     assert problem is None, problem
 
 
-def test_rollback_drops_one_reference_only(impl):
+def test_rollback_drops_one_reference_only(impl, golden):
     pool = impl.new_pool(6, 4)
     a = filled_table(pool, [4, 4, 3])
     pool.retain(a[2])  # another sequence shares the last block (forked from this one)
@@ -72,9 +72,12 @@ def test_rollback_drops_one_reference_only(impl):
     assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
     assert pool.refcount(a[1]) == 0, "the unshared block must be free"
     assert pool.free_blocks() == 4, f"exactly one block (the unshared one) returns to the pool; free blocks {pool.free_blocks()}, expected 4"
+    # stateful, against the reference: sequences sharing full blocks, rolled back to block boundaries (the references dropped decide)
+    problem = pool_machine.check(impl, f"{golden.get('master_seed', 0)}:rollback_drops_one_reference_only", shared=True)
+    assert problem is None, problem
 
 
-def test_blocks_conserved_across_rollbacks(impl):
+def test_blocks_conserved_across_rollbacks(impl, golden):
     rng = random.Random(20261130)  # 200 seeded requests, the same every run
     block_tokens, num_blocks = 4, 64
     pool = impl.new_pool(num_blocks, block_tokens)
@@ -105,6 +108,9 @@ def test_blocks_conserved_across_rollbacks(impl):
     for t, _ in live.values():
         impl.rollback(pool, t, 0)
     assert pool.free_blocks() == num_blocks, f"after all requests ended {num_blocks - pool.free_blocks()} blocks are still held"
+    # stateful, against the reference: drawn sequences of writes, rollbacks to every kind of keep and ends, state compared each step
+    problem = pool_machine.check(impl, f"{golden.get('master_seed', 0)}:blocks_conserved_across_rollbacks", shared=False)
+    assert problem is None, problem
 
 
 # ---- the real model ---------------------------------------------------------------------------------------------

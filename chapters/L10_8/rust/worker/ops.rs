@@ -27,7 +27,7 @@ use crate::wire::Wire;
 use self::engine::JudgeTarget;
 
 /// The protocol's op table, sorted (the unknown op's message lists it).
-pub const OPS: [&str; 19] = [
+pub const OPS: [&str; 20] = [
     "blocks_for", "dense_distribution", "generate", "ngram_draft", "pool_call", "pool_new", "pool_state", "pool_write", "prompt_lookup", "propose",
     "residual", "rng_u32s", "rollback", "runner_target_call", "runner_target_new", "sample_dense", "spec_config_parse",
     "speculative_step", "verify_draft", "verify_first_tokens",
