@@ -15,6 +15,11 @@ that SpecError is raised). A value of the wrong Python type (a bool or a float w
 is expected, a string where a number is): free: any answer passes, except in SpecConfig.parse,
 which refuses a bool or a float k (the Rust port's types rule the rest out).
 
+Arguments are left as given: no function changes a list, a row or a dict its caller passed (ctx, rows,
+draft, draft_probs, prompt, output, eos, p, q, logits, params), whatever it answers, a refusal included;
+copy one before changing it. The one exception is rollback's `table`, which it shrinks in place. The
+worker checks this after every call: a change is a wrong answer naming the call and the argument.
+
 Domain (every function, and the tests draw from all of it, edges first: rules.toml [[domain]]): token
 ids are integers 0 <= id < 2**32 (Rust's u32); counts (k, n, max_ngram, min_ngram, max_new, keep,
 tokens, block_tokens) are integers 0 <= c < 2**64 (Rust's usize on a 64-bit machine; a seed is a u64);
