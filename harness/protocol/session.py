@@ -33,14 +33,16 @@ class ArgumentChanged(Exception):
 
 def _content(x):
     """What a value holds, to compare before and after a call: lists, tuples and dicts item by item, numpy arrays
-    by dtype, shape and bytes, anything else by repr (which tells -0.0 from 0.0 and finds NaN equal to NaN, and
-    shows a dataclass's fields)."""
+    by dtype, shape and bytes, an object by its attributes, anything else by repr (which tells -0.0 from 0.0 and
+    finds NaN equal to NaN)."""
     if isinstance(x, (list, tuple)):
         return type(x).__name__, tuple(_content(v) for v in x)
     if isinstance(x, dict):
         return "dict", tuple((repr(k), _content(v)) for k, v in x.items())
     if hasattr(x, "dtype") and hasattr(x, "tobytes"):
         return "array", str(x.dtype), tuple(getattr(x, "shape", ())), x.tobytes()
+    if hasattr(x, "__dict__") and not isinstance(x, type):  # an object (SamplingParams): its attributes, never its address
+        return type(x).__qualname__, _content(vars(x))
     return repr(x)
 
 

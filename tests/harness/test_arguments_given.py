@@ -62,6 +62,11 @@ def test_a_changed_argument_fails_the_test_that_made_the_call(tmp_path):
     assert got["rollback_hand_example"].outcome == "pass", got["rollback_hand_example"].message[:500]
 
 
+class Knobs:
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+
+
 def _session_impl(fn) -> Impl:
     """An Impl over the in-process transport whose one op, `call`, runs `fn` on the op's arguments."""
     ops = SimpleNamespace(OPS={"call": lambda s, a: fn(s, a)}, CONTRACT_ERROR=("decoder", "JSONDecodeError"), LOAD=())
@@ -89,6 +94,8 @@ def test_the_in_process_transport_checks_the_arguments_too():
     except Raised as e:
         assert "changed its argument params" in str(e), str(e)
     assert Impl.call(_session_impl(lambda s, a: a["xs"][::-1]), "call", {"xs": [3, -0.0, 1]}) == [1, -0.0, 3]
+    plain = lambda s, a: s.lend("params", Knobs(a["t"])) and 1  # an object whose repr is its address
+    assert Impl.call(_session_impl(plain), "call", {"t": 0.5}) == 1, "a lent object left alone is no change"
 
 
 def test_an_unchanged_nan_or_negative_zero_is_no_change():

@@ -98,6 +98,10 @@ def _answer(fn):
         return "SpecError" if e.spec_error else f"{e.type} ({e.message})"
 
 
+def _positions(n: int) -> str:
+    return f"{n} position{'s' if n != 1 else ''}"
+
+
 def _blocks_needed(cached: int, n: int, table: list, b: int) -> int:
     return max(0, -(-(cached + n) // b) - len(table))
 
@@ -111,14 +115,14 @@ def _run(op: Op, side: Side, b: int, free: int):
         if _blocks_needed(0, n, [], b) > free:
             return "skip", None
         seqs.append((pool.write([], 0, n, b), n))
-        return f"a new sequence {len(seqs) - 1} writes {n} positions", None
+        return f"a new sequence {len(seqs) - 1} writes {_positions(n)}", None
     s = op.seq % len(seqs)
     table, cached = seqs[s]
     if op.kind == "write":
         if _blocks_needed(cached, op.n, table, b) > free:
             return "skip", None
         seqs[s] = (pool.write(table, cached, op.n, b), cached + op.n)
-        return f"sequence {s} writes {op.n} positions after its {cached}", None
+        return f"sequence {s} writes {_positions(op.n)} after its {cached}", None
     if op.kind == "fork":
         j = op.n % (cached // b + 1)
         for block in table[:j]:
