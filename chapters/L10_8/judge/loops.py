@@ -1,7 +1,7 @@
 """Whole generations under drawn configurations (issue 37, item 3): `generate` and `generate_stream` compared round by
-round with the judge's expected generation (judge/replay.py: the reference's own generate for requests no earlier part
-can change, else the implementation's own propose and verify_draft composed as spec.pyi composes them) on requests
-drawn from the grading seed.
+round with the judge's expected generation (judge/replay.py: the reference's own generate for requests without a
+draft, else the implementation's own propose and verify_draft composed as spec.pyi composes them, so the loop alone is
+judged) on requests drawn from the grading seed.
 
 Each test of the loop draws the requests of its own row (rules.toml), every category on every run, the rest drawn:
     greedy_spec_equals_greedy_without_spec            every draft kind at each k of K_EDGES, greedy, with and without
@@ -53,9 +53,6 @@ class Request:
                                                                     if self.stop_at else "")
         return (f"drawn request {i + 1} of {n} (from the grading seed): draft {self.draft}, k {self.k}, prompt "
                 f"{list(self.prompt)}, params {dict(self.params)}, seed {self.seed}, max_new {self.max_new}{extra}")
-
-    def greedy_plain(self) -> bool:
-        return dict(self.params) == {"temperature": 0.0}
 
 
 def _prompt(rng: random.Random) -> tuple:
@@ -130,15 +127,17 @@ def stream_requests(grading_seed: int) -> list[Request]:
     return out
 
 
-def _oracle(r: Request, reference_when_greedy: bool) -> str:
-    """The reference's generate where no earlier part of the chapter can change the answer (no draft; greedy
-    unpenalised speculation when the row says it is greedy), else the implementation's own parts composed."""
-    return "reference" if r.draft == "none" or reference_when_greedy and r.greedy_plain() else "own parts"
+def _oracle(r: Request) -> str:
+    """The reference's generate where no earlier part of the chapter can change the answer (no draft), else the
+    implementation's own propose and verify_draft composed: the drawn requests judge the loop alone, so a slip of a
+    draft or of the verifier costs its own test, not these (the fixed requests of the loop's tests hold greedy
+    speculation to plain greedy)."""
+    return "reference" if r.draft == "none" else "own parts"
 
 
-def _differs(impl, ref, r: Request, where: str, reference_when_greedy: bool, hint: str) -> str | None:
+def _differs(impl, ref, r: Request, where: str, hint: str) -> str | None:
     try:
-        check_generation(impl, ref, where, _oracle(r, reference_when_greedy), {"draft": r.draft, "k": r.k}, list(r.prompt),
+        check_generation(impl, ref, where, _oracle(r), {"draft": r.draft, "k": r.k}, list(r.prompt),
                          dict(r.params), r.seed, r.max_new, list(r.eos), stop_at=r.stop_at, stream=r.stream, hint=hint)
     except AssertionError as e:
         return str(e)
@@ -152,11 +151,11 @@ def _smaller(r: Request) -> list[Request]:
     return out + ([replace(r, eos=(e,)) for e in r.eos] if len(r.eos) > 1 else [])
 
 
-def check(impl, ref, requests: list[Request], reference_when_greedy: bool = False, hint: str = "") -> str | None:
+def check(impl, ref, requests: list[Request], hint: str = "") -> str | None:
     """None when every request generates as expected; else the smallest failing request found and where it parts."""
     for i, r in enumerate(requests):
         where = r.words(i, len(requests))
-        problem = _differs(impl, ref, r, where, reference_when_greedy, hint)
+        problem = _differs(impl, ref, r, where, hint)
         if problem is None:
             continue
         tries = 0
@@ -165,7 +164,7 @@ def check(impl, ref, requests: list[Request], reference_when_greedy: bool = Fals
                 break
             tries += 1
             try:
-                found = _differs(impl, ref, smaller, f"{smaller.words(i, len(requests))} (made smaller)", reference_when_greedy, hint)
+                found = _differs(impl, ref, smaller, f"{smaller.words(i, len(requests))} (made smaller)", hint)
             except Raised:
                 found = None  # a smaller request that fails otherwise is no smaller case of this difference
             if found is not None:

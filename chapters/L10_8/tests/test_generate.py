@@ -63,7 +63,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                          hint="Each round's verifier sees the prompt and every token emitted before the round: "
                               "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
     # drawn from the grading seed: every draft kind at each edge of k, greedy with and without penalties
-    problem = loops.check(impl, ref, loops.greedy_requests(golden.get("master_seed", 0)), reference_when_greedy=True,
+    problem = loops.check(impl, ref, loops.greedy_requests(golden.get("master_seed", 0)),
                           hint="Greedy speculation is greedy: with penalties, each round's verifier sees the prompt and every token emitted before the round.")
     assert problem is None, problem
     assert not wrong, golden_mismatch(ref, golden, "generate", wrong)
