@@ -88,13 +88,27 @@ class Raised(SubmissionFailure):
         self.frames = [f for f in frames if isinstance(f, dict)] if isinstance(frames, list) else []
         self.called: str | None = None  # the contract's function the test called (Impl.call names it), else the op
         self.call: str | None = None  # that call with its input, shown literally and abbreviated (Impl.call writes it)
+        changed = data.get("changed")  # the worker's check after the call: an argument the function changed
+        self.changed = changed if isinstance(changed, dict) else None
+        if self.changed is not None:
+            self.outcome = Outcome.FAIL  # a wrong effect of an answered call, as a wrong answer is
+        self.show: Callable = repr  # how the changed argument's values are shown (Impl.call gives feedback's brief)
         super().__init__(self.describe())
 
-    def name_call(self, called: str, call: str | None = None) -> None:
+    def name_call(self, called: str, call: str | None = None, show: Callable | None = None) -> None:
         """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name), and the
-        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.transport.feedback)."""
+        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.transport.feedback);
+        `show`: how a value is written in the message (feedback's `brief`)."""
         self.called, self.call = called, call
+        self.show = show or self.show
         self.args = (self.describe(),)
+
+    def _changed(self) -> str:
+        """The call that changed an argument, the argument, and what it held before and after."""
+        c = self.changed or {}
+        return (f"{self.call or self.called or self.op} changed its argument {c.get('argument')}: before the call it was "
+                f"{self.show(c.get('before'))}, after it {self.show(c.get('after'))}. The contract's functions leave their "
+                "arguments as the caller gave them: copy a list before changing it")
 
     def _not_implemented(self) -> str:
         """One line: `not implemented: f`, f the function the test called; another when its stub is what ran."""
@@ -117,6 +131,8 @@ class Raised(SubmissionFailure):
         return "".join(self.words.frame(f) for f in self.frames)
 
     def describe(self) -> str:
+        if self.changed is not None:
+            return self._changed()
         if self.not_implemented:
             return self._not_implemented()
         if self.type == "panic":

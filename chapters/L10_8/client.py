@@ -30,7 +30,8 @@ class JudgeObjects:
         if method == "target.truncate":
             return self.target.truncate(args["length"])
         if method == "on_token":
-            return bool(self.on_token(args["token"], args["logprob"]))
+            said = self.on_token(args["token"], args["logprob"])  # as said: None, 0 or "" is the implementation's to read
+            return said if said is None or type(said) in (bool, int, str) else bool(said)
         raise ValueError(f"unknown callback {method!r}")
 
 
@@ -43,7 +44,7 @@ class Client(Impl):
     # the contract's function each op calls, where its name is not the op's: (Python, Rust)
     CALLS = {"spec_config_parse": ("SpecConfig.parse", "SpecConfig::parse_with"),
              "verify_first_tokens": ("verify_draft", "verify_draft"),
-             "pool_new": ("KvPool", "KvPool::new"), "runner_target_new": ("RunnerTarget", "RunnerTarget::new")}
+             "pool_new": ("KvPool", "KvPool::new"), "pool_state": ("KvPool", "KvPool"), "runner_target_new": ("RunnerTarget", "RunnerTarget::new")}
 
     @classmethod
     def called(cls, op: str, args: dict, language: str) -> str:
@@ -64,7 +65,7 @@ class Client(Impl):
             a["target"] = Bare("target") if a["target"] == "judge" else Bare("RunnerTarget")
             if a.pop("stream", False):
                 a["on_token"] = Bare("listener")
-        elif op in ("runner_target_call", "pool_call", "pool_write"):
+        elif op in ("runner_target_call", "pool_call", "pool_write", "pool_state"):
             a.pop("target", None), a.pop("pool", None), a.pop("method", None)
             if op == "pool_call":
                 a = dict(enumerate(a.get("args") or []))
@@ -139,6 +140,10 @@ class PoolProxy:
         if method not in POOL_METHODS:
             raise AttributeError(method)
         return lambda *args: self.impl.call("pool_call", dict(pool=self.handle, method=method, args=list(args)))
+
+    def state(self) -> dict:
+        """Every block's reference count and fill (0 when free) and the free count, in one call (ops.op_pool_state)."""
+        return self.impl.call("pool_state", dict(pool=self.handle))
 
     def write(self, table, start: int, count: int, block_tokens: int) -> list[int]:
         """Positions [start, start + count) written as one forward writes them (ops.op_pool_write): the table after."""

@@ -22,7 +22,7 @@ SAMPLING_FIELDS = ("temperature", "top_k", "top_p", "min_p", "repetition_penalty
 # ---- conversions --------------------------------------------------------------------------------
 
 def _params(s, d: dict):
-    return s.module("infer.sampling").SamplingParams(**{k: d[k] for k in SAMPLING_FIELDS if k in d})
+    return s.lend("params", s.module("infer.sampling").SamplingParams(**{k: d[k] for k in SAMPLING_FIELDS if k in d}))
 
 
 def _cfg(s, d: dict):
@@ -96,7 +96,7 @@ def op_speculative_step(s, a):
 
 
 def op_dense_distribution(s, a):
-    logits = np.asarray(floats(a["logits"]), dtype=np.float32)
+    logits = s.lend("logits", np.asarray(floats(a["logits"]), dtype=np.float32))
     return _f64s(s.module("infer.spec").dense_distribution(logits, _params(s, a["params"]), a["prompt"], a["output"]))
 
 
@@ -111,8 +111,8 @@ def _rows(rows):
 
 def op_verify_draft(s, a):
     rng = s.module("rng").Pcg32.from_seed(a["seed"])
-    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
-    v = s.module("infer.spec").verify_draft(_rows(a["rows"]), a["draft"], probs, _params(s, a["params"]), a["prompt"], a["output"], rng)
+    probs = None if a.get("draft_probs") is None else s.lend("draft_probs", floats(a["draft_probs"]))
+    v = s.module("infer.spec").verify_draft(s.lend("rows", _rows(a["rows"])), a["draft"], probs, _params(s, a["params"]), a["prompt"], a["output"], rng)
     return {"tokens": _ids(v.tokens, "Verified.tokens"), "logprobs": _f64s(v.logprobs, "Verified.logprobs"),
             "n_accepted": operator.index(v.n_accepted), "next_u32": int(rng.next_u32())}
 
@@ -121,8 +121,8 @@ def op_verify_first_tokens(s, a):
     """verify_draft once per seed on the same inputs; the first emitted token of each (a batch, so a
     statistical test of thousands of seeds costs one round trip)."""
     spec, Pcg32 = s.module("infer.spec"), s.module("rng").Pcg32
-    rows, params = _rows(a["rows"]), _params(s, a["params"])
-    probs = None if a.get("draft_probs") is None else floats(a["draft_probs"])
+    rows, params = s.lend("rows", _rows(a["rows"])), _params(s, a["params"])
+    probs = None if a.get("draft_probs") is None else s.lend("draft_probs", floats(a["draft_probs"]))
     out = []
     for seed in a["seeds"]:
         v = spec.verify_draft(rows, a["draft"], probs, params, a["prompt"], a["output"], Pcg32.from_seed(seed))
@@ -164,6 +164,15 @@ def op_pool_write(s, a):
             table.append(pool.alloc())
         pool.set_fill(table[-1], pos % b + 1)
     return _ids(table, "the table")
+
+
+def op_pool_state(s, a):
+    """The pool's whole state in one round trip: every block's reference count and fill (0 for a free block) and
+    the free count (the stateful rollback check compares it with the reference's after every step)."""
+    pool = s.handle(a["pool"], "pool")
+    refs = [int(pool.refcount(b)) for b in range(pool.num_blocks)]
+    return {"refcounts": refs, "fills": [int(pool.fill(b)) if r else 0 for b, r in enumerate(refs)],
+            "free": int(pool.free_blocks())}
 
 
 def op_rollback(s, a):
@@ -219,7 +228,8 @@ def op_generate(s, a):
     args = (target, _cfg(s, a["cfg"]), a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
     if not a.get("stream"):
         return _generated(spec.generate(*args))
-    on_token = lambda t, lp: bool(s.call_judge("on_token", {"token": int(t), "logprob": float(lp)}))
+    # the listener's answer as it gave it (None, 0, "" included): its truth value is the implementation's to read
+    on_token = lambda t, lp: s.call_judge("on_token", {"token": int(t), "logprob": float(lp)})
     return _generated(spec.generate_stream(*args, on_token))
 
 
@@ -272,7 +282,7 @@ ANSWERS = {
     "verify_draft": {"tokens": IDS, "logprobs": FLOATS, "n_accepted": "int", "next_u32": "int"},
     "verify_first_tokens": IDS, "rng_u32s": IDS, "blocks_for": "int",
     "pool_new": "int", "pool_call": lambda a: _POOL_ANSWERS.get(a.get("method"), "null"),
-    "pool_write": IDS, "rollback": {"released": "int", "table": IDS},
+    "pool_write": IDS, "pool_state": {"refcounts": IDS, "fills": IDS, "free": "int"}, "rollback": {"released": "int", "table": IDS},
     "generate": _GENERATED,
     "runner_target_new": "int", "runner_target_call": lambda a: _RUNNER_ANSWERS.get(a.get("method"), "null"),
 }

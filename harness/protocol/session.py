@@ -6,17 +6,51 @@ process for trusted code, in the worker process for a submission. Objects that l
 (the judge's target, a token listener) go through `call_judge(method, args)`.
 """
 
+import copy
 import importlib
 import linecache
 import os
 import traceback
 from typing import Callable
 
+from .wire import to_wire
+
 PROTOCOL_VERSION = 1
 TRACEBACK_CAP = 4000  # characters of a traceback sent back: the student's own frames are at the end
 
 
 FRAMES_SHOWN = 3  # the innermost frames of the student's own files a failure shows
+
+
+class ArgumentChanged(Exception):
+    """The implementation's function changed an argument its caller gave it (a list, a dict, a row of a list of
+    rows): the contract's functions leave their arguments as given. Raised by Session.dispatch after the call."""
+
+    def __init__(self, name: str, before, after) -> None:
+        self.name, self.before, self.after = name, before, after
+        super().__init__(f"changed its argument {name}")
+
+
+def _content(x):
+    """What a value holds, to compare before and after a call: lists, tuples and dicts item by item, numpy arrays
+    by dtype, shape and bytes, an object by its attributes, anything else by repr (which tells -0.0 from 0.0 and
+    finds NaN equal to NaN)."""
+    if isinstance(x, (list, tuple)):
+        return type(x).__name__, tuple(_content(v) for v in x)
+    if isinstance(x, dict):
+        return "dict", tuple((repr(k), _content(v)) for k, v in x.items())
+    if hasattr(x, "dtype") and hasattr(x, "tobytes"):
+        return "array", str(x.dtype), tuple(getattr(x, "shape", ())), x.tobytes()
+    if hasattr(x, "__dict__") and not isinstance(x, type):  # an object (SamplingParams): its attributes, never its address
+        return type(x).__qualname__, _content(vars(x))
+    return repr(x)
+
+
+def _shown(x):
+    """A value as plain wire data for the failure's message (a dataclass by its repr)."""
+    if x is None or isinstance(x, (bool, int, float, str, list, tuple, dict)) or hasattr(x, "tolist"):
+        return to_wire(x)
+    return repr(x)
 
 
 class Session:
@@ -29,6 +63,7 @@ class Session:
         self.package_dir = os.path.realpath(package_dir) if package_dir else None  # where the submission's files are
         self.own_files = own_files  # the student's own files, relative to package_dir: the frames a failure shows
         self._own_cache: dict[str, str | None] = {}  # a frame's file name -> its path among own_files, or None
+        self._lent: list[tuple[str, object, object]] = []  # (argument, object passed, a copy) of the current op
 
     def module(self, name: str):
         return importlib.import_module(f"{self.package}.{name}")
@@ -55,7 +90,29 @@ class Session:
         fn = self.ops.OPS.get(op)
         if fn is None:
             raise KeyError(f"unknown operation {op!r}; the protocol has {sorted(self.ops.OPS)}")
-        return fn(self, args)
+        self._lent = [(name, value, copy.deepcopy(value)) for name, value in args.items()]
+        try:
+            out = fn(self, args)
+        except Exception as e:  # a refusal after changing an argument is a change too
+            self._unchanged(e)
+            raise
+        self._unchanged()
+        return out
+
+    def lend(self, name: str, value):
+        """`value` as the op passes it to the implementation under the contract's argument `name` (a conversion of
+        an argument: rows as float32 arrays, SamplingParams): checked after the call like the arguments themselves.
+        Returns `value`."""
+        self._lent.insert(0, (name, value, copy.deepcopy(value)))
+        return value
+
+    def _unchanged(self, cause: BaseException | None = None) -> None:
+        """Raise ArgumentChanged naming the first argument the call changed (what the op lent first, then the op's
+        own arguments); nothing when every one holds what it held before."""
+        lent, self._lent = self._lent, []
+        for name, value, before in lent:
+            if _content(value) != _content(before):
+                raise ArgumentChanged(name, _shown(before), _shown(value)) from cause
 
     def is_contract_error(self, e: BaseException) -> bool:
         """Whether `e` is the chapter's contract error (e.g. infer.spec.SpecError) of this package."""
@@ -71,8 +128,11 @@ class Session:
         refused = self.is_contract_error(e)  # a refusal is an answer: no traceback to format (the property checks
         # draw thousands of them); its frames still say where the student's code refused
         tb = "" if refused else "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-8))
-        return {"type": type(e).__name__, "message": str(e), "spec_error": refused,
+        data = {"type": type(e).__name__, "message": str(e), "spec_error": refused,
                 "traceback": tb[-TRACEBACK_CAP:], "frames": self.own_frames(e)}
+        if isinstance(e, ArgumentChanged):
+            data.update(traceback="", changed={"argument": e.name, "before": e.before, "after": e.after})
+        return data
 
     def own_frames(self, e: BaseException) -> list[dict]:
         if self.package_dir is None:

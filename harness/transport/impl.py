@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
-from .feedback import call_text
+from .feedback import brief, call_text
 from .shapes import ShapeError, conform
 
 DEFAULT_DEADLINE_S = 5.0  # a pure call answers in milliseconds; the margin is for a loaded grading machine
@@ -103,7 +103,7 @@ class Impl:
         if info.error is not None:
             if isinstance(info.error, Raised):
                 called = self.called(op, args, info.error.language)
-                info.error.name_call(called, call_text(called, self.shown_args(op, args)))
+                info.error.name_call(called, call_text(called, self.shown_args(op, args)), brief)
             else:
                 self._rename(info.error, op, args, deadline_s)
             raise info.error

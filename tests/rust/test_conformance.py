@@ -263,6 +263,8 @@ REQUESTS = [
     ("pool_write", dict(pool=1, table=[], start=0, count=1, block_tokens=0)),
     ("pool_write", dict(pool=99, table=[], start=0, count=1, block_tokens=4)),
     ("pool_write", dict(pool=1, table=[], start=0)),
+    # ---- pool_state (12.20): the whole pool in one answer ----
+    ("pool_state", dict(pool=1)), ("pool_state", dict(pool=2)), ("pool_state", dict(pool=99)), ("pool_state", dict()),
     # ---- generate on the judge's fake target (12.16) ----
     gen(), gen(cfg=cfg_("none", 4)), gen(cfg=cfg_("ngram", 3)), gen(cfg=cfg_("prompt_lookup", 16, max_ngram=2, min_ngram=2)),
     gen(prompt=[3, 3, 3, 3], max_new=17), gen(prompt=[9, 1, 9, 1, 9, 2], max_new=40),

@@ -13,7 +13,7 @@ from harness.pack import expected_got
 from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
-from chapters.L10_8.judge import properties, stats
+from chapters.L10_8.judge import loops, properties, stats
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
 from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
 from chapters.L10_8.judge.requests import (GREEDY, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
@@ -62,6 +62,10 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                          "reference" if draft == "none" else "own parts", cfg(draft), prompt, PENALISED, 7, MAX_NEW,
                          hint="Each round's verifier sees the prompt and every token emitted before the round: "
                               "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
+    # drawn from the grading seed: every draft kind at each edge of k, greedy with and without penalties
+    problem = loops.check(impl, ref, loops.greedy_requests(golden.get("master_seed", 0)),
+                          hint="Greedy speculation is greedy: with penalties, each round's verifier sees the prompt and every token emitted before the round.")
+    assert problem is None, problem
     assert not wrong, golden_mismatch(ref, golden, "generate", wrong)
 
 
@@ -146,19 +150,11 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
         check_generation(impl, ref, where, "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, GREEDY, 7,
                          last, [plain[last - 1]], hint="The last token the budget allows is EOS: EOS ends generation as soon as it "
                                                        "is handed over, so finish_reason is 'eos', not 'length'.")
-    # Requests of the grading seed: a prompt, a budget at its edges or not, several EOS ids in any order (some emitted
-    # by plain greedy, some past V), every draft kind, greedy and sampled.
-    rng = properties.rng_for(golden, "eos_and_max_tokens_end_generation")
-    for draft in ("none", "ngram", "prompt_lookup"):
-        prompt = [rng.randrange(VOCAB) for _ in range(rng.randint(2, 6))] * rng.randint(1, 3)
-        plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
-        eos = rng.sample(sorted(set(plain[1:]) - {plain[0]}) or [VOCAB], 1) + rng.sample([VOCAB, VOCAB + 1, 2**32 - 1], rng.randint(0, 2))
-        eos = rng.sample(eos, len(eos))
-        max_new, seed, params = rng.choice([1, 2, 3, 5, MAX_NEW]), rng.randrange(2**64), rng.choice([GREEDY, SAMPLED])
-        check_generation(impl, ref, f"draft {draft}, prompt {prompt}, {params}, seed {seed}, max_new {max_new}, eos {eos}",
-                         "reference" if draft == "none" else "own parts", cfg(draft), prompt, params, seed, max_new, eos,
-                         hint="Generation ends at the first emitted token that is any of the EOS ids, whatever their order, "
-                              "or after max_new tokens; a round's draft is cut to the budget left.")
+    # drawn from the grading seed: every draft kind at each edge of max_new, several EOS ids in a drawn order
+    emitted = lambda r: pristine_generation(ref, {"draft": r.draft, "k": r.k}, list(r.prompt), dict(r.params), r.seed, r.max_new).tokens
+    problem = loops.check(impl, ref, loops.eos_requests(golden.get("master_seed", 0), emitted),
+                          hint="Generation ends right after a token of the EOS set (finish 'eos', even on the max_new-th token), else after max_new tokens ('length').")
+    assert problem is None, problem
 
 
 def test_sampled_spec_keeps_the_target_distribution(impl, ref, golden):
@@ -225,6 +221,17 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, go
     late = [ids for n, _, ids in target.passes if n >= stop_after]
     assert not late, f"{len(late)} forward passes ran after the listener said stop (first fed {late[0]})"
     assert g["finish_reason"] == "stopped", f"finish_reason should be 'stopped', got {g['finish_reason']!r}"
+    # spec.pyi generate_stream step 5: the listener's answer counts by its truth value (None, 0, "" stop; 1 goes on)
+    for said in (None, 0, "", 1):
+        heard = []
+        answers = lambda t, lp, said=said: heard.append(t) or (said if len(heard) == stop_after else True)
+        with case(f"a listener that answers {said!r} on token {stop_after}"):
+            g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=answers)
+        expect = (want, "stopped") if not said else (greedy_reference(ref, prompt, MAX_NEW, VOCAB), "length")
+        assert (g["tokens"], g["finish_reason"]) == expect, (
+            f"the listener answered {said!r} on token {stop_after}: its answer counts by its truth value (spec.pyi "
+            f"generate_stream step 5), so {'it stops there' if not said else 'generation goes on'} with finish "
+            f"{expect[1]!r}:{tokens_differ(expect[0], g['tokens'])}\n  finish {g['finish_reason']!r}")
     # EOS and stop on the same token: the listener's answer is looked at first, so the finish is "stopped".
     plain = greedy_reference(ref, prompt, MAX_NEW, VOCAB)
     j = next(i for i in range(4, MAX_NEW) if plain[i] not in plain[:i])  # EOS = plain[j] ends nothing earlier
@@ -238,3 +245,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, go
     assert g["finish_reason"] == "stopped", (
         f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
         f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")
+    # drawn from the grading seed: every draft kind, greedy and sampled with penalties, a listener stopping at a drawn token
+    problem = loops.check(impl, ref, loops.stream_requests(golden.get("master_seed", 0)),
+                          hint="Each round's tokens go to the listener in order; a False answer ends generation at once, that token included.")
+    assert problem is None, problem

@@ -9,7 +9,7 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 
 from chapters.L10_8.cases import filled_table, golden_mismatch, golden_section
 from chapters.L10_8.judge.judging import case, must_refuse
-from chapters.L10_8.judge import properties, tiny_llama
+from chapters.L10_8.judge import pool_machine, properties, tiny_llama
 
 
 # ---- rollback ---------------------------------------------------------------------------------------------
@@ -26,6 +26,21 @@ def test_rollback_hand_example(impl, golden, ref):
     assert r["released"] == 1 and r["table"] == table[:1] and pool.fill(table[0]) == 4, f"keep 4: one full block stays, fill 4; got {r}"
     r = impl.rollback(pool, r["table"], 0)
     assert r["released"] == 1 and r["table"] == [] and pool.free_blocks() == 8, f"keep 0 releases everything; got {r}, free {pool.free_blocks()}"
+    # spec.pyi rollback: the bound is the table's capacity, not the cached positions; only the last kept block's fill is set
+    table = filled_table(pool, [4, 4, 2])  # 10 cached positions, room for 12
+    r = impl.rollback(pool, table, 11)
+    assert (r["released"], r["table"], pool.fill(table[2])) == (0, table, 3), (
+        f"keep 11 of a 3-block table of B 4 holding 10 positions (fills 4 4 2): 11 is within its capacity of 12, so nothing "
+        f"is released and the last block's fill becomes 11 - 2 * 4 = 3; got released {r['released']}, table {r['table']}, "
+        f"fill {pool.fill(table[2])}")
+    impl.rollback(pool, table, 0)
+    table = filled_table(pool, [2, 4, 3])  # an earlier block that is not full
+    r = impl.rollback(pool, table, 5)
+    fills = [pool.fill(b) for b in table[:2]]
+    assert (r["released"], r["table"], fills) == (1, table[:2], [2, 1]), (
+        f"keep 5 of fills 2 4 3 with B 4: ceil(5/4) = 2 blocks stay, the third is released, and only the last kept block's "
+        f"fill is set (5 - 4 = 1): the first keeps its fill 2; got released {r['released']}, table {r['table']}, fills {fills}")
+    impl.rollback(pool, r["table"], 0)
     for tokens, b, want in ((0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (8, 4, 2), (9, 4, 3), (5, 1, 5)):
         got = impl.blocks_for(tokens, b)
         assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
@@ -50,27 +65,15 @@ def test_rollback_drops_one_reference_only(impl, golden):
     a = filled_table(pool, [4, 4, 3])
     pool.retain(a[2])  # another sequence shares the last block (forked from this one)
     r = impl.rollback(pool, a, 4)
-    assert r["released"] == 2 and r["table"] == a[:1], f"keep 4 releases blocks 2 and 3 of the table; got {r}"
+    assert r["released"] == 2 and r["table"] == a[:1], (
+        f"keep 4 releases blocks 2 and 3 of the table: 2 references dropped (spec.pyi rollback counts blocks taken off the "
+        f"table, the shared one included, not blocks the pool freed); got {r}")
     assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
     assert pool.refcount(a[1]) == 0, "the unshared block must be free"
     assert pool.free_blocks() == 4, f"exactly one block (the unshared one) returns to the pool; free blocks {pool.free_blocks()}, expected 4"
-    rng = properties.rng_for(golden, "rollback_drops_one_reference_only")  # a table, a keep and shared blocks of the seed's
-    b, n = rng.randint(2, 6), rng.randint(2, 5)
-    pool = impl.new_pool(n + 2, b)
-    table = filled_table(pool, [b] * (n - 1) + [rng.randint(1, b)])
-    kept = rng.randint(0, n - 1)
-    keep = kept * b  # block-aligned: this test's row is the shared block's reference (R-RB-05), not the partial block's fill
-    shared = rng.sample(table[kept:], rng.randint(1, n - kept))
-    for block in shared:
-        pool.retain(block)
-    where = f"B {b}, fills {[pool.fill(x) for x in table]}, blocks {shared} shared with another sequence, keep {keep}"
-    with case(where):
-        r = impl.rollback(pool, table, keep)
-    assert r["released"] == n - kept and r["table"] == table[:kept], f"{where}: release the {n - kept} blocks past ceil({keep}/{b}) = {kept}; got {r}"
-    lost = [x for x in shared if pool.refcount(x) != 1]
-    assert not lost, f"{where}: shared blocks {lost} lost both references: release drops ONE, their other owner keeps them"
-    assert pool.free_blocks() == n + 2 - kept - len(shared), (
-        f"{where}: {n - kept - len(shared)} unshared blocks return to the pool; free blocks {pool.free_blocks()}, expected {n + 2 - kept - len(shared)}")
+    # stateful, against the reference: sequences sharing full blocks, rolled back to block boundaries (the references dropped decide)
+    problem = pool_machine.check(impl, f"{golden.get('master_seed', 0)}:rollback_drops_one_reference_only", shared=True)
+    assert problem is None, problem
 
 
 def test_blocks_conserved_across_rollbacks(impl, golden):
@@ -104,6 +107,9 @@ def test_blocks_conserved_across_rollbacks(impl, golden):
     for t, _ in live.values():
         impl.rollback(pool, t, 0)
     assert pool.free_blocks() == num_blocks, f"after all requests ended {num_blocks - pool.free_blocks()} blocks are still held"
+    # stateful, against the reference: drawn sequences of writes, rollbacks to every kind of keep and ends, state compared each step
+    problem = pool_machine.check(impl, f"{golden.get('master_seed', 0)}:blocks_conserved_across_rollbacks", shared=False)
+    assert problem is None, problem
 
 
 # ---- the real model ---------------------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ that SpecError is raised). A value of the wrong Python type (a bool or a float w
 is expected, a string where a number is): free: any answer passes, except in SpecConfig.parse,
 which refuses a bool or a float k (the Rust port's types rule the rest out).
 
+Arguments are left as given: no function changes a list, a row or a dict its caller passed (ctx, rows,
+draft, draft_probs, prompt, output, eos, p, q, logits, params), whatever it answers, a refusal included;
+copy one before changing it. The one exception is rollback's `table`, which it shrinks in place. The
+worker checks this after every call: a change is a wrong answer naming the call and the argument.
+
 Domain (every function, and the tests draw from all of it, edges first: rules.toml [[domain]]): token
 ids are integers 0 <= id < 2**32 (Rust's u32); counts (k, n, max_ngram, min_ngram, max_new, keep,
 tokens, block_tokens) are integers 0 <= c < 2**64 (Rust's usize on a 64-bit machine; a seed is a u64);
@@ -219,6 +224,13 @@ def rollback(pool: KvPool, table: list[int], keep: int) -> int:
     last kept block's fill to keep - (kept - 1) * B (it may be partial). Returns the number of
     blocks released. Example: B 4, table of 3 blocks (fills 4 4 2), keep 5 -> releases the
     third block, the second's fill becomes 1, returns 1.
+    The bound is the table's capacity, len(table) * B, not the positions the fills say are cached: a
+    keep above the cached positions but within the capacity is admitted and sets the last kept block's
+    fill to keep - (kept - 1) * B like any other (fills 4 4 2, keep 11 -> nothing released, the third
+    block's fill becomes 3). Only the last kept block's fill is set: earlier kept blocks keep their
+    fills, full or not (fills 2 4 3, keep 5 -> the first block's fill stays 2, the second's becomes 1).
+    The count returned is of blocks taken off the table (references dropped), not of blocks the pool
+    freed: a released block that another sequence still shares counts 1 though it stays live.
     A block the pool refuses (its release or set_fill raises KvError, e.g. a block that is
     already free) is a SpecError, not the pool's KvError; what the table and the pool hold after
     that refusal: free: any answer passes.
@@ -279,7 +291,12 @@ def generate_stream(target: Target, cfg: SpecConfig, prompt: Sequence[int], para
          at once (finish "stopped", that token included); an EOS token ends it right after it
          is handed over (finish "eos"; later tokens of the round are dropped). An EOS token the
          listener answers False on ends with finish "stopped": its answer is looked at first.
-    Ends with finish "length" after exactly max_new tokens (max_new = 0: no target call).
+         The listener's answer counts by its truth value, as `if not on_token(t, lp)` reads it:
+         None, 0, "" and any other falsy answer stop generation as False does (finish "stopped");
+         a truthy answer that is not True (1, "yes") goes on as True does.
+    Ends with finish "length" after exactly max_new tokens (max_new = 0: no target call), unless the
+    max_new-th token is EOS or the listener's stop: step 5 comes before the length test, so an EOS
+    that is also the max_new-th token finishes "eos" (and one the listener stops on, "stopped").
     max_new = 0 still refuses a request that cannot start: an empty prompt, a negative id, a bad
     seed, a target that is not empty (cached() is asked; extend never is). A prompt id not below V
     is refused by the first round's verify_draft; with max_new = 0 no row tells V: free.

@@ -27,8 +27,8 @@ use crate::wire::Wire;
 use self::engine::JudgeTarget;
 
 /// The protocol's op table, sorted (the unknown op's message lists it).
-pub const OPS: [&str; 19] = [
-    "blocks_for", "dense_distribution", "generate", "ngram_draft", "pool_call", "pool_new", "pool_write", "prompt_lookup", "propose",
+pub const OPS: [&str; 20] = [
+    "blocks_for", "dense_distribution", "generate", "ngram_draft", "pool_call", "pool_new", "pool_state", "pool_write", "prompt_lookup", "propose",
     "residual", "rng_u32s", "rollback", "runner_target_call", "runner_target_new", "sample_dense", "spec_config_parse",
     "speculative_step", "verify_draft", "verify_first_tokens",
 ];
@@ -96,6 +96,7 @@ pub fn dispatch(op: &str, a: &Json, st: &mut State, wire: &RefCell<Wire>) -> Res
         "pool_new" => pool_new(a, st),
         "pool_call" => pool_call(a, st),
         "pool_write" => pool_write(a, st),
+        "pool_state" => pool_state(a, st),
         "rollback" => rollback(a, st),
         "generate" => generate(a, st, wire),
         "runner_target_new" => runner_target_new(a, st),
@@ -410,6 +411,21 @@ fn pool_write(a: &Json, st: &mut State) -> Res<Json> {
         pool.set_fill(last, pos % block_tokens + 1)?;
     }
     Ok(ids(&table))
+}
+
+/// `pool_state` (section 12.20): every block's reference count and fill (0 for a free block), and the free count.
+fn pool_state(a: &Json, st: &mut State) -> Res<Json> {
+    let pool = match st.handle(req(a, "pool")?, "pool")? {
+        Held::Pool(p) => p,
+        other => return Err(no_attribute(other, "refcount")),
+    };
+    let (mut refs, mut fills) = (Vec::new(), Vec::new());
+    for b in 0..pool.num_blocks() as u32 {
+        let r = pool.refcount(b)?;
+        refs.push(uint(r));
+        fills.push(uint(if r > 0 { pool.fill(b)? } else { 0 }));
+    }
+    Ok(obj(vec![("refcounts", Json::Arr(refs)), ("fills", Json::Arr(fills)), ("free", uint(pool.free_blocks()))]))
 }
 
 fn rollback(a: &Json, st: &mut State) -> Res<Json> {

@@ -1,0 +1,203 @@
+"""The pool and `rollback` as a stateful differential check (issue 37, item 3): seeded sequences of operations on a
+real pool (start a sequence, write positions, share a sequence's full blocks with a new one, roll back to a drawn
+keep, end a sequence), run on the implementation's pool and on the judge's reference's side by side, the rollback's
+answer and the pool's whole state (every block's reference count and fill, the free count, each sequence's table)
+compared after every step. On a difference the sequence is shrunk (an operation left out while the difference
+stays) and the message lists the smallest sequence found, step by step, with the two states where they part.
+
+Operations are symbolic, resolved against the state when they run (which sequence, how many positions, which keep),
+so every subsequence of a drawn sequence is itself valid: that is what lets the shrinker drop any step. A write that
+would need more blocks than are free is skipped, so a pool is never exhausted.
+
+Each test judges its own row (rules.toml): `blocks_conserved_across_rollbacks` (R-RB-09) draws sequences without
+sharing and keeps of every kind (a cut draft, any keep, keep 0, the whole capacity, a keep above the cached
+positions); `rollback_drops_one_reference_only` (R-RB-05, R-RB-13) draws sequences that share blocks, with keeps on
+block boundaries at or below the cached positions, so only the references dropped decide.
+"""
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+import random
+from typing import Any
+
+from harness.pack import InProcess, Raised, brief, pristine
+
+from .. import ops
+from ..client import Client
+
+KEEPS_ANY = ("cut", "any", "zero", "whole", "above")  # a keep's kinds (cut: a rejected draft, the common case)
+KEEPS_SHARED = ("aligned",)  # block boundaries at or below the cached positions
+MAX_REPLAYS = 120  # replays the shrinker may spend (each a fresh pair of pools)
+
+
+@lru_cache(maxsize=1)
+def judge_reference() -> Client:
+    """The judge's pristine reference behind the chapter's client, in this process: the expected pools."""
+    return Client(InProcess(pristine("L10.8").alias, ops), "the judge's reference")
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str  # start, write, fork, rollback, end
+    seq: int = 0  # which live sequence (modulo how many are live)
+    n: int = 0  # write/start: positions; fork: which full-block prefix; rollback: the keep's draw
+    keep: str = ""  # rollback: the keep's kind
+
+
+@dataclass
+class Side:
+    """One implementation's pool and its live sequences: (table, cached positions) each."""
+    pool: Any  # the Impl's pool handle (client.Client's), or the judge's reference's
+    seqs: list = field(default_factory=list)
+
+
+@dataclass
+class Step:
+    text: str  # what the step did, resolved (on the reference's side)
+    want: dict  # the state after the step: the rollback's answer, the tables, refcounts, fills, free
+    got: dict
+
+
+def draw_sequences(seed_text: str, count: int, length: int, shared: bool) -> list[list[Op]]:
+    """`count` sequences of `length` operations, drawn from `seed_text` (the grading seed and the test's name)."""
+    rng = random.Random(seed_text)
+    keeps = KEEPS_SHARED if shared else KEEPS_ANY
+    out = []
+    for i in range(count):
+        seq = [Op("start", 0, rng.randint(1, 9))]
+        for _ in range(length - 1):
+            kinds = ["write"] * 3 + ["rollback"] * 4 + ["start", "end"] + (["fork"] * 2 if shared else [])
+            kind = rng.choice(kinds)
+            seq.append(Op(kind, rng.randrange(4), rng.randrange(1000) if kind in ("rollback", "fork") else rng.randint(1, 9),
+                          keeps[(i + len(seq)) % len(keeps)] if kind == "rollback" else ""))
+        out.append(seq)
+    return out
+
+
+def _keep(op: Op, table: list, cached: int, b: int) -> int:
+    cap = len(table) * b
+    if op.keep == "cut":  # a round's draft cut: keep between the last pending token and all that was cached
+        lo = max(0, cached - 9)
+        return lo + op.n % (cached - lo + 1)
+    if op.keep == "any":
+        return op.n % (cap + 1)
+    if op.keep == "zero":
+        return 0
+    if op.keep == "whole":
+        return cap
+    if op.keep == "above":  # above the cached positions, within the table's capacity
+        return cached + op.n % (cap - cached + 1)
+    return b * (op.n % (cached // b + 1))  # aligned
+
+
+def _answer(fn):
+    try:
+        return fn()
+    except Raised as e:
+        if e.not_implemented or e.import_failed:
+            raise
+        return "SpecError" if e.spec_error else f"{e.type} ({e.message})"
+
+
+def _positions(n: int) -> str:
+    return f"{n} position{'s' if n != 1 else ''}"
+
+
+def _blocks_needed(cached: int, n: int, table: list, b: int) -> int:
+    return max(0, -(-(cached + n) // b) - len(table))
+
+
+def _run(op: Op, side: Side, b: int, free: int):
+    """Apply `op` to one side; (text, answer) where the answer is the rollback's, or None. `free`: the reference's
+    free count before the step (a write needing more is skipped on both sides)."""
+    seqs, pool = side.seqs, side.pool
+    if op.kind == "start" or not seqs:
+        n = op.n if op.kind in ("start", "write") else 1
+        if _blocks_needed(0, n, [], b) > free:
+            return "skip", None
+        seqs.append((pool.write([], 0, n, b), n))
+        return f"a new sequence {len(seqs) - 1} writes {_positions(n)}", None
+    s = op.seq % len(seqs)
+    table, cached = seqs[s]
+    if op.kind == "write":
+        if _blocks_needed(cached, op.n, table, b) > free:
+            return "skip", None
+        seqs[s] = (pool.write(table, cached, op.n, b), cached + op.n)
+        return f"sequence {s} writes {_positions(op.n)} after its {cached}", None
+    if op.kind == "fork":
+        j = op.n % (cached // b + 1)
+        for block in table[:j]:
+            pool.retain(block)
+        seqs.append((list(table[:j]), j * b))
+        return f"a new sequence {len(seqs) - 1} shares the first {j} full blocks of sequence {s} ({table[:j]}, each retained)", None
+    keep = 0 if op.kind == "end" else _keep(op, table, cached, b)
+    got = _answer(lambda: pool.impl.rollback(pool, table, keep))
+    if op.kind == "end" or not isinstance(got, dict):
+        seqs.pop(s)
+    else:
+        seqs[s] = (list(got["table"]), keep)
+    what = "ends: " if op.kind == "end" else ""
+    return f"sequence {s} {what}rollback(pool, {brief(table)}, keep={keep}) of {cached} cached positions", got
+
+
+def replay(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Step], int | None]:
+    """Run `sequence` on a fresh pool of each side: the steps (resolved, with both answers and states) and the index
+    of the first step where the implementation's answer or state parts from the reference's (None: never)."""
+    ref, mine = Side(judge_reference().new_pool(num_blocks, b)), Side(impl.new_pool(num_blocks, b))
+    steps: list[Step] = []
+    for op in sequence:
+        free = ref.pool.state()["free"]
+        text, want = _run(op, ref, b, free)
+        if text == "skip":
+            continue
+        _, got = _run(op, mine, b, free)
+        want_state = {"answer": want, "tables": [t for t, _ in ref.seqs], **ref.pool.state()}
+        got_state = {"answer": got, "tables": [t for t, _ in mine.seqs], **mine.pool.state()}
+        steps.append(Step(text, want_state, got_state))
+        if want_state != got_state or len(ref.seqs) != len(mine.seqs):
+            return steps, len(steps) - 1
+    return steps, None
+
+
+def _shrunk(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Op], list[Step], int | None]:
+    """The sequence with every operation the difference does not need left out (one at a time, until none can go)."""
+    steps, bad = replay(impl, sequence, num_blocks, b)
+    replays, changed = 1, True
+    while changed and replays < MAX_REPLAYS:
+        changed = False
+        for i in range(len(sequence) - 1, -1, -1):
+            if replays >= MAX_REPLAYS:
+                break
+            trial = sequence[:i] + sequence[i + 1:]
+            t_steps, t_bad = replay(impl, trial, num_blocks, b)
+            replays += 1
+            if t_bad is not None:
+                sequence, steps, bad, changed = trial, t_steps, t_bad, True
+                break
+    return sequence, steps, bad
+
+
+def _differences(want: dict, got: dict) -> str:
+    parts = []
+    for key in ("answer", "tables", "refcounts", "fills", "free"):
+        if want.get(key) != got.get(key):
+            parts.append(f"    {key}: expected {brief(want.get(key))}, got {brief(got.get(key))}")
+    return "\n".join(parts)
+
+
+def check(impl, seed_text: str, shared: bool, count: int = 10, length: int = 14, num_blocks: int = 12,
+          b: int = 4) -> str | None:
+    """None when the implementation's rollback keeps its pool as the reference's does on every drawn sequence; else
+    the smallest sequence found, step by step, and what differs after its last step."""
+    for i, sequence in enumerate(draw_sequences(seed_text, count, length, shared)):
+        steps, bad = replay(impl, sequence, num_blocks, b)
+        if bad is None:
+            continue
+        sequence, steps, shrunk_bad = _shrunk(impl, sequence, num_blocks, b)
+        bad = bad if shrunk_bad is None else shrunk_bad  # the shrink keeps only sequences that still part
+        lines = "\n".join(f"  {j + 1}. {s.text}" for j, s in enumerate(steps[:bad + 1]))
+        return (f"rollback, step by step on a pool of {num_blocks} blocks of {b} positions, against the reference's "
+                f"rollback on the same steps (sequence {i} of {count} drawn from the grading seed, shrunk to "
+                f"{bad + 1} steps):\n{lines}\n  after step {bad + 1} your pool parts from the reference's:\n"
+                f"{_differences(steps[bad].want, steps[bad].got)}")
+    return None
