@@ -205,12 +205,17 @@ def probs(r, n: int, values=PROB) -> list:
     return [r.choice(values) if r.random() < 0.7 else r.uniform(0.0, 4.0) for _ in range(n)]
 
 
-def _with(values):
+def _one_entry(make, values):
+    """A draw of `make(r, 2..6)` (a distribution, a row of logits) with one entry set to one of `values`."""
     def draw(r, g) -> list:
-        p = probs(r, r.randint(2, 6))
-        p[r.randint(0, len(p) - 1)] = r.choice(values)
-        return p
+        x = make(r, r.randint(2, 6))
+        x[r.randint(0, len(x) - 1)] = r.choice(values)
+        return x
     return draw
+
+
+def _with(values):
+    return _one_entry(probs, values)
 
 
 DIST = {  # a p (or q) as given: finite and non-negative, of any sum; the refused kinds last
@@ -323,11 +328,7 @@ def row(r, v: int) -> list:
 
 
 def _row_with(values):
-    def draw(r, g) -> list:
-        x = row(r, r.randint(2, 6))
-        x[r.randint(0, len(x) - 1)] = r.choice(values)
-        return x
-    return draw
+    return _one_entry(row, values)
 
 
 def _tie_at_top(r, g) -> list:

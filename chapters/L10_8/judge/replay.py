@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from harness.pack import MASK64, where_differ
+from harness.pack import MASK64, SubmissionFailure, where_differ
 
 from .fake_target import FakeTarget, FakeTargetError
 from .judging import case, short
@@ -221,14 +221,23 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
 
 
 def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, params: dict, seed: int, max_new: int,
-                     eos=(), stop_at: int | None = None, stream: bool = False, hint: str = "") -> dict:
+                     eos=(), stop_at: int | None = None, stream: bool = False, hint: str = "",
+                     parts_judged_elsewhere: bool = False) -> dict | None:
     """Generate with the implementation on a logged fake target holding the request's KV budget, and fail with
     the round and token where it parts from the expected generation (rounds, tokens, finish, logprobs, what the
     listener heard, stats, cached positions). oracle: "reference" (pristine_generation) or "own parts"
     (own_parts_generation). A listener is used when `stream` or `stop_at` is given; `hint` ends the message.
-    Returns the implementation's answer."""
+    Returns the implementation's answer. `parts_judged_elsewhere`: when the implementation's own propose or
+    verify_draft fails outright (a timeout, a crash, an exception) while the own-parts expectation is composed, the
+    request cannot judge the loop: None, nothing asked of its generate (the parts' own tests judge that failure, so
+    one slip costs those tests alone, on every seed)."""
     make = pristine_generation if oracle == "reference" else (lambda *a, **kw: own_parts_generation(impl, *a, **kw))
-    want = make(ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    try:
+        want = make(ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    except SubmissionFailure:
+        if parts_judged_elsewhere and oracle != "reference":
+            return None
+        raise
     target = LoggedTarget(ref, VOCAB, budget=len(prompt) + max(max_new, 1) - 1)
     heard: list[int] | None = [] if (stream or stop_at is not None) else None
     listener = None
