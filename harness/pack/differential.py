@@ -52,14 +52,17 @@ SEARCH_EXAMPLES = 200  # on a difference: inputs of the failing frame's categori
 # Hypothesis's search reads constants from the local modules the process loaded and keeps what it parsed in its
 # storage folder, by default ./.hypothesis in the folder the judge runs in (a student's). Its documented variable
 # points it at the judge's own cache instead. The constants change only which smaller input a message shows.
-def _storage() -> str:
+def _storage() -> None:
+    """Point Hypothesis's storage at the judge's cache, or, when ol's cache cannot hold it (no home, a refused
+    folder: a graded judge), at a folder in this judge's own TMPDIR (removed with the judge's scratch). Called before
+    a search, never at import: a process that never shrinks makes no folder."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        return
     try:
-        return str(folder("hypothesis"))
-    except (RuntimeError, OSError, CacheRefused):  # no home, a read-only one, a refused cache: a folder of this check's
-        return tempfile.mkdtemp(prefix="ol-hypothesis-")
-
-
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", _storage())
+        where = str(folder("hypothesis"))
+    except (RuntimeError, OSError, CacheRefused):
+        where = tempfile.mkdtemp(prefix="ol-hypothesis-", dir=os.environ.get("TMPDIR") or None)
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
 
 
 class Refused:
@@ -227,6 +230,7 @@ def _shrunk(prop: Property, asked: Answers, seed: int, frame: dict, judge: str, 
             dead.append(True)
             return False
 
+    _storage()
     strategy = st.randoms(use_true_random=False).map(lambda r: prop.domain.args(frame, r))
     try:
         found = find(strategy, fails, random=random.Random(f"{seed}:{prop.domain.name}:search"),
