@@ -57,6 +57,7 @@ class _Loader:
     def _run(self) -> None:
         try:
             self.impl = self._open()
+            self.impl.arm_check_limit()  # the whole check's limit runs from here (harness.transport.impl)
             self.impl.transport.spawn()
             if self._on_stage is not None:
                 self._on_stage("loading the submission, running the tests")

@@ -71,12 +71,17 @@ class Impl:
         self.budget_end: float | None = None  # monotonic time the current test's budget runs out
         self.budget_s = 0.0
         self.check_s = check_limit_s()
-        self.check_end = time.monotonic() + self.check_s  # the whole check's end: no call lasts past it
+        self.check_end: float | None = None  # the whole check's end (arm_check_limit): no call lasts past it
         self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.check.hints)
 
     def record(self, case_id: str, answer) -> None:
         """Keep the implementation's answer to a golden case, for pitfall hints (judge-side data only)."""
         self.answers[case_id] = answer
+
+    def arm_check_limit(self) -> None:
+        """Start the whole check's limit now: a check (harness.check.runner) arms it when it opens the
+        implementation; a long pytest session over one Impl (ol's own suite) has none, only each test's budget."""
+        self.check_end = time.monotonic() + self.check_s
 
     def start_budget(self, seconds: float) -> None:
         """Every call of the current test must end within `seconds` of now, all calls together."""
@@ -87,7 +92,7 @@ class Impl:
         """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
         language), never the protocol's op name."""
         deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
-        left = self.check_end - time.monotonic()
+        left = float("inf") if self.check_end is None else self.check_end - time.monotonic()
         if left <= 0:
             raise Timeout(f"{self._called(op, args)}: the whole check's limit of {self.check_s:.3g} s ran out (your code "
                           "is too slow on every call; the tests left time out)")
