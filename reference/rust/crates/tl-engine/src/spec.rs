@@ -508,6 +508,13 @@ pub fn blocks_for(tokens: usize, block_tokens: usize) -> Result<usize, SpecError
 /// fill to keep - (kept - 1) * B (it may be partial). Returns the number of blocks released.
 /// Example: B 4, table of 3 blocks (fills 4 4 2), keep 5 -> releases the third block, the
 /// second's fill becomes 1, returns 1.
+/// The bound is the table's capacity, table.len() * B, not the positions the fills say are cached:
+/// a keep above the cached positions but within the capacity is admitted and sets the last kept
+/// block's fill to keep - (kept - 1) * B like any other (fills 4 4 2, keep 11 -> nothing released,
+/// the third block's fill becomes 3). Only the last kept block's fill is set: earlier kept blocks
+/// keep their fills, full or not (fills 2 4 3, keep 5 -> the first block's fill stays 2). The
+/// count returned is of blocks taken off the table (references dropped), not of blocks the pool
+/// freed: a released block another sequence still shares counts 1 though it stays live.
 /// A block the pool refuses (its release or set_fill is a KvError, e.g. a block that is already
 /// free) is a SpecError, not the pool's KvError; what the table and the pool hold after that
 /// refusal: free.
@@ -649,7 +656,9 @@ fn one_round(target: &mut dyn Target, cfg: &SpecConfig, prompt: &[u32], out: &mu
 ///      handed over (finish Eos; later tokens of the round are dropped). An EOS token the
 ///      listener answers false on ends with finish Stopped: its answer is looked at first.
 ///
-/// Ends with finish Length after exactly max_new tokens (max_new = 0: no target call).
+/// Ends with finish Length after exactly max_new tokens (max_new = 0: no target call), unless the
+/// max_new-th token is EOS or the listener's stop: step 5 comes before the length test, so an EOS
+/// that is also the max_new-th token finishes Eos (and one the listener stops on, Stopped).
 /// max_new = 0 still refuses an empty prompt and a target that is not empty. eos ids not below V
 /// are admitted: never emitted, they end nothing.
 #[allow(clippy::too_many_arguments)] // the chapter's signature
