@@ -219,7 +219,7 @@ class _nothing:
 
 def test_a_worker_of_another_checkout_refuses_naming_what_differs(tmp_path):
     other = tmp_path / "other-checkout"
-    for part in ("harness", "chapters", "reference", "course", "fixtures", "config", "spec"):
+    for part in ("harness", "chapters", "reference", "course", "fixtures", "config", "spec", "locks"):  # a whole checkout
         shutil.copytree(REPO / part, other / part, ignore=shutil.ignore_patterns("__pycache__", "target"))
     shutil.copy(REPO / "pyproject.toml", other / "pyproject.toml")
     with open(other / "chapters" / "L10_8" / "chapter.toml", "a") as f:
