@@ -8,6 +8,7 @@ to a call (the fake target, a token listener) answer the worker's callbacks thro
 from harness.pack import Bare, Impl, brief, to_wire
 
 from .ops import ANSWERS, POOL_METHODS
+from .spelling import Seeds, spelling
 
 
 MAX_EXTEND = 4096  # ids one callback may feed the judge's target: a round feeds k + 1 <= 17; more is a runaway worker
@@ -41,25 +42,24 @@ class Client(Impl):
     # submission costs at most one deadline per test, since the test's first failure ends it.
     DEADLINES_S = {"verify_first_tokens": 60.0, "generate": 15.0, "runner_target_new": 60.0, "runner_target_call": 30.0}
     ANSWERS = ANSWERS  # the shape of each op's answer (ops.ANSWERS), checked before a test sees it
-    # the contract's function each op calls, where its name is not the op's: (Python, Rust)
-    CALLS = {"spec_config_parse": ("SpecConfig.parse", "SpecConfig::parse_with"),
-             "verify_first_tokens": ("verify_draft", "verify_draft"),
-             "pool_new": ("KvPool", "KvPool::new"), "pool_state": ("KvPool", "KvPool"), "runner_target_new": ("RunnerTarget", "RunnerTarget::new")}
-
     @classmethod
     def called(cls, op: str, args: dict, language: str) -> str:
-        rust = language == "rust"
-        if op == "generate":
-            return "generate_stream" if args.get("stream") else "generate"
-        if op == "runner_target_call":
-            return f"RunnerTarget{'::' if rust else '.'}{args.get('method')}"
-        if op == "pool_call":
-            return f"KvPool{'::' if rust else '.'}{args.get('method')}"
-        return cls.CALLS.get(op, (op, op))[rust]
+        return spelling(language).name(op, args)
 
-    def shown_args(self, op: str, args: dict) -> dict:
+    @classmethod
+    def call_words(cls, op: str, args: dict, language: str) -> str:
+        """The call as the student's language writes it (chapters.L10_8.spelling): `blocks_for(5, 0)` in Rust."""
+        spell = spelling(language)
+        return spell.call(spell.name(op, args), cls.shown_args(op, args))
+
+    def value_words(self, language: str):
+        spell = spelling(language)
+        return lambda v: brief(spell.value(v))
+
+    @staticmethod
+    def shown_args(op: str, args: dict) -> dict:
         """The contract's arguments of the call, as an error shows them: handles and the judge's objects by
-        name, the protocol's flags left out."""
+        name, the protocol's flags left out (a verifier's seed as its generator `rng`, which the spelling writes)."""
         a = dict(args)
         if op == "generate":
             a["target"] = Bare("target") if a["target"] == "judge" else Bare("RunnerTarget")
@@ -72,9 +72,9 @@ class Client(Impl):
         elif op == "rollback":
             a["pool"] = Bare("pool")
         elif op == "verify_draft":
-            a["rng"] = Bare(f"Pcg32.from_seed({a.pop('seed')!r})")
+            a["rng"] = a.pop("seed")  # the spelling writes the generator the contract takes
         elif op == "verify_first_tokens":  # one verify_draft per seed
-            a["rng"] = Bare(f"Pcg32.from_seed(seed) for each seed of {brief(a.pop('seeds'))}")
+            a["rng"] = Seeds(a.pop("seeds"))
         return a
 
     def prompt_lookup(self, ctx, k, max_ngram, min_ngram):

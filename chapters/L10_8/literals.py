@@ -15,6 +15,7 @@ import numpy as np
 from harness.pack import REPO
 
 from .cases import KNOBS, LOGPROB_TOL, SECTIONS
+from .spelling import _f64, params_rust
 
 REFERENCE = REPO / "reference"  # the course's reference package's folder (--ref-deps takes the earlier chapters from it)
 
@@ -34,23 +35,8 @@ def _f32(x) -> str:
     return text if ("." in text or "e" in text or "inf" in text) else text + ".0"
 
 
-def _f64(x) -> str:
-    text = repr(float(x))
-    return text if ("." in text or "e" in text) else text + ".0"
-
-
 def _u32s(xs) -> str:
     return "vec![" + ", ".join(str(int(x)) for x in xs) + "]"
-
-
-def params_rust(p: dict) -> str:
-    fields = []
-    for k in KNOBS:
-        v = p.get(k)
-        if v is not None:
-            fields.append(f"{k}: {int(v) if k == 'top_k' else _f64(v)}")
-    rest = "" if len(fields) == len(KNOBS) else ", ..Default::default()"
-    return "SamplingParams { " + ", ".join(fields) + rest + " }"
 
 
 def _rust_verify(c: dict) -> list[str]:

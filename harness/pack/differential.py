@@ -7,6 +7,7 @@ contract leaves free, and explicit inputs, each naming the category it stands fo
 
     problem = check(PROP, impl, reference, seed)                 # None, or the failure message
     problem = check(PROP, impl, reference, seed, judge=REFUSALS)  # only: is each input the reference refuses refused?
+    problem = check(PROP, impl, reference, seed, spell=SPELLING)  # the message in the submission's language
 
 `judge` says which rules a test judges, so that a slip costs only the test whose rule-table row it breaks:
 ALL compares every input; ANSWERS only the inputs the reference answers (a refusal there is a difference);
@@ -35,7 +36,7 @@ import math
 import os
 import random
 import tempfile
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Protocol
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings, strategies as st
@@ -124,18 +125,39 @@ class Explicit:
     args: tuple
 
 
+class Spelling(Protocol):
+    """How messages write a call and a value in the language of the code under test (a pack's, per language)."""
+
+    def name(self, op: str, args: Mapping[str, Any]) -> str: ...
+
+    def call(self, name: str, args: Mapping[str, Any]) -> str: ...
+
+    def value(self, v: Any) -> Any: ...  # an object whose repr is the value as the language writes it
+
+
 @dataclass(frozen=True)
 class Property:
-    """A contract function's differential check. `call(impl, *args)` asks an implementation; `show(*args)` words
-    the call; `same(want, got)` compares answers; `free(*args)` is true of an input whose answer the contract
-    leaves free (never compared); `refusal` names the contract's error in messages."""
+    """A contract function's differential check. `call(impl, *args)` asks an implementation; `op` and `names`, the
+    op it calls and the names of its arguments in order, let a Spelling word the call (`show(*args)` words it
+    where no spelling is given); `same(want, got)` compares answers; `free(*args)` is true of an input whose answer
+    the contract leaves free (never compared); `refusal` names the contract's error in messages."""
     domain: Domain
     call: Callable[..., Any]
-    show: Callable[..., str]
+    show: Callable[..., str] | None = None
     same: Callable[[Any, Any], bool] = exact
     free: Callable[..., bool] | None = None
     explicit: tuple[Explicit, ...] = ()
     refusal: str = "a refusal"
+    op: str = ""
+    names: tuple[str, ...] = ()
+
+    def words(self, spell: Spelling | None) -> Callable[..., str]:
+        """args -> the call, as `spell` writes it (Python's repr without one)."""
+        if spell is not None and self.op:
+            return lambda *args: spell.call(spell.name(self.op, dict(zip(self.names, args))), dict(zip(self.names, args)))
+        if self.show is not None:
+            return self.show
+        return lambda *args: f"{self.domain.name}({', '.join(map(repr, args))})"
 
     def unnamed(self) -> list[Explicit]:
         """The explicit inputs that name no category of the domain (a staff test wants none)."""
@@ -181,17 +203,16 @@ def _judged(prop: Property, asked: Answers, args: tuple, judge: str) -> bool:
     return isinstance(asked.expected(args), Refused) == (judge == REFUSALS)
 
 
-def check(prop: Property, impl, reference, seed: int, judge: str = ALL,
-          shown: Callable[[Any], Any] | None = None) -> str | None:
+def check(prop: Property, impl, reference, seed: int, judge: str = ALL, spell: Spelling | None = None) -> str | None:
     """None when `impl` answers as `reference` on every judged input of the run of `seed` (drawn, then explicit);
     else the failure message naming the smallest input found. A SubmissionFailure on an input is re-raised with
-    the input named. `shown(value)`: a value (an input, an answer) as the submission's language writes it, for the
-    message only (the calls get the originals); default, the values' own repr."""
+    the input named. `spell`: how the submission's language writes the call and the answers, for the message only
+    (the calls get the originals); default, the values' own repr."""
     asked = Answers(prop, reference, impl)
     name = prop.domain.name
     reach_now = _reach[(name, judge)] = set()
-    value = shown or (lambda v: v)
-    show = (lambda *a: prop.show(*map(value, a))) if shown else prop.show
+    value = spell.value if spell is not None else (lambda v: v)
+    show = prop.words(spell)
 
     def differs(args, smallest: str = "smallest ") -> str | None:
         want, got = asked(args)

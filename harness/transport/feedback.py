@@ -3,7 +3,8 @@ abbreviated, and a comparison that never reads "expected X, got X".
 
 - `shown(value)`: a value as repr() writes it (strings quoted and escaped as repr escapes them), each
   sequence longer than `items` cut to its head and tail with the count left out named in the middle:
-  `[5, 6, 7, 8, ... 92 more ..., 4, 5, 6, 7]`; nested sequences are cut the same way at each level.
+  `[5, 6, 7, 8, ... 92 more ..., 4, 5, 6, 7]`; nested sequences are cut the same way at each level (a sequence
+  type with `brackets`, e.g. ("vec![", "]"), is written between them: a language's spelling of a list).
 - `call_text(name, args)`: `prompt_lookup([5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)`: the first
   argument positional, the rest by keyword, each value `shown` in about WIDTH characters (`brief`).
 - `where_differ(want, got)`: where two values differ in words ("yours has 38 items, 2 fewer than 40", "item 3 is
@@ -31,7 +32,7 @@ def shown(value, items: int = ITEMS, depth: int = DEPTH) -> str:
     if isinstance(value, (list, tuple)):
         if depth <= 0:
             return "[...]" if isinstance(value, list) else "(...)"
-        open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
+        open_, close = getattr(value, "brackets", None) or (("[", "]") if isinstance(value, list) else ("(", ")"))
         inner = max(2, items // 2)  # a row of rows: fewer items each
         cut = len(value) > items + 1  # leaving out one item would save nothing
         each = [shown(v, inner, depth - 1) for v in (value if not cut else

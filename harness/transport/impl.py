@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from ..errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
@@ -107,8 +108,9 @@ class Impl:
         self.calls.append(info)
         if info.error is not None:
             if isinstance(info.error, Raised):
-                called = self.called(op, args, info.error.language)
-                info.error.name_call(called, call_text(called, self.shown_args(op, args)), brief)
+                language = info.error.language
+                info.error.name_call(self.called(op, args, language), self.call_words(op, args, language),
+                                     self.value_words(language))
             else:
                 self._rename(info.error, op, args, deadline_s)
             raise info.error
@@ -120,7 +122,7 @@ class Impl:
         text, called = str(error), self._called(op, args)
         timed = describe_call(op, args, deadline_s)
         if text.startswith(timed):
-            text = f"{call_text(called, self.shown_args(op, args))} with a deadline of {deadline_s:.3g} s{text[len(timed):]}"
+            text = f"{self.call_words(op, args, self.language)} with a deadline of {deadline_s:.3g} s{text[len(timed):]}"
         elif text.startswith(f"{op}:"):
             text = called + text[len(op):]
         else:
@@ -139,6 +141,14 @@ class Impl:
         """The contract's name, in `language` ("": ol's own, code in this process), of the function `op` calls; a
         chapter's client maps its ops."""
         return op
+
+    def call_words(self, op: str, args: dict, language: str) -> str:
+        """The call `op` makes with `args`, as `language`'s contract writes it; a chapter's client spells it."""
+        return call_text(self.called(op, args, language), self.shown_args(op, args))
+
+    def value_words(self, language: str) -> Callable[[Any], str]:
+        """How a value of a call is written in `language`, briefly (an argument the call changed)."""
+        return brief
 
     def shown_args(self, op: str, args: dict) -> dict:
         """The arguments of the contract's call `op` makes, as an error shows them (harness.transport.feedback.call_text);

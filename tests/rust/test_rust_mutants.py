@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chapters.L10_8.literals import params_rust
+from chapters.L10_8.spelling import params_rust
 from harness.languages import rust
 from harness.paths import REPO
 from harness.registry import load_chapter

@@ -10,6 +10,7 @@ from harness.pack import Raised, SubmissionFailure, expected_got
 from ..judge.fake_target import FakeTarget
 from ..judge.judging import case, uniforms_drawn
 from ..judge.requests import GREEDY
+from ..spelling import spelling
 from .schema import DIFFERS, REFUSED, SECTIONS, case_inputs, draft_inputs, label, recorded, shown_params
 
 
@@ -95,12 +96,7 @@ def golden_section(impl, ref, golden: dict, section: str) -> list[tuple[dict, ob
 
 
 def _params_text(params: dict, language: str) -> str:
-    shown = shown_params(params)
-    if language != "rust":
-        return str(shown)
-    from ..literals import params_rust  # here: the literals module imports this package
-
-    return params_rust(shown)
+    return repr(spelling(language).value(shown_params(params)))
 
 
 def _verify_mismatch(ref, golden: dict, section: str, wrong: list) -> str:

@@ -22,6 +22,7 @@ import random
 
 from harness.pack import Raised
 
+from ..spelling import Spelling, spelling
 from .replay import check_generation
 from .requests import MAX_NEW, PROMPTS, VOCAB
 
@@ -48,11 +49,11 @@ class Request:
     stop_at: int | None = None  # the listener says stop on this call (1-based); None: never
     stream: bool = False
 
-    def words(self, i: int, n: int) -> str:
+    def words(self, i: int, n: int, spell: Spelling = Spelling()) -> str:
         extra = (f", eos {list(self.eos)}" if self.eos else "") + (f", a listener that says stop at token {self.stop_at}"
                                                                     if self.stop_at else "")
         return (f"drawn request {i + 1} of {n} (from the grading seed): draft {self.draft}, k {self.k}, prompt "
-                f"{list(self.prompt)}, params {dict(self.params)}, seed {self.seed}, max_new {self.max_new}{extra}")
+                f"{list(self.prompt)}, params {spell.value(dict(self.params))!r}, seed {self.seed}, max_new {self.max_new}{extra}")
 
 
 def _prompt(rng: random.Random) -> tuple:
@@ -155,7 +156,7 @@ def _smaller(r: Request) -> list[Request]:
 def check(impl, ref, requests: list[Request], hint: str = "") -> str | None:
     """None when every request generates as expected; else the smallest failing request found and where it parts."""
     for i, r in enumerate(requests):
-        where = r.words(i, len(requests))
+        where = r.words(i, len(requests), spelling(impl.language))
         problem = _differs(impl, ref, r, where, hint)
         if problem is None:
             continue
@@ -165,7 +166,7 @@ def check(impl, ref, requests: list[Request], hint: str = "") -> str | None:
                 break
             tries += 1
             try:
-                found = _differs(impl, ref, smaller, f"{smaller.words(i, len(requests))} (made smaller)", hint)
+                found = _differs(impl, ref, smaller, f"{smaller.words(i, len(requests), spelling(impl.language))} (made smaller)", hint)
             except Raised:
                 found = None  # a smaller request that fails otherwise is no smaller case of this difference
             if found is not None:

@@ -20,10 +20,11 @@ from functools import lru_cache
 import random
 from typing import Any
 
-from harness.pack import InProcess, Raised, brief, pristine
+from harness.pack import Bare, InProcess, Raised, brief, pristine
 
 from .. import ops
 from ..client import Client
+from ..spelling import spelling
 
 KEEPS_ANY = ("cut", "any", "zero", "whole", "above")  # a keep's kinds (cut: a rejected draft, the common case)
 KEEPS_SHARED = ("aligned",)  # block boundaries at or below the cached positions
@@ -137,7 +138,8 @@ def _run(op: Op, side: Side, b: int, free: int):
     else:
         seqs[s] = (list(got["table"]), keep)
     what = "ends: " if op.kind == "end" else ""
-    return f"sequence {s} {what}rollback(pool, {brief(table)}, keep={keep}) of {cached} cached positions", got
+    call = spelling(pool.impl.language).words("rollback", {"pool": Bare("pool"), "table": table, "keep": keep})
+    return f"sequence {s} {what}{call} of {cached} cached positions", got
 
 
 def replay(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Step], int | None]:

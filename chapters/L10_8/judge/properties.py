@@ -21,7 +21,7 @@ from . import domains as D
 from .. import ops
 from ..cases import LOGPROB_TOL
 from ..client import Client
-from .rust_text import rust_shown
+from ..spelling import spelling
 
 __all__ = ["ALL", "ANSWERS", "REFUSALS"]
 
@@ -42,33 +42,23 @@ def rng_for(golden: dict, name: str) -> random.Random:
     return random.Random(f"{seed_of(golden)}:{name}")
 
 
-def _args(**kw) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in kw.items())
-
-
 def _run(prop: Property, impl, golden: dict, judge: str) -> str | None:
-    shown = rust_shown if impl.language == "rust" else None  # a Rust student reads Rust values
-    return check(prop, impl, judge_reference(), seed_of(golden), judge, shown)
+    # the message in the student's language: a Rust student reads the Rust contract's call and Rust values
+    return check(prop, impl, judge_reference(), seed_of(golden), judge, spelling(impl.language))
 
 
 # ---- the drafts, the configuration, propose ----------------------------------------------------------------------
 
-PROMPT_LOOKUP = Property(D.LOOKUP, lambda i, *a: i.prompt_lookup(*a),
-                         lambda ctx, k, mx, mn: f"prompt_lookup({ctx}, {_args(k=k, max_ngram=mx, min_ngram=mn)})",
-                         refusal="SpecError")
-NGRAM_DRAFT = Property(D.NGRAM, lambda i, *a: i.ngram_draft(*a), lambda ctx, k, n: f"ngram_draft({ctx}, {_args(k=k, n=n)})",
-                       refusal="SpecError")
+PROMPT_LOOKUP = Property(D.LOOKUP, lambda i, *a: i.prompt_lookup(*a), refusal="SpecError",
+                         op="prompt_lookup", names=("ctx", "k", "max_ngram", "min_ngram"))
+NGRAM_DRAFT = Property(D.NGRAM, lambda i, *a: i.ngram_draft(*a), refusal="SpecError", op="ngram_draft", names=("ctx", "k", "n"))
 
 
 def _parse(i, draft, k, mx, mn):
     return i.parse_config(draft, k, **{name: v for name, v in (("max_ngram", mx), ("min_ngram", mn)) if v is not None})
 
 
-def _show_parse(d, k, mx, mn) -> str:
-    return f"SpecConfig.parse({d!r}, {k!r}" + "".join(f", {n}={v!r}" for n, v in (("max_ngram", mx), ("min_ngram", mn)) if v is not None) + ")"
-
-
-PARSE = Property(D.PARSE, _parse, _show_parse, refusal="SpecError",
+PARSE = Property(D.PARSE, _parse, refusal="SpecError", op="spec_config_parse", names=("draft", "k", "max_ngram", "min_ngram"),
                  explicit=(Explicit("draft:another case", ("NGRAM", 4, None, None)),))
 
 
@@ -79,8 +69,8 @@ def _propose_free(c, ctx, k) -> bool:
     return c["draft"] == "ngram" and bool(c.get("raw")) and c["max_ngram"] >= 1 and not 1 <= c["min_ngram"] <= c["max_ngram"]
 
 
-PROPOSE = Property(D.PROPOSE, lambda i, c, ctx, k: i.propose(c, ctx, k), lambda c, ctx, k: f"propose({c}, {ctx}, k={k})",
-                   free=_propose_free, refusal="SpecError")
+PROPOSE = Property(D.PROPOSE, lambda i, c, ctx, k: i.propose(c, ctx, k), free=_propose_free, refusal="SpecError",
+                   op="propose", names=("cfg", "ctx", "k"))
 
 
 def prompt_lookup(impl, golden: dict, judge: str = ALL) -> str | None:
@@ -107,18 +97,16 @@ def _residual_free(p, q) -> bool:
     return bool(good) and not any(x > 0 for x in p)
 
 
-RESIDUAL = Property(D.RESIDUAL, lambda i, p, q: i.residual(p, q), lambda p, q: f"residual(p={p}, q={q})",
-                    free=_residual_free, refusal="SpecError")
-SAMPLE_DENSE = Property(D.SAMPLE, lambda i, p, u: i.sample_dense(p, u), lambda p, u: f"sample_dense({p}, u={u!r})",
-                        refusal="SpecError")
-STEP = Property(D.STEP, lambda i, *a: i.speculative_step(*a),
-                lambda p, q, x, ua, ur: f"speculative_step(p={p}, q={q}, x={x}, u_accept={ua!r}, u_resample={ur!r})",
-                refusal="SpecError")
+RESIDUAL = Property(D.RESIDUAL, lambda i, p, q: i.residual(p, q), free=_residual_free, refusal="SpecError",
+                    op="residual", names=("p", "q"))
+SAMPLE_DENSE = Property(D.SAMPLE, lambda i, p, u: i.sample_dense(p, u), refusal="SpecError", op="sample_dense", names=("p", "u"))
+STEP = Property(D.STEP, lambda i, *a: i.speculative_step(*a), refusal="SpecError",
+                op="speculative_step", names=("p", "q", "x", "u_accept", "u_resample"))
 
 _ONE = {"temperature": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "presence_penalty": 0.0,
         "frequency_penalty": 0.0}
 DENSE = Property(D.DENSE, lambda i, logits, params, prompt, output: i.dense_distribution(logits, params, prompt, output),
-                 lambda logits, params, prompt, output: f"dense_distribution({logits}, {params}, prompt={prompt}, output={output})",
+                 op="dense_distribution", names=("logits", "params", "prompt", "output"),
                  same=close(1e-12), refusal="SpecError", explicit=tuple(  # each penalty seeing the prompt alone, then the output alone
                      Explicit(category, args) for category, args in (
                          ("frequency_penalty:1", ([0.0, 0.0], {**_ONE, "frequency_penalty": 1.0}, [0], [])),
@@ -154,11 +142,10 @@ def _verify_same(want, got) -> bool:
     return close(0.0)(want, got)
 
 
-VERIFY = Property(D.VERIFY, lambda i, *a: i.verify_draft(*a),
-                  lambda *a: "verify_draft(rows={}, draft={}, draft_probs={}, params={}, prompt={}, output={}, seed={})".format(*a),
-                  same=_verify_same, refusal="SpecError")
-BLOCKS_FOR = Property(D.BLOCKS, lambda i, t, b: i.blocks_for(t, b), lambda t, b: f"blocks_for(tokens={t}, block_tokens={b})",
-                      refusal="SpecError")
+VERIFY = Property(D.VERIFY, lambda i, *a: i.verify_draft(*a), same=_verify_same, refusal="SpecError",
+                  op="verify_draft", names=("rows", "draft", "draft_probs", "params", "prompt", "output", "rng"))
+BLOCKS_FOR = Property(D.BLOCKS, lambda i, t, b: i.blocks_for(t, b), refusal="SpecError", op="blocks_for",
+                      names=("tokens", "block_tokens"))
 
 
 def verify_draft(impl, golden: dict, judge: str = ALL) -> str | None:

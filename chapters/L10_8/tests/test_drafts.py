@@ -13,6 +13,7 @@ from chapters.L10_8.judge import properties
 from chapters.L10_8.judge.properties import ANSWERS, REFUSALS
 from chapters.L10_8.judge.judging import case, must_refuse
 from chapters.L10_8.judge.requests import cfg
+from chapters.L10_8.spelling import spelling
 
 
 # ---- drafts ---------------------------------------------------------------------------------------
@@ -38,7 +39,7 @@ def test_hand_example_prompt_lookup(impl, golden):
         (([5, 6, 7, 8, 5, 6], -1, 3, 1), "prompt_lookup with k = -1"),
         (([5, -6, 7, 8, 5, 6], 3, 3, 1), "prompt_lookup over a ctx holding token id -6"))]
     problems = [p for p in problems if p]
-    assert not problems, "spec.pyi: these prompt_lookup calls raise SpecError:\n" + "\n".join(problems)
+    assert not problems, f"{spelling(impl.language).contract}: these prompt_lookup calls raise SpecError:\n" + "\n".join(problems)
     problem = properties.prompt_lookup(impl, golden, REFUSALS)  # every refused kind of every parameter, drawn
     assert problem is None, problem
 
@@ -70,10 +71,11 @@ def test_ngram_draft_hand_example(impl, golden, ref):
         ([1, 2, 1, 2], 2, 1, [], "n 1 means contexts of n - 1 = 0 tokens: no draft"),
         ([1, 2, 3, 1, 2, 4, 1, 2], 0, 3, [], "k 0 drafts nothing, though [1 2] was followed by 3 and 4"),
     ]
+    spell = spelling(impl.language)  # the calls and values as the student's language writes them
     for ctx, k, n, want, what in checks:
-        with case(f"ngram_draft({ctx}, k={k}, n={n})"):
+        with case(call := spell.words("ngram_draft", dict(ctx=ctx, k=k, n=n))):
             got = impl.ngram_draft(ctx, k, n)
-        assert got == want, f"{what}: ngram_draft({ctx}, k={k}, n={n}) should be {want}, got {got}"
+        assert got == want, f"{what}: {call} should be {spell.value(want)!r}, got {spell.value(got)!r}"
     problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0")
     assert problem is None, problem
     problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], -1, 3), "ngram_draft with k = -1")
@@ -87,14 +89,17 @@ def test_ngram_draft_hand_example(impl, golden, ref):
 
 
 def test_config_parses_runtime_values(impl, golden):
+    spell = spelling(impl.language)  # the calls and values as the student's language writes them
     for draft, k in (("none", 1), ("ngram", 4), ("prompt_lookup", 16)):
-        with case(f"SpecConfig.parse({draft!r}, {k})"):
+        with case(call := spell.words("spec_config_parse", dict(draft=draft, k=k))):
             got = impl.parse_config(draft, k)
-        assert (got["draft"], got["k"]) == (draft, k), f"SpecConfig.parse({draft!r}, {k}) gave {got}"
-        assert (got["max_ngram"], got["min_ngram"]) == (3, 1), f"the defaults are max_ngram 3, min_ngram 1; got {got}"
+        assert (got["draft"], got["k"]) == (draft, k), f"{call} gave {spell.value(got)!r}"
+        assert (got["max_ngram"], got["min_ngram"]) == (3, 1), f"the defaults are max_ngram 3, min_ngram 1; got {spell.value(got)!r}"
     got = impl.parse_config("prompt_lookup", 4, max_ngram=4, min_ngram=2)
-    assert (got["max_ngram"], got["min_ngram"]) == (4, 2), f"SpecConfig.parse('prompt_lookup', 4, max_ngram=4, min_ngram=2) must keep them; got {got}"
-    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), f"SpecConfig.parse({d!r}, {k!r})")
+    assert (got["max_ngram"], got["min_ngram"]) == (4, 2), (
+        f"{spell.words('spec_config_parse', dict(draft='prompt_lookup', k=4, max_ngram=4, min_ngram=2))} must keep them; "
+        f"got {spell.value(got)!r}")
+    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), spell.words("spec_config_parse", dict(draft=d, k=k)))
                 for d, k in (("prompt_lookup", 0), ("prompt_lookup", 17), ("prompt-lookup", 4), ("ngarm", 4),
                              ("ngram", -1), ("ngram", 4.0), ("ngram", True))]
     problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=2, min_ngram=3), "min_ngram 3 > max_ngram 2"))
@@ -115,12 +120,13 @@ def test_config_parses_runtime_values(impl, golden):
             (cfg("ngram", k=1), [1, 2, 3, 1, 2, 4, 1, 2], 3, [3, 1, 2], "k 3 above cfg.k 1: propose's k bounds the draft, cfg.k is not consulted"),
             (cfg("prompt_lookup"), [5, 6, 7, 8, 5, 6], 0, [], "k 0 drafts nothing"),
             (cfg("ngram"), [1, 2, 3, 1, 2, 4, 1, 2], 0, [], "k 0 drafts nothing")):
-        with case(f"propose({c}, {ctx}, {k})"):
+        with case(call := spell.words("propose", dict(cfg=c, ctx=ctx, k=k))):
             got = impl.propose(c, ctx, k)
-        assert got == want, f"propose({c}, {ctx}, k={k}): {what}: expected {want}, got {got}"
-    problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), f"propose({c}, ctx, k=-1)")
+        assert got == want, f"{call}: {what}: expected {spell.value(want)!r}, got {spell.value(got)!r}"
+    problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), spell.words("propose", dict(cfg=c, ctx=[5, 6, 7, 8, 5, 6], k=-1)))
                 for c in (cfg("ngram"), cfg("prompt_lookup"))]
-    problems += [must_refuse(lambda c=c: impl.propose(c, [5, 6, -7, 8, 5, 6], 3), f"propose({c}, a ctx holding token id -7, k=3)")
+    problems += [must_refuse(lambda c=c: impl.propose(c, [5, 6, -7, 8, 5, 6], 3),
+                             spell.words("propose", dict(cfg=c, ctx=[5, 6, -7, 8, 5, 6], k=3)) + " (a ctx holding token id -7)")
                  for c in (cfg("ngram"), cfg("prompt_lookup"))]
     problems = [p for p in problems if p]
     assert not problems, "a negative k or a bad ctx is refused, as ngram_draft and prompt_lookup refuse them:\n" + "\n".join(problems)

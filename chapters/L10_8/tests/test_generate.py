@@ -14,6 +14,7 @@ from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
 from chapters.L10_8.judge.fake_target import FakeTarget, greedy_reference
 from chapters.L10_8.judge.judging import case, must_refuse, short, tokens_differ
 from chapters.L10_8.judge import loops, properties, stats
+from chapters.L10_8.spelling import spelling
 from chapters.L10_8.judge.targets import LoggedTarget, WatchedTarget, eos_inside_accepted_run, misuse
 from chapters.L10_8.judge.replay import check_generation, own_parts_generation, parting, pristine_generation
 from chapters.L10_8.judge.requests import (GREEDY, MAX_NEW, PENALISED, PERIODIC, PROMPTS, SAMPLED,
@@ -124,7 +125,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("ngram"), [], GREEDY, 7, 0, []), "max_new 0 with an empty prompt"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [1, -2, 3], GREEDY, 7, 0, []), "max_new 0 with a prompt holding token id -2"))]
     problems = [p for p in problems if p]
-    assert not problems, "spec.pyi generate_stream: a request that cannot start is refused even with max_new 0:\n" + "\n".join(problems)
+    assert not problems, f"{spelling(impl.language).contract} generate_stream: a request that cannot start is refused even with max_new 0:\n" + "\n".join(problems)
     want = greedy_reference(ref, prompt, 5, VOCAB)
     with case(f"eos [{VOCAB}, {2**32 - 1}] in a vocabulary of {VOCAB}"):
         g = impl.generate(budget_target(ref, prompt, 5), cfg("prompt_lookup"), prompt, GREEDY, 7, 5, [VOCAB, 2**32 - 1])
@@ -229,7 +230,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, go
             g = impl.generate(FakeTarget(ref, VOCAB), cfg("prompt_lookup"), prompt, GREEDY, 7, MAX_NEW, [], on_token=answers)
         expect = (want, "stopped") if not said else (greedy_reference(ref, prompt, MAX_NEW, VOCAB), "length")
         assert (g["tokens"], g["finish_reason"]) == expect, (
-            f"the listener answered {said!r} on token {stop_after}: its answer counts by its truth value (spec.pyi "
+            f"the listener answered {spelling(impl.language).value(said)!r} on token {stop_after}: its answer counts by its truth value ({spelling(impl.language).contract} "
             f"generate_stream step 5), so {'it stops there' if not said else 'generation goes on'} with finish "
             f"{expect[1]!r}:{tokens_differ(expect[0], g['tokens'])}\n  finish {g['finish_reason']!r}")
     # EOS and stop on the same token: the listener's answer is looked at first, so the finish is "stopped".

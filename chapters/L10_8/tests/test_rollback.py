@@ -10,6 +10,7 @@ fixtures the oracle wrote from the reference, the fake target and the reference'
 from chapters.L10_8.cases import filled_table, golden_mismatch, golden_section
 from chapters.L10_8.judge.judging import case, must_refuse
 from chapters.L10_8.judge import pool_machine, properties, tiny_llama
+from chapters.L10_8.spelling import spelling
 
 
 # ---- rollback ---------------------------------------------------------------------------------------------
@@ -66,7 +67,7 @@ def test_rollback_drops_one_reference_only(impl, golden):
     pool.retain(a[2])  # another sequence shares the last block (forked from this one)
     r = impl.rollback(pool, a, 4)
     assert r["released"] == 2 and r["table"] == a[:1], (
-        f"keep 4 releases blocks 2 and 3 of the table: 2 references dropped (spec.pyi rollback counts blocks taken off the "
+        f"keep 4 releases blocks 2 and 3 of the table: 2 references dropped ({spelling(impl.language).contract} rollback counts blocks taken off the "
         f"table, the shared one included, not blocks the pool freed); got {r}")
     assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
     assert pool.refcount(a[1]) == 0, "the unshared block must be free"
