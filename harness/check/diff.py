@@ -16,7 +16,8 @@ from ..subjects.reference import pristine
 def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_path=None, language: str | None = None,
              only: str | None = None) -> dict:
     """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or the
-    contract function whose cases it is). A submission that does not load (or compile) is one `load_error`,
+    contract function whose cases it is), and the property checks of those sections that fail (`properties`; with
+    `elsewhere`, those of the other sections when the ones shown all agree). A submission that does not load (or compile) is one `load_error`,
     as `ol check` tells it, and no case is run."""
     from .runner import LOAD_DEADLINE_S  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
 
@@ -33,12 +34,27 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}
         sections = cases.diff_cases(impl, golden, pristine(chapter), shown)
+        properties, elsewhere = _properties(cases, impl, golden, shown, sections)
     finally:
         impl.close()
     by_tag = Counter(t for s in sections.values() for r in s["divergent"] for t in r["tags"])
     return {"chapter": chapter.chapter, "submission": submission, "sections": sections,
             "by_tag": dict(sorted(by_tag.items(), key=lambda kv: -kv[1])),
-            "divergent": sum(len(s["divergent"]) for s in sections.values())}
+            "divergent": sum(len(s["divergent"]) for s in sections.values()),
+            "properties": properties, "elsewhere": elsewhere}
+
+
+def _properties(cases, impl, golden: dict, shown: tuple[str, ...], sections: dict) -> tuple[list[dict], list[dict]]:
+    """The failing property checks of the sections shown (the chapter's `diff_properties`: each its section, function,
+    test and message, the smallest input where the answers differ); when those and the golden cases all agree, the
+    failing property checks of the other sections (where the check fails elsewhere)."""
+    if not hasattr(cases, "diff_properties"):
+        return [], []
+    failed = cases.diff_properties(impl, golden, shown)
+    others = tuple(s for s in cases.CHAPTER_ORDER if s not in shown)
+    if failed or any(s["divergent"] for s in sections.values()) or not others:
+        return failed, []
+    return failed, cases.diff_properties(impl, golden, others)
 
 
 def sections_for(cases, only: str | None) -> tuple[str, ...]:

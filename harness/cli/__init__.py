@@ -338,7 +338,8 @@ def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id
     show.diff(out, result, show_all)
     if json_path:
         _write_json(json_path, result)
-    raise Exit(0 if result["divergent"] == 0 and not result.get("load_error") else 1)
+    failed = result["divergent"] or result.get("properties") or result.get("elsewhere") or result.get("load_error")
+    raise Exit(1 if failed else 0)  # a property failing, here or elsewhere, is no pass
 
 
 def _workspace_language(ch) -> str:

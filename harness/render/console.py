@@ -170,10 +170,25 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
     if tagged:
         out.print("[bold]divergences by tag:[/] " + ", ".join(f"{k} {v}" for k, v in tagged.items()))
     out.print(Text.assemble((f"{result['divergent']} divergent cases", "bold"), " for ", lit(result["submission"])))
-    if not result["divergent"]:  # the golden cases agree; a check's property inputs are drawn, and not among them
-        out.print(f"no golden case diverges; `ol check {result['chapter']}` also checks properties on inputs it draws, which "
-                  "ol diff does not run: a test failing there names its smallest input in its message (`ol check "
-                  f"{result['chapter']} -k TEST` shows it)", markup=False)
+    _diff_properties(out, result)
+
+
+def _diff_properties(out, result: dict) -> None:
+    """The failing property checks of the functions shown (ol check's drawn inputs), or where the check fails
+    elsewhere when they and the golden cases all agree."""
+    chapter, failed, elsewhere = result["chapter"], result.get("properties", []), result.get("elsewhere", [])
+    for p in failed:
+        out.print(Text.assemble(("property check failed", "bold red"), f" ({p['function']}, test {p['test']}): ",
+                                lit(p["message"])))
+    if failed or result["divergent"]:
+        return
+    if elsewhere:
+        tests = ", ".join(dict.fromkeys(f"{p['test']} ({p['function']})" for p in elsewhere))
+        out.print(f"the golden cases and the property checks shown all agree; the check fails elsewhere: {tests} "
+                  f"(`ol diff {chapter} --only {elsewhere[0]['section']}` shows its smallest input)", markup=False)
+    else:
+        out.print(f"no golden case diverges and every property check agrees; the hand examples and the loop and pool "
+                  f"tests run only in `ol check {chapter}`, which names any that fails", markup=False)
 
 
 def grades(out, chapter: str, result: dict) -> None:

@@ -85,3 +85,34 @@ def diff_cases(impl, golden: dict, ref, sections_shown: tuple[str, ...] = CHAPTE
                 rows.append(ROWS[section](section, c, got, error, ref))
         sections[section] = {"total": len(golden.get(section, [])), "divergent": rows}
     return sections
+
+
+# The property checks `ol check` runs, by the golden section whose functions they judge: (function, judge, test).
+# `ol diff` runs those of the sections it shows (their smallest differing input, in the student's language).
+PROPERTY_CHECKS = {
+    "prompt_lookup": (("prompt_lookup", "refusals", "hand_example_prompt_lookup"),
+                      ("prompt_lookup", "answers", "prompt_lookup_matches_python_l8_6")),
+    "ngram": (("ngram_draft", "all", "ngram_draft_hand_example"),),
+    "verify": (("verify_draft", "answers", "verify_matches_python_l8_6"),
+               *((f, "answers", "hand_example_sampled_step") for f in ("residual", "sample_dense", "speculative_step",
+                                                                       "dense_distribution")),
+               *((f, "refusals", "verify_rejects_bad_shapes") for f in ("verify_draft", "residual", "sample_dense",
+                                                                        "speculative_step", "dense_distribution"))),
+    "generate": (("parse_config", "all", "config_parses_runtime_values"), ("propose", "all", "config_parses_runtime_values")),
+    "rollback": (("blocks_for", "all", "rollback_hand_example"),),
+}
+
+
+def diff_properties(impl, golden: dict, sections_shown: tuple[str, ...] = CHAPTER_ORDER) -> list[dict]:
+    """The property checks of the sections shown that fail: {"section", "function", "test", "message"} each, the
+    message `ol check`'s (the smallest input where the answers differ, or the failure that ended the check)."""
+    from ..judge import properties  # here: the judge's properties import this package
+
+    failed = []
+    for section in sections_shown:
+        for function, judge, test in PROPERTY_CHECKS.get(section, ()):
+            problem, failure = _call(lambda: getattr(properties, function)(impl, golden, judge))
+            message = problem if failure is None else str(failure)
+            if message is not None:
+                failed.append({"section": section, "function": function, "test": test, "message": message})
+    return failed
