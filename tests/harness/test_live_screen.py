@@ -52,14 +52,18 @@ def test_ol_check_leaves_one_line_per_test_and_no_bar(columns):
     assert not glued, f"a test's line glued to other output: {glued}"
 
 
-@pytest.mark.slow(s=50)
+@pytest.mark.slow(s=90)
 @pytest.mark.parametrize("columns", [80, 120])
 def test_ol_grade_leaves_one_line_per_submission_and_no_bar(tmp_path, columns):
+    """Four submissions graded two at a time: lines printed above the live view while it shows two running names
+    (wider than the terminal), refreshed twice a second. A line printed past the live view's console, or a refresh
+    that moves up too few lines, leaves a bar and a running line behind and glues a submission's line to them (seen:
+    with the lines through a second console, 4 stale bars at 80 columns and a line after "running longest: ... 30 s")."""
     klass = tmp_path / "class"
-    names = ["correct", "s13-releases-partial-block"]
+    names = [f"{i}-{n}" for i, n in enumerate(["correct", "s13-releases-partial-block", "s01-first-occurrence", "correct"])]
     for n in names:  # long names: the live view's lines would be wider than 80 columns
-        shutil.copytree(REPO / "examples" / "submissions" / n, klass / f"{n}-with-a-long-student-name-{n}")
-    code, screen = run([*OL, "grade", "L10.8", str(klass), "--ref-deps", "--jobs", "1", "--no-sandbox", "--no-similar",
+        shutil.copytree(REPO / "examples" / "submissions" / n.split("-", 1)[1], klass / f"{n}-with-a-long-student-name-{n}")
+    code, screen = run([*OL, "grade", "L10.8", str(klass), "--ref-deps", "--jobs", "2", "--no-sandbox", "--no-similar",
                         "--shipped-cases", "--out", str(tmp_path / "grades.csv")], REPO, columns)
     text = "\n".join(screen)
     assert code == 0, text
@@ -68,3 +72,5 @@ def test_ol_grade_leaves_one_line_per_submission_and_no_bar(tmp_path, columns):
     for n in names:
         graded = [line for line in screen if re.match(rf"\d+/16 {re.escape(n)}-with", line)]
         assert len(graded) == 1, f"{n}'s line is not on the screen once, starting its own line:\n{text}"
+        assert not [line for line in screen if f"/16 {n}-with" in line and not line.startswith(f"{line.split()[0]} {n}")], \
+            f"{n}'s line glued to other output:\n{text}"
