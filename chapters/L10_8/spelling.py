@@ -122,6 +122,8 @@ def rust_value(v):
         return _config(v)
     if isinstance(v, Mapping) and {"tokens", "n_accepted"} <= set(v) <= set(VERIFIED):
         return _verified(v)
+    if isinstance(v, Mapping) and set(v) == {"released", "table"}:  # rollback's count, and the table it left
+        return _Code(f"Ok({v['released']}), the table left {rust_value(v['table'])!r}")
     if isinstance(v, Mapping):
         return _Code("{" + ", ".join(f"{k}: {rust_value(x)!r}" for k, x in v.items()) + "}")
     if isinstance(v, list):

@@ -40,7 +40,7 @@ def python_spellings(message: str) -> list[str]:
     return [name for name, pattern in PYTHON_ONLY.items() if pattern.search(message)]
 
 
-@pytest.mark.parametrize("mid", ["x04", "x09", "x13", "x16", "x22", "x29"])
+@pytest.mark.parametrize("mid", ["x04", "x09", "x13", "x16", "x22", "x29", "x31", "x33", "x35", "x18"])
 def test_a_rust_mutant_reads_rust_where_its_python_twin_reads_python(mid):
     rust_fails, python_fails = failing(mid, "--lang", "rust"), failing(mid)
     assert rust_fails, f"{mid} passes in Rust"

@@ -4,6 +4,8 @@ from contextlib import contextmanager
 
 from harness.pack import Raised, expected_got
 
+from ..spelling import Spelling
+
 
 def short(xs, n: int = 12) -> str:
     xs = list(xs)
@@ -38,8 +40,9 @@ def case(label: str):
         raise
 
 
-def must_refuse(fn, what: str) -> str | None:
-    """None when fn raised the module's SpecError; otherwise what went wrong, in words."""
+def must_refuse(fn, what: str, spell: Spelling = Spelling()) -> str | None:
+    """None when fn raised the module's SpecError; otherwise what went wrong, in words (what it returned as `spell`,
+    the student's language, writes it)."""
     try:
         got = fn()
     except Raised as e:
@@ -48,4 +51,4 @@ def must_refuse(fn, what: str) -> str | None:
         if e.not_implemented or e.import_failed:
             raise
         return f"{what}: raised {e.type} ({e.message}) instead of SpecError"
-    return f"{what}: accepted it and returned {str(got)[:120]} instead of raising SpecError"
+    return f"{what}: accepted it and returned {repr(spell.value(got))[:120]} instead of raising SpecError"

@@ -32,7 +32,7 @@ def test_hand_example_prompt_lookup(impl, golden):
                        f"falling back to the 1-suffix [1] (n 1 would draft [2 3 1]), so there is no draft; got {got}")
     got = impl.prompt_lookup([5, 6, 7, 8, 5, 6], 0, 3, 1)
     assert got == [], f"k = 0 drafts nothing, even on section 3's context where [5 6] recurs; got {got}"
-    problems = [must_refuse(lambda a=a: impl.prompt_lookup(*a), what) for a, what in (
+    problems = [must_refuse(lambda a=a: impl.prompt_lookup(*a), what, spelling(impl.language)) for a, what in (
         (([5, 6, 7, 8, 5, 6], 3, 1, 2), "prompt_lookup with max_ngram 1 < min_ngram 2"),
         (([5, 6, 7, 8, 5, 6], 3, 3, 0), "prompt_lookup with min_ngram 0 (a suffix has at least one token)"),
         (([5, 6, 7, 8, 5, 6], 0, 3, 0), "prompt_lookup with min_ngram 0 and k = 0 (refused whatever k)"),
@@ -76,11 +76,11 @@ def test_ngram_draft_hand_example(impl, golden, ref):
         with case(call := spell.words("ngram_draft", dict(ctx=ctx, k=k, n=n))):
             got = impl.ngram_draft(ctx, k, n)
         assert got == want, f"{what}: {call} should be {spell.value(want)!r}, got {spell.value(got)!r}"
-    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0")
+    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], 2, 0), "ngram_draft with n = 0", spelling(impl.language))
     assert problem is None, problem
-    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], -1, 3), "ngram_draft with k = -1")
+    problem = must_refuse(lambda: impl.ngram_draft([1, 2, 1], -1, 3), "ngram_draft with k = -1", spelling(impl.language))
     assert problem is None, problem
-    problem = must_refuse(lambda: impl.ngram_draft([1, -2, 1], 2, 3), "ngram_draft over a ctx holding token id -2")
+    problem = must_refuse(lambda: impl.ngram_draft([1, -2, 1], 2, 3), "ngram_draft over a ctx holding token id -2", spelling(impl.language))
     assert problem is None, problem
     if wrong:
         pytest.fail(golden_mismatch(ref, golden, "ngram", wrong))
@@ -99,11 +99,11 @@ def test_config_parses_runtime_values(impl, golden):
     assert (got["max_ngram"], got["min_ngram"]) == (4, 2), (
         f"{spell.words('spec_config_parse', dict(draft='prompt_lookup', k=4, max_ngram=4, min_ngram=2))} must keep them; "
         f"got {spell.value(got)!r}")
-    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), spell.words("spec_config_parse", dict(draft=d, k=k)))
+    problems = [must_refuse(lambda d=d, k=k: impl.parse_config(d, k), spell.words("spec_config_parse", dict(draft=d, k=k)), spelling(impl.language))
                 for d, k in (("prompt_lookup", 0), ("prompt_lookup", 17), ("prompt-lookup", 4), ("ngarm", 4),
                              ("ngram", -1), ("ngram", 4.0), ("ngram", True))]
-    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=2, min_ngram=3), "min_ngram 3 > max_ngram 2"))
-    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=3, min_ngram=0), "min_ngram 0 < 1"))
+    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=2, min_ngram=3), "min_ngram 3 > max_ngram 2", spelling(impl.language)))
+    problems.append(must_refuse(lambda: impl.parse_config("ngram", 4, max_ngram=3, min_ngram=0), "min_ngram 0 < 1", spelling(impl.language)))
     problems = [p for p in problems if p]
     assert not problems, "a bad [engine].speculative must fail at startup:\n" + "\n".join(problems)
     # propose, for each draft kind: its own k bounds the draft (cfg.k is the loop's business).
@@ -123,10 +123,10 @@ def test_config_parses_runtime_values(impl, golden):
         with case(call := spell.words("propose", dict(cfg=c, ctx=ctx, k=k))):
             got = impl.propose(c, ctx, k)
         assert got == want, f"{call}: {what}: expected {spell.value(want)!r}, got {spell.value(got)!r}"
-    problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), spell.words("propose", dict(cfg=c, ctx=[5, 6, 7, 8, 5, 6], k=-1)))
+    problems = [must_refuse(lambda c=c: impl.propose(c, [5, 6, 7, 8, 5, 6], -1), spell.words("propose", dict(cfg=c, ctx=[5, 6, 7, 8, 5, 6], k=-1)), spelling(impl.language))
                 for c in (cfg("ngram"), cfg("prompt_lookup"))]
     problems += [must_refuse(lambda c=c: impl.propose(c, [5, 6, -7, 8, 5, 6], 3),
-                             spell.words("propose", dict(cfg=c, ctx=[5, 6, -7, 8, 5, 6], k=3)) + " (a ctx holding token id -7)")
+                             spell.words("propose", dict(cfg=c, ctx=[5, 6, -7, 8, 5, 6], k=3)) + " (a ctx holding token id -7)", spelling(impl.language))
                  for c in (cfg("ngram"), cfg("prompt_lookup"))]
     problems = [p for p in problems if p]
     assert not problems, "a negative k or a bad ctx is refused, as ngram_draft and prompt_lookup refuse them:\n" + "\n".join(problems)

@@ -89,7 +89,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
         with case(f"seed {seed}"):
             g = impl.generate(budget_target(ref, prompt, 5), cfg("prompt_lookup"), prompt, GREEDY, seed, 5, [])
         assert len(g["tokens"]) == 5, f"seed {seed} is a valid 64-bit seed"
-    problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}")
+    problems = [must_refuse(lambda s=s: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, s, 5, []), f"seed {s}", spelling(impl.language))
                 for s in (-1, 2**64)]
     assert problems == [None, None], "\n".join(p for p in problems if p)
     # The smallest budgets, whole: max_new 1 never drafts (one pass over the prompt), max_new 2 drafts at most one
@@ -108,7 +108,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
         f"max_new 0: no tokens, finish 'length', and no forward pass at all; got {g['tokens']}, {g['finish_reason']!r}, {target.calls} passes")
     held = FakeTarget(ref, VOCAB)
     held.extend([1, 2])  # a target that already holds 2 positions
-    problems = [must_refuse(fn, what) for fn, what in (
+    problems = [must_refuse(fn, what, spelling(impl.language)) for fn, what in (
         (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 5, []), "a target already holding 2 positions (generation starts from an empty one)"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [], GREEDY, 7, 5, []), "an empty prompt"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), prompt, GREEDY, 7, -1, []), "max_new -1"),
@@ -120,7 +120,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
     assert not problems, "a request that cannot start is refused with SpecError:\n" + "\n".join(problems)
     held = FakeTarget(ref, VOCAB)
     held.extend([1, 2])
-    problems = [must_refuse(fn, what) for fn, what in (  # max_new 0 makes no target call, but a bad request is still refused
+    problems = [must_refuse(fn, what, spelling(impl.language)) for fn, what in (  # max_new 0 makes no target call, but a bad request is still refused
         (lambda: impl.generate(held, cfg("none"), prompt, GREEDY, 7, 0, []), "max_new 0 with a target already holding 2 positions"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("ngram"), [], GREEDY, 7, 0, []), "max_new 0 with an empty prompt"),
         (lambda: impl.generate(FakeTarget(ref, VOCAB), cfg("none"), [1, -2, 3], GREEDY, 7, 0, []), "max_new 0 with a prompt holding token id -2"))]

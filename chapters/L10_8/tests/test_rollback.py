@@ -20,13 +20,13 @@ def test_rollback_hand_example(impl, golden, ref):
     pool = impl.new_pool(8, 4)
     table = filled_table(pool, [4, 4, 2])  # 10 cached positions
     r = impl.rollback(pool, table, 5)
-    assert r["released"] == 1 and r["table"] == table[:2], f"keep 5 of 10 with B 4 needs ceil(5/4) = 2 blocks: release block 3 only; got {r}"
+    assert r["released"] == 1 and r["table"] == table[:2], f"keep 5 of 10 with B 4 needs ceil(5/4) = 2 blocks: release block 3 only; got {spelling(impl.language).value(r)!r}"
     assert pool.fill(table[1]) == 1, f"the second block still holds 1 kept position; its fill is {pool.fill(table[1])}"
     assert pool.refcount(table[2]) == 0 and pool.free_blocks() == 6, "the released block must be free again"
     r = impl.rollback(pool, r["table"], 4)
-    assert r["released"] == 1 and r["table"] == table[:1] and pool.fill(table[0]) == 4, f"keep 4: one full block stays, fill 4; got {r}"
+    assert r["released"] == 1 and r["table"] == table[:1] and pool.fill(table[0]) == 4, f"keep 4: one full block stays, fill 4; got {spelling(impl.language).value(r)!r}"
     r = impl.rollback(pool, r["table"], 0)
-    assert r["released"] == 1 and r["table"] == [] and pool.free_blocks() == 8, f"keep 0 releases everything; got {r}, free {pool.free_blocks()}"
+    assert r["released"] == 1 and r["table"] == [] and pool.free_blocks() == 8, f"keep 0 releases everything; got {spelling(impl.language).value(r)!r}, free {pool.free_blocks()}"
     # spec.pyi rollback: the bound is the table's capacity, not the cached positions; only the last kept block's fill is set
     table = filled_table(pool, [4, 4, 2])  # 10 cached positions, room for 12
     r = impl.rollback(pool, table, 11)
@@ -45,16 +45,16 @@ def test_rollback_hand_example(impl, golden, ref):
     for tokens, b, want in ((0, 4, 0), (1, 4, 1), (4, 4, 1), (5, 4, 2), (8, 4, 2), (9, 4, 3), (5, 1, 5)):
         got = impl.blocks_for(tokens, b)
         assert got == want, f"blocks_for({tokens}, {b}) = ceil({tokens}/{b}) = {want}; got {got}"
-    problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position")
+    problem = must_refuse(lambda: impl.blocks_for(5, 0), "blocks_for(5, 0): a block holds at least one position", spelling(impl.language))
     assert problem is None, problem
-    problem = must_refuse(lambda: impl.blocks_for(-1, 4), "blocks_for(-1, 4): a negative count of positions")
+    problem = must_refuse(lambda: impl.blocks_for(-1, 4), "blocks_for(-1, 4): a negative count of positions", spelling(impl.language))
     assert problem is None, problem
     table = filled_table(pool, [4, 1])
-    problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)"),
-                must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions")]
+    problems = [must_refuse(lambda: impl.rollback(pool, table, 9), "keep 9 positions of a 2-block table (8 at most)", spelling(impl.language)),
+                must_refuse(lambda: impl.rollback(pool, table, -1), "keep -1 positions", spelling(impl.language))]
     assert problems == [None, None], "\n".join(p for p in problems if p)
     pool.release(table[1])  # freed behind the table's back: releasing it again is the pool's KvError
-    problem = must_refuse(lambda: impl.rollback(pool, table, 4), "keep 4 of a table whose second block is already free")
+    problem = must_refuse(lambda: impl.rollback(pool, table, 4), "keep 4 of a table whose second block is already free", spelling(impl.language))
     assert problem is None, problem + " (the pool refuses to release a free block; rollback turns that into SpecError)"
     assert not wrong, golden_mismatch(ref, golden, "rollback", wrong)
     problem = properties.blocks_for(impl, golden)  # every usize: 2^53 + 1 and 2^64 - 1 exact, never an overflow
@@ -68,7 +68,7 @@ def test_rollback_drops_one_reference_only(impl, golden):
     r = impl.rollback(pool, a, 4)
     assert r["released"] == 2 and r["table"] == a[:1], (
         f"keep 4 releases blocks 2 and 3 of the table: 2 references dropped ({spelling(impl.language).contract} rollback counts blocks taken off the "
-        f"table, the shared one included, not blocks the pool freed); got {r}")
+        f"table, the shared one included, not blocks the pool freed); got {spelling(impl.language).value(r)!r}")
     assert pool.refcount(a[2]) == 1, f"the shared block lost {2 - pool.refcount(a[2])} references: release drops ONE, its other owner keeps it"
     assert pool.refcount(a[1]) == 0, "the unshared block must be free"
     assert pool.free_blocks() == 4, f"exactly one block (the unshared one) returns to the pool; free blocks {pool.free_blocks()}, expected 4"

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from chapters.L10_8.cases import LOGPROB_TOL, golden_mismatch, golden_section
+from chapters.L10_8.spelling import spelling
 from chapters.L10_8.judge.judging import must_refuse, uniforms_drawn
 from chapters.L10_8.judge import properties, stats
 from chapters.L10_8.judge.properties import ANSWERS, REFUSALS
@@ -52,33 +53,34 @@ def test_hand_example_greedy_verify(impl, ref):
 
 
 def test_hand_example_sampled_step(impl, golden):
+    spell = spelling(impl.language)  # the answers as the student's language writes them
     p, q = [0.2, 0.5, 0.3], [0.6, 0.2, 0.2]
     got = impl.speculative_step(p, q, 0, 0.3, 0.8)
-    assert got == (0, True), f"p(0)/q(0) = 1/3 and u_accept 0.3 < 1/3: accept 0; got {got}"
+    assert got == (0, True), f"p(0)/q(0) = 1/3 and u_accept 0.3 < 1/3: accept 0; got {spell.value(got)!r}"
     got = impl.speculative_step(p, q, 0, 0.5, 0.8)
-    assert got == (2, False), f"u_accept 0.5 >= 1/3: reject; the residual [0 0.75 0.25] with u_resample 0.8 lands on 2; got {got}"
+    assert got == (2, False), f"u_accept 0.5 >= 1/3: reject; the residual [0 0.75 0.25] with u_resample 0.8 lands on 2; got {spell.value(got)!r}"
     r = impl.residual(p, q)
-    assert np.allclose(r, [0.0, 0.75, 0.25], atol=1e-12), f"residual = normalize(max(0, p - q)) = [0 0.75 0.25]; got {r}"
+    assert np.allclose(r, [0.0, 0.75, 0.25], atol=1e-12), f"residual = normalize(max(0, p - q)) = [0 0.75 0.25]; got {spell.value(r)!r}"
     got = impl.sample_dense([0.0, 0.75, 0.25], 0.8)
-    assert got == 2, f"u 0.8 walks the running sum 0, 0.75, 1.0 and lands on id 2; got {got}"
-    problem = must_refuse(lambda: impl.speculative_step(p, [0.0, 0.5, 0.5], 0, 0.3, 0.8), "a q with q(0) = 0 proposing x = 0")
+    assert got == 2, f"u 0.8 walks the running sum 0, 0.75, 1.0 and lands on id 2; got {spell.value(got)!r}"
+    problem = must_refuse(lambda: impl.speculative_step(p, [0.0, 0.5, 0.5], 0, 0.3, 0.8), "a q with q(0) = 0 proposing x = 0", spelling(impl.language))
     assert problem is None, problem + " (the draft could not have proposed 0: that is a caller's bug)"
     # The boundaries of the rule, by hand.
     got = impl.speculative_step([0.25, 0.75], [0.5, 0.5], 0, 0.5, 0.1)
-    assert got == (1, False), f"u_accept 0.5 == p(0)/q(0) is not < : reject, and the residual [0 1] gives 1; got {got}"
+    assert got == (1, False), f"u_accept 0.5 == p(0)/q(0) is not < : reject, and the residual [0 1] gives 1; got {spell.value(got)!r}"
     got = impl.speculative_step(p, q, 0, 0.0, 0.8)
-    assert got == (0, True), f"u_accept 0.0 < 1/3: accept; got {got}"
+    assert got == (0, True), f"u_accept 0.0 < 1/3: accept; got {spell.value(got)!r}"
     r = impl.residual([0.2, 0.8], [0.2, 0.8])
-    assert np.allclose(r, [0.2, 0.8], atol=1e-12), f"p <= q everywhere leaves no residual mass: residual is p itself, [0.2 0.8]; got {r}"
+    assert np.allclose(r, [0.2, 0.8], atol=1e-12), f"p <= q everywhere leaves no residual mass: residual is p itself, [0.2 0.8]; got {spell.value(r)!r}"
     got = impl.sample_dense([0.5, 0.5], 0.5)
-    assert got == 1, f"the running sum must exceed u: 0.5 is not > 0.5, so u 0.5 lands on id 1; got {got}"
+    assert got == 1, f"the running sum must exceed u: 0.5 is not > 0.5, so u 0.5 lands on id 1; got {spell.value(got)!r}"
     tenths = [0.1] * 10 + [0.0]  # summed left to right they make 0.9999999999999999, the largest u below 1
     got = impl.sample_dense(tenths, 0.9999999999999999)
-    assert got == 9, f"when rounding leaves u at or beyond the total, the answer is the last id of nonzero probability, 9; got {got}"
+    assert got == 9, f"when rounding leaves u at or beyond the total, the answer is the last id of nonzero probability, 9; got {spell.value(got)!r}"
     got = impl.sample_dense([0.9999999999999999, 0.0], 0.9999999999999999)
-    assert got == 0, f"the fallback is the last id of nonzero probability, here the first: 0; got {got}"
+    assert got == 0, f"the fallback is the last id of nonzero probability, here the first: 0; got {spell.value(got)!r}"
     r = impl.residual([0.1, 0.1], [0.5, 0.5])
-    assert np.allclose(r, [0.5, 0.5], atol=1e-12), f"with no residual mass the answer is p normalized, [0.5 0.5]; got {r}"
+    assert np.allclose(r, [0.5, 0.5], atol=1e-12), f"with no residual mass the answer is p normalized, [0.5 0.5]; got {spell.value(r)!r}"
     # The mass is summed left to right (spec/sampling.md), so residual is exact to the bit.
     r = impl.residual([0.1] * 10 + [0.0], [0.0] * 10 + [1.0])
     want = [0.1 / 0.9999999999999999] * 10 + [0.0]
@@ -90,11 +92,11 @@ def test_hand_example_sampled_step(impl, golden):
     assert list(r) == want[:10], (f"p <= q everywhere: p over its own left-to-right sum 0.9999999999999999, each entry "
                                   f"{want[0]!r} exactly; got {list(r)}")
     got = impl.sample_dense([0.0, 2.0, 2.0], 0.5)
-    assert got == 1, f"p is used as given, not renormalized: the running sum 2.0 at id 1 exceeds u 0.5, so 1; got {got}"
+    assert got == 1, f"p is used as given, not renormalized: the running sum 2.0 at id 1 exceeds u 0.5, so 1; got {spell.value(got)!r}"
     got = impl.speculative_step([0.4, 1.0], [0.8, 0.2], 0, 0.45, 0.5)
-    assert got == (0, True), f"p and q are used as given: p(0)/q(0) = 0.4/0.8 = 0.5 and u_accept 0.45 < 0.5: accept 0; got {got}"
+    assert got == (0, True), f"p and q are used as given: p(0)/q(0) = 0.4/0.8 = 0.5 and u_accept 0.45 < 0.5: accept 0; got {spell.value(got)!r}"
     got = impl.speculative_step([1.0], [1.0], 0, 0.5, 0.5)
-    assert got == (0, True), f"a vocabulary of one token: p(0)/q(0) = 1, accept; got {got}"
+    assert got == (0, True), f"a vocabulary of one token: p(0)/q(0) = 1, accept; got {spell.value(got)!r}"
     # The target's p comes from the sampler: dense_distribution, by hand.
     for logits, params, want, what in (
             ([0.0, 1.0, 2.0], {"temperature": 2.0}, [math.exp(x / 2) / sum(math.exp(y / 2) for y in (0, 1, 2)) for x in (0, 1, 2)],
@@ -107,8 +109,10 @@ def test_hand_example_sampled_step(impl, golden):
              [math.exp(x) / sum(math.exp(y) for y in (1.0, 2.0 / 1.5, 0.5)) for x in (1.0, 2.0 / 1.5, 0.5)],
              "repetition penalty 1.5 on the prompt's token 1: its positive logit 2 becomes 2 / 1.5, in float64"),
             ([0.5], {"temperature": 0.0}, [1.0], "a vocabulary of one token")):
-        got = impl.dense_distribution(logits, params, [1] if "repetition_penalty" in params else [], [])
-        assert np.allclose(got, want, atol=1e-12, rtol=0), f"dense_distribution({logits}, {params}): {what}: expected {want}, got {got}"
+        prompt = [1] if "repetition_penalty" in params else []
+        got = impl.dense_distribution(logits, params, prompt, [])
+        call = spell.words("dense_distribution", dict(logits=logits, params=params, prompt=prompt, output=[]))
+        assert np.allclose(got, want, atol=1e-12, rtol=0), f"{call}: {what}: expected {want}, got {got}"
     got = impl.dense_distribution([1.0, 2.0, -0.5], {"temperature": 1.0, "repetition_penalty": 1.5}, [1, 2], [])
     z = (1.0, 2.0 / 1.5, -0.5 * 1.5)
     want = [math.exp(x) / sum(math.exp(y) for y in z) for x in z]
@@ -141,7 +145,7 @@ def test_verify_matches_python_l8_6(impl, golden, ref):
 def test_verify_rejects_bad_shapes(impl, golden):
     sampled = dict(temperature=1.0)
     bad = bad_inputs(impl, HAND_ROWS, GREEDY, sampled)
-    problems = [p for p in (must_refuse(fn, what) for what, fn in bad) if p]
+    problems = [p for p in (must_refuse(fn, what, spelling(impl.language)) for what, fn in bad) if p]
     got = impl.verify_draft([[0.3], [0.7]], [0], None, GREEDY, [], [], 1)
     assert got["tokens"] == [0, 0], f"a vocabulary of one token is a valid shape: draft [0] is accepted, bonus 0; got {got['tokens']}"
     assert not problems, "bad shapes must raise SpecError, never crash the step loop:\n" + "\n".join(problems)
