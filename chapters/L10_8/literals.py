@@ -14,7 +14,7 @@ import numpy as np
 
 from harness.pack import REPO
 
-from .cases import KNOBS, LOGPROB_TOL, SECTIONS
+from .cases import KNOBS, LOGPROB_TOL, SECTIONS, student_tags
 from .spelling import _f64, params_rust
 
 REFERENCE = REPO / "reference"  # the course's reference package's folder (--ref-deps takes the earlier chapters from it)
@@ -89,15 +89,15 @@ def _rust_body(section: str, c: dict) -> list[str] | None:
 
 def _no_literal(section: str, c: dict, comment: str) -> str:
     """A case run on the judge's fake target: no literal form in a student's language, its data as comments."""
-    tags = ", ".join(c.get("tags", []))
-    data = json.dumps({k: v for k, v in c.items() if k != "pitfalls"})
+    tags = ", ".join(student_tags(c))
+    data = json.dumps({k: v for k, v in c.items() if k not in ("pitfalls", "tags")})
     return (f"{comment} {c['id']} ({section}; {tags}) runs on the judge's fake target, which lives in the judge: it has\n"
             f"{comment} no literal form. Its inputs and expected answer:\n{comment} {data}")
 
 
 def rust(section: str, c: dict) -> str:
     body = _rust_body(section, c)
-    tags = ", ".join(c.get("tags", []))
+    tags = ", ".join(student_tags(c))
     if body is None:
         return _no_literal(section, c, "//")
     name = c["id"].lower()
@@ -159,7 +159,7 @@ def _py_body(section: str, c: dict) -> list[str] | None:
 def python(section: str, c: dict) -> str:
     """The case as a pytest function over the student's `tinyllm` (py/, as `ol start L10.8 --lang python` lays it out)."""
     body = _py_body(section, c)
-    tags = ", ".join(c.get("tags", []))
+    tags = ", ".join(student_tags(c))
     if body is None:
         return _no_literal(section, c, "#")
     name = c["id"].lower()

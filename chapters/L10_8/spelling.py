@@ -24,6 +24,7 @@ from .ops import SAMPLING_FIELDS
 
 KNOBS = SAMPLING_FIELDS
 CONFIG = ("draft", "k", "max_ngram", "min_ngram")
+STATS = {"drafted", "accepted", "target_calls"}
 VERIFIED = ("tokens", "logprobs", "n_accepted", "next_u32")
 DRAFTS = {"none": "Draft::None", "ngram": "Draft::Ngram", "prompt_lookup": "Draft::PromptLookup"}
 # the contract's function each op calls, where its name is not the op's: (Python, Rust)
@@ -122,6 +123,8 @@ def rust_value(v):
         return _config(v)
     if isinstance(v, Mapping) and {"tokens", "n_accepted"} <= set(v) <= set(VERIFIED):
         return _verified(v)
+    if isinstance(v, Mapping) and v and set(v) <= STATS:
+        return _struct("SpecStats", dict(v))
     if isinstance(v, Mapping) and set(v) == {"released", "table"}:  # rollback's count, and the table it left
         return _Code(f"Ok({v['released']}), the table left {rust_value(v['table'])!r}")
     if isinstance(v, Mapping):

@@ -5,6 +5,7 @@ Each test runs `ol` as a user does (the bootstrap script, or `python -m harness.
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,3 +110,23 @@ def test_the_python_case_snippet_runs_where_ol_start_put_the_student(tmp_path):
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_golden_v050.py"],
                        cwd=tmp_path / "py", capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
     assert "NotImplementedError" in r.stdout and "ImportError" not in r.stdout and "ModuleNotFound" not in r.stdout, r.stdout[-3000:]
+
+
+def test_every_python_case_snippet_passes_on_a_right_spec_where_ol_start_put_it_and_shows_no_internal_tag(tmp_path):
+    """A case of each section with a literal form, each one a pitfall shows (its tags hold the oracle's `shows:sNN`):
+    printed from inside the workspace (its language found there), saved in py/ as the header says, run with pytest
+    there on a right spec.py (the reference's, copied in as a student's own): each passes; its header names no
+    internal tag. The stub's run above fails with NotImplementedError: the snippet runs the student's code."""
+    assert ol("start", "L10.8", "--lang", "python", cwd=tmp_path).returncode == 0
+    py = tmp_path / "py"
+    shutil.copyfile(REPO / "reference" / "tinyllm" / "infer" / "spec.py", py / "tinyllm" / "infer" / "spec.py")
+    names = []
+    for case in ("v001", "pl000", "ng002", "r000"):
+        snippet = ol("diff", "L10.8", "--case", case, cwd=py)
+        assert snippet.returncode == 0 and snippet.stdout.startswith(f"# Golden case {case} ("), snippet.stdout[:500] + snippet.stderr
+        assert not re.search(r"\b(shows|alone):", snippet.stdout), snippet.stdout.splitlines()[0]
+        (py / f"test_golden_{case}.py").write_text(snippet.stdout)
+        names.append(f"test_golden_{case}.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *names], cwd=py, capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": ""})
+    assert r.returncode == 0 and "4 passed" in r.stdout, r.stdout[-3000:]

@@ -14,8 +14,8 @@ itself, independently of the reference implementation.
 from .ask import ANSWERS, ASK, filled_table, golden_mismatch, golden_section
 from .diff import PROPERTY_CHECKS, diff_cases, diff_properties, sections_for
 from .schema import (ANSWER_KEYS, CHAPTER_ORDER, DIFFERS, FUNCTIONS, KNOBS, LOGPROB_TOL, REFUSED, SECTIONS,
-                     VERIFY_KEYS, case_inputs, comparable, label, recorded, shown_params)
+                     VERIFY_KEYS, case_inputs, comparable, label, recorded, shown_params, student_tags)
 
 __all__ = ["ANSWERS", "ANSWER_KEYS", "ASK", "CHAPTER_ORDER", "DIFFERS", "FUNCTIONS", "KNOBS", "LOGPROB_TOL", "REFUSED",
            "SECTIONS", "VERIFY_KEYS", "case_inputs", "comparable", "diff_cases", "diff_properties", "PROPERTY_CHECKS", "filled_table", "golden_mismatch",
-           "golden_section", "label", "recorded", "sections_for", "shown_params"]
+           "golden_section", "label", "recorded", "sections_for", "shown_params", "student_tags"]

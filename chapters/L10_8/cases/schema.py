@@ -24,9 +24,14 @@ VERIFY_KEYS = ("tokens", "n_accepted", "next_u32")  # a verify answer without it
 ANSWER_KEYS = {"verify": VERIFY_KEYS, "generate": ("tokens", "cached"), "rollback": ("released", "fills")}
 
 
+def student_tags(c: dict) -> list[str]:
+    """A case's tags a student reads: the oracle's own bookkeeping (shows:s02, alone:temperature) left out."""
+    return [t for t in c.get("tags", []) if ":" not in t]
+
+
 def label(c: dict) -> str:
     """How a failure names the case: its id and tags."""
-    shown = [t for t in c["tags"] if ":" not in t]  # the oracle's own bookkeeping (shows:s02, alone:temperature) left out
+    shown = student_tags(c)
     return f"case {c['id']}" + (f" (tags {', '.join(shown)})" if shown else "")
 
 

@@ -24,7 +24,7 @@ from harness.pack import Bare, InProcess, Raised, brief, pristine
 
 from .. import ops
 from ..client import Client
-from ..spelling import spelling
+from ..spelling import Spelling, spelling
 
 KEEPS_ANY = ("cut", "any", "zero", "whole", "above")  # a keep's kinds (cut: a rejected draft, the common case)
 KEEPS_SHARED = ("aligned",)  # block boundaries at or below the cached positions
@@ -108,9 +108,10 @@ def _blocks_needed(cached: int, n: int, table: list, b: int) -> int:
     return max(0, -(-(cached + n) // b) - len(table))
 
 
-def _run(op: Op, side: Side, b: int, free: int):
+def _run(op: Op, side: Side, b: int, free: int, spell: Spelling):
     """Apply `op` to one side; (text, answer) where the answer is the rollback's, or None. `free`: the reference's
-    free count before the step (a write needing more is skipped on both sides)."""
+    free count before the step (a write needing more is skipped on both sides); `spell`: the student's language,
+    which the text's call is written in."""
     seqs, pool = side.seqs, side.pool
     if op.kind == "start" or not seqs:
         n = op.n if op.kind in ("start", "write") else 1
@@ -138,7 +139,7 @@ def _run(op: Op, side: Side, b: int, free: int):
     else:
         seqs[s] = (list(got["table"]), keep)
     what = "ends: " if op.kind == "end" else ""
-    call = spelling(pool.impl.language).words("rollback", {"pool": Bare("pool"), "table": table, "keep": keep})
+    call = spell.words("rollback", {"pool": Bare("pool"), "table": table, "keep": keep})
     return f"sequence {s} {what}{call} of {cached} cached positions", got
 
 
@@ -149,10 +150,10 @@ def replay(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Step
     steps: list[Step] = []
     for op in sequence:
         free = ref.pool.state()["free"]
-        text, want = _run(op, ref, b, free)
+        text, want = _run(op, ref, b, free, spelling(impl.language))
         if text == "skip":
             continue
-        _, got = _run(op, mine, b, free)
+        _, got = _run(op, mine, b, free, spelling(impl.language))
         want_state = {"answer": want, "tables": [t for t, _ in ref.seqs], **ref.pool.state()}
         got_state = {"answer": got, "tables": [t for t, _ in mine.seqs], **mine.pool.state()}
         steps.append(Step(text, want_state, got_state))

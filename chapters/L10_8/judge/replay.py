@@ -30,6 +30,7 @@ import numpy as np
 
 from harness.pack import MASK64, SubmissionFailure, where_differ
 
+from ..spelling import Spelling, spelling
 from .fake_target import FakeTarget, FakeTargetError
 from .judging import case, short
 from .requests import VOCAB
@@ -169,11 +170,12 @@ def _round_of(want: Expected, index: int) -> tuple[int, int]:
 
 
 def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None = None, cached: int | None = None,
-            heard: list[int] | None = None, logprob_tol: float = 1e-9) -> str | None:
+            heard: list[int] | None = None, logprob_tol: float = 1e-9, spell: Spelling = Spelling()) -> str | None:
     """Where the implementation's generation `got` parts from `want`, in words naming the round and the token;
     None when it does not. Compared: what it fed its target round by round (`fed`, when given), the tokens,
     finish_reason, logprobs, what the listener heard (`heard`, when given), SpecStats and the positions the
-    target holds at the end (`cached`); the last two only with `fed` (they follow from the rounds)."""
+    target holds at the end (`cached`); the last two only with `fed` (they follow from the rounds). `spell`: the
+    student's language, which the values are written in."""
     head = f"{where}: the expected generation is {want.oracle}."
     toks = list(got["tokens"])
     j = next((i for i, (a, b) in enumerate(zip(want.tokens, toks)) if a != b), None)
@@ -197,7 +199,8 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
                 f"{want.tokens[j] if j < len(want.tokens) else 'the end'}, got {toks[j] if j < len(toks) else 'the end'} "
                 f"({said}).\n  expected {short(want.tokens, 40)}\n  got      {short(toks, 40)}")
     if got["finish_reason"] != want.finish_reason:
-        return f"{head}\n  Same {len(toks)} tokens, but finish_reason {got['finish_reason']!r}; expected {want.finish_reason!r}"
+        return (f"{head}\n  Same {len(toks)} tokens, but finish_reason {spell.value(got['finish_reason'])!r}; expected "
+                f"{spell.value(want.finish_reason)!r}")
     lps = list(got["logprobs"])
     if len(lps) != len(toks):
         return f"{head}\n  {len(toks)} tokens but {len(lps)} logprobs: one logprob per emitted token, cut where the tokens are cut"
@@ -213,7 +216,8 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     want_stats = want.stats()
     got_stats = {k: got["stats"][k] for k in want_stats}
     if got_stats != want_stats:
-        return f"{head}\n  Same tokens, but SpecStats {got_stats}; expected {want_stats} over its {len(want.rounds)} rounds"
+        return (f"{head}\n  Same tokens, but stats {spell.value(got_stats)!r}; expected {spell.value(want_stats)!r} over its "
+                f"{len(want.rounds)} rounds")
     if cached is not None and cached != want.cached:
         return (f"{head}\n  Same tokens, but the target holds {cached} positions at the end; expected {want.cached} "
                 "(every round truncates to the kept length: rejected drafts' KV goes back)")
@@ -248,6 +252,6 @@ def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, para
     with case(where):
         g = impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=listener)
     assert not target.misuse, f"{where}: {target.misuse[0]}"
-    problem = parting(where, want, g, fed=target.fed, cached=target.cached(), heard=heard)
+    problem = parting(where, want, g, fed=target.fed, cached=target.cached(), heard=heard, spell=spelling(impl.language))
     assert problem is None, problem + (f"\n  {hint}" if hint else "")
     return g

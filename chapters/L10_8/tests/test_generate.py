@@ -43,14 +43,14 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
                 f"{where}: accept_rate() {g['stats']['accept_rate']} must be accepted / drafted (0 when nothing was drafted)")
             want_stats = target.observed_stats(len(prompt))
             got_stats = {k: g["stats"][k] for k in want_stats}
-            assert got_stats == want_stats, f"{where}: SpecStats {got_stats}, but the target saw {want_stats} (drafted: ids fed after the pending token; accepted: drafted positions kept)"
+            assert got_stats == want_stats, f"{where}: stats {spelling(impl.language).value(got_stats)!r}, but the target saw {spelling(impl.language).value(want_stats)!r} (drafted: ids fed after the pending token; accepted: drafted positions kept)"
             if draft == "none":
                 assert g["stats"]["drafted"] == 0 and target.calls == MAX_NEW, f"{where}: no draft means one token per forward pass; {target.calls} passes, {g['stats']['drafted']} drafted"
             if draft == "prompt_lookup":
                 assert target.calls < MAX_NEW, f"{where}: {target.calls} forward passes for {MAX_NEW} tokens: prompt lookup should need fewer than plain greedy's {MAX_NEW}"
             if draft != "none":  # round by round: each round feeds the pending token and propose's draft, at most k tokens of it
                 problem = parting(where, own_parts_generation(impl, ref, cfg(draft), prompt, GREEDY, 7, MAX_NEW), g,
-                                  fed=target.fed, cached=target.cached())
+                                  fed=target.fed, cached=target.cached(), spell=spelling(impl.language))
                 assert problem is None, problem
             target = budget_target(ref, prompt, MAX_NEW)  # then with the request's KV budget: no draft may run past it
             with case(where + ", with a KV budget"):
