@@ -119,8 +119,10 @@ def _draft_mismatch(ref, golden: dict, section: str, wrong: list) -> str:
 
 def _request_mismatch(ref, golden: dict, section: str, wrong: list) -> str:
     c, got = wrong[0]
+    spell = spelling(getattr(wrong, "language", ""))
+    written = lambda v: str(spell.value(v))  # noqa: E731 -- the values as the student's language writes them
     return (f"{len(wrong)} of {len(golden[section])} golden {section} cases differ from the Python reference. First: "
-            f"{label(c)}, {case_inputs(c)}:\n  {expected_got(c['expect'], got, str, sep=chr(10) + '  got      ')}")
+            f"{label(c)}, {written(case_inputs(c))}:\n  {expected_got(c['expect'], got, written, sep=chr(10) + '  got      ')}")
 
 
 MISMATCH = {"verify": _verify_mismatch, "prompt_lookup": _draft_mismatch, "ngram": _draft_mismatch,

@@ -59,7 +59,7 @@ def test_greedy_spec_equals_greedy_without_spec(impl, golden, ref):
     # Penalised greedy: each round's verifier sees the prompt and every token emitted in the earlier rounds (its
     # `output`). Without a draft the reference's generate is the answer; with one, your own parts composed.
     for draft, prompt in (("none", PROMPTS[0]), ("none", PROMPTS[2]), ("ngram", PROMPTS[1]), ("prompt_lookup", PROMPTS[2])):
-        check_generation(impl, ref, f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}, penalties {PENALISED}",
+        check_generation(impl, ref, f"draft {draft}, prompt {prompt}, max_new {MAX_NEW}, penalties {spelling(impl.language).value(PENALISED)!r}",
                          "reference" if draft == "none" else "own parts", cfg(draft), prompt, PENALISED, 7, MAX_NEW,
                          hint="Each round's verifier sees the prompt and every token emitted before the round: "
                               "verify_draft(rows, draft, None, params, prompt, emitted, rng).")
@@ -98,7 +98,7 @@ def test_eos_and_max_tokens_end_generation(impl, ref, golden):
     for max_new in (1, 2, 3):
         for draft in ("none", "ngram", "prompt_lookup"):
             for params in (GREEDY, SAMPLED):
-                check_generation(impl, ref, f"max_new {max_new}, draft {draft}, {params}, prompt {PERIODIC}",
+                check_generation(impl, ref, f"max_new {max_new}, draft {draft}, {spelling(impl.language).value(params)!r}, prompt {PERIODIC}",
                                  "reference" if draft == "none" else "own parts", cfg(draft), PERIODIC, params, 11, max_new,
                                  hint="budget = min(k, max_new - emitted - 1): no draft when it is 0, and never KV past the request's budget.")
     target = FakeTarget(ref, VOCAB)
@@ -205,7 +205,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, go
     for draft, p, params, seed, stop_at in (("prompt_lookup", PROMPTS[0], SAMPLED, s, None), ("ngram", PROMPTS[1], SAMPLED, s, None),
                                             ("prompt_lookup", PROMPTS[2], SAMPLED_PENALISED, 2**64 - 1, None),
                                             ("ngram", PROMPTS[0], SAMPLED, 3, 9)):
-        check_generation(impl, ref, f"a sampled request that drafts: draft {draft}, prompt {p}, {params}, seed {seed}, max_new {n}"
+        check_generation(impl, ref, f"a sampled request that drafts: draft {draft}, prompt {p}, {spelling(impl.language).value(params)!r}, seed {seed}, max_new {n}"
                          + (f", a listener that says stop at token {stop_at}" if stop_at else ""), "own parts", cfg(draft), p, params,
                          seed, n, stop_at=stop_at, stream=True,
                          hint="A sampled request drafts as a greedy one does; one generator, Pcg32.from_seed(seed), serves all "
