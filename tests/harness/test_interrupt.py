@@ -5,6 +5,7 @@ controlling terminal is a pty; Ctrl-C is typed there (the terminal sends SIGINT 
 person's Ctrl-C does)."""
 
 import os
+import signal
 import re
 import shutil
 import sys
@@ -74,6 +75,28 @@ def test_ctrl_c_during_cargo_test_says_interrupted_and_prints_no_verdict(tmp_pat
     text = text_of(raw)
     assert typed and "l10_8: interrupted: no verdict" in text, text[-3000:]
     assert not SCORE.search(text.split("^C", 1)[-1]) and "after=0" not in text, text[-3000:]
+    code, raw, typed = at_a_pty(["cargo", "test", "--offline"], workspace, env, interrupt_on=b"test hand_example_prompt_lookup ...",
+                                timeout=600)  # cargo alone: what a shell reports of it
+    assert typed and code == -signal.SIGINT, f"cargo ended with {code}, not killed by SIGINT (130 at a shell):\n{text_of(raw)[-3000:]}"
+
+
+@needs_cargo
+@pytest.mark.slow(s=60)
+def test_ctrl_c_during_ol_diff_of_a_rust_port_is_exit_130_and_no_json(tmp_path):
+    """A Rust port through its worker (its build, then its cases and property checks)."""
+    code, raw, typed = at_a_pty([*OL, "diff", "L10.8", "--submission", "mutant:s01", "--lang", "rust", "--json",
+                                 str(tmp_path / "d.json")], REPO, ENV, interrupt_after=4.0, timeout=600)
+    assert_interrupted(code, raw, typed, tmp_path)
+    assert "cases diverge" not in text_of(raw), text_of(raw)[-3000:]
+
+
+@needs_cargo
+@pytest.mark.slow(s=60)
+def test_ctrl_c_during_ol_mutants_of_the_rust_ports_is_exit_130_and_no_matrix(tmp_path):
+    code, raw, typed = at_a_pty([*OL, "mutants", "L10.8", "--lang", "rust", "--jobs", "2", "--json", str(tmp_path / "m.json")],
+                                REPO, ENV, interrupt_after=8.0, timeout=600)
+    assert_interrupted(code, raw, typed, tmp_path)
+    assert "caught" not in text_of(raw), text_of(raw)[-3000:]
 
 
 @pytest.mark.slow(s=15)
