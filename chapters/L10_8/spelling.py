@@ -93,7 +93,8 @@ def _struct(name: str, fields: dict) -> _Code:
 
 
 def _config(c: Mapping) -> _Code:
-    draft = DRAFTS.get(c.get("draft"), None) if isinstance(c.get("draft"), str) else None
+    name = c.get("draft")
+    draft = DRAFTS.get(name) if isinstance(name, str) else None
     fields = {k: c[k] for k in CONFIG if k in c}
     if draft is not None:
         fields["draft"] = _Code(draft)

@@ -152,7 +152,7 @@ class Property:
     names: tuple[str, ...] = ()
 
     def words(self, spell: Spelling | None) -> Callable[..., str]:
-        """args -> the call, as `spell` writes it (Python's repr without one)."""
+        """args -> the call, as `spell` writes it (`show`, or the values' repr, without one)."""
         if spell is not None and self.op:
             return lambda *args: spell.call(spell.name(self.op, dict(zip(self.names, args))), dict(zip(self.names, args)))
         if self.show is not None:

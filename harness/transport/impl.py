@@ -166,8 +166,7 @@ class Impl:
             return conform(shape(args) if callable(shape) else shape, value, "result")
         except ShapeError as e:
             self.transport.restart()  # it may yet send the answer it owes: a fresh worker serves the next call
-            called = self._called(op, args)
-            raise WrongType(f"{call_text(called, self.shown_args(op, args))} returned the wrong type: {e}") from None
+            raise WrongType(f"{self.call_words(op, args, self.language)} returned the wrong type: {e}") from None
 
     def adopt(self, path: Path) -> None:
         """Remove `path` (a scratch folder this Impl depends on) when the Impl closes."""
