@@ -148,7 +148,7 @@ def test_a_panic_is_reported_with_its_file_line_and_source(started, tmp_path):
     t = by_name(rep)["rollback_hand_example"]
     line = panicking.splitlines().index("    let _ = tokens / zero;") + 1
     assert t["outcome"] == "error" and "panicked" in t["message"] and "divide by zero" in t["message"], t["message"]
-    assert t["message"].startswith("rollback(pool, table=[0, 1, 2], keep=5) panicked at crates/tl-engine/src/spec.rs:"), t["message"]
+    assert t["message"].startswith("rollback(&mut pool, &mut vec![0, 1, 2], 5) panicked at crates/tl-engine/src/spec.rs:"), t["message"]
     assert f"crates/tl-engine/src/spec.rs:{line}" in t["message"] and "let _ = tokens / zero;" in t["message"]
     assert by_name(rep)["hand_example_prompt_lookup"]["outcome"] == "pass"  # the rest of the crate still works
 
