@@ -51,3 +51,12 @@ def test_a_rust_mutant_reads_rust_where_its_python_twin_reads_python(mid):
     assert not RUST_ONLY.search(python_side), f"{mid}: Rust spelling in the Python run:\n{python_side}"
     rust_side = " ".join(rust_fails.values())
     assert python_spellings(python_side) == [] or RUST_ONLY.search(rust_side), (mid, python_side, rust_side)
+
+
+@pytest.mark.parametrize("mid, only", [("x04", "prompt_lookup"), ("s13", "rollback"), ("x16", "verify")])
+def test_ol_diff_of_a_rust_mutant_reads_rust(mid, only):
+    """`ol diff`'s table (a case's inputs, expected and got) and its property failures, for a Rust port."""
+    r = subprocess.run([str(REPO / "ol"), "diff", "L10.8", "--submission", f"mutant:{mid}", "--lang", "rust", "--only", only],
+                       capture_output=True, text=True, timeout=900, env=dict(os.environ), cwd=Path(REPO))
+    assert r.returncode == 1 and ("property check failed" in r.stdout or "0 of" not in r.stdout), r.stdout[-3000:] + r.stderr
+    assert not python_spellings(r.stdout), f"{mid}: Python spelling {python_spellings(r.stdout)} in\n{r.stdout[-3000:]}"

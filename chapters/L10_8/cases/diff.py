@@ -8,6 +8,7 @@ token and notes. (Pitfall hints need no re-run: harness.check.hints reads the re
 from harness.pack import SubmissionFailure
 
 from ..judge.judging import short, uniforms_drawn
+from ..spelling import Spelling, spelling
 from .ask import ASK
 from .schema import CHAPTER_ORDER, DIFFERS, FUNCTIONS, case_inputs, draft_inputs, shown_params
 
@@ -31,28 +32,28 @@ def _verify_text(v: dict) -> str:
     return f"{v['tokens']} n_acc {v['n_accepted']} next_u32 {v['next_u32']}"
 
 
-def _verify_row(section: str, c: dict, got, error, ref) -> dict:
+def _verify_row(section: str, c: dict, got, error, ref, spell: Spelling) -> dict:
     e = c["expect"]
     return {"id": c["id"], "tags": c["tags"], "error": error,
             "inputs": f"vocab {len(c['rows'][0])}, draft {short(c['draft'])}, stochastic draft {c['draft_probs'] is not None}, "
-                      f"params {shown_params(c['params'])}, seed {c['seed']}",
+                      f"params {spell.value(shown_params(c['params']))!r}, seed {c['seed']}",
             "expected": _verify_text(e), "got": f"error: {error[:200]}" if error else _verify_text(got),
             "first_differing_token": None if error else _first_diff(e["tokens"], got["tokens"]),
             "notes": f"draws: expected {uniforms_drawn(ref, c['seed'], e['next_u32'])}, "
                      f"got {'-' if error else uniforms_drawn(ref, c['seed'], got['next_u32'])}"}
 
 
-def _request_row(section: str, c: dict, got, error, ref) -> dict:
+def _request_row(section: str, c: dict, got, error, ref, spell: Spelling) -> dict:
     """A generate or rollback case: its inputs, and the answers in the recorded shape."""
     first = None
     if error is None and section == "generate" and isinstance(got, dict):
         first = _first_diff(c["expect"]["tokens"], got["tokens"])
-    return {"id": c["id"], "tags": c["tags"], "error": error, "expected": str(c["expect"]),
-            "got": f"error: {error[:200]}" if error else str(got), "inputs": str(case_inputs(c))[:300],
+    return {"id": c["id"], "tags": c["tags"], "error": error, "expected": repr(spell.value(c["expect"])),
+            "got": f"error: {error[:200]}" if error else repr(spell.value(got)), "inputs": repr(spell.value(case_inputs(c)))[:300],
             "first_differing_token": first, "notes": ""}
 
 
-def _draft_row(section: str, c: dict, got, error, ref) -> dict:
+def _draft_row(section: str, c: dict, got, error, ref, spell: Spelling) -> dict:
     return {"id": c["id"], "tags": c["tags"], "error": error, "expected": str(c["expect"]),
             "got": f"error: {error[:200]}" if error else str(got), "inputs": draft_inputs(section, c, 16),
             "first_differing_token": None if error else _first_diff(c["expect"], got), "notes": ""}
@@ -82,7 +83,7 @@ def diff_cases(impl, golden: dict, ref, sections_shown: tuple[str, ...] = CHAPTE
             got, failure = _call(lambda: ASK[section](impl, ref, c))
             error = None if failure is None else str(failure)
             if error is not None or DIFFERS[section](c["expect"], got):
-                rows.append(ROWS[section](section, c, got, error, ref))
+                rows.append(ROWS[section](section, c, got, error, ref, spelling(getattr(impl, "language", ""))))
         sections[section] = {"total": len(golden.get(section, [])), "divergent": rows}
     return sections
 
