@@ -93,6 +93,9 @@ def _struct(name: str, fields: dict) -> _Code:
 
 
 def _config(c: Mapping) -> _Code:
+    """A configuration as the worker builds it: parsed (SpecConfig::parse, no bound given) or a struct literal."""
+    if "max_ngram" not in c and "min_ngram" not in c and not c.get("raw"):
+        return _Code(f"SpecConfig::parse({rust_value(c.get('draft'))!r}, {rust_value(c.get('k'))!r})?")
     name = c.get("draft")
     draft = DRAFTS.get(name) if isinstance(name, str) else None
     fields = {k: c[k] for k in CONFIG if k in c}
@@ -118,7 +121,9 @@ def rust_value(v):
         return _Code("f64::NAN" if math.isnan(v) else "f64::INFINITY" if v > 0 else "f64::NEG_INFINITY")
     if isinstance(v, str):
         return _Code('"' + v.encode("unicode_escape").decode().replace('"', '\\"') + '"')
-    if isinstance(v, Mapping) and v and set(v) <= set(KNOBS):
+    if isinstance(v, Mapping) and not v:  # SamplingParams {} of the protocol: every knob its default
+        return _Code("SamplingParams::default()")
+    if isinstance(v, Mapping) and set(v) <= set(KNOBS):
         return _Code(params_rust(dict(v)))
     if isinstance(v, Mapping) and {"draft", "k"} <= set(v) <= {*CONFIG, "raw"}:
         return _config(v)
