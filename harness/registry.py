@@ -66,6 +66,9 @@ class LanguageSpec:
     # the pack's own files of the course's code around a submission (a worker's op table): a path in a workspace ->
     # the pack's file, copied there by whatever assembles a workspace in this language
     course_sources: dict[str, Path] = field(default_factory=dict)
+    # a file of `deps` that an earlier chapter's student writes -> that chapter (`ol start` marks the reference's copy
+    # as standing in for it); the other deps are the course's, given
+    earlier: dict[str, str] = field(default_factory=dict)
 
     @property
     def student_file(self) -> str:
@@ -262,7 +265,7 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
                         student_files=tuple(d["student_files"]), contract=(pack / d["contract"]).resolve(),
                         deps=tuple(d.get("deps", ())), default_workspace=d["default_workspace"],
                         uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())),
-                        given=tuple(d.get("given", ())), course_sources=_course_sources(d.get("course_sources", {}), pack, d["package"]))
+                        given=tuple(d.get("given", ())), earlier=dict(d.get("earlier", {})), course_sources=_course_sources(d.get("course_sources", {}), pack, d["package"]))
 
 
 def _course_sources(table: dict, pack: Path, package: str) -> dict[str, Path]:

@@ -7,7 +7,7 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
-from ..errors import SubmissionFailure, UsageError
+from ..errors import BuildFailed, SubmissionFailure, UsageError
 from ..registry import Chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
@@ -28,8 +28,7 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
         try:
             impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
         except SubmissionFailure as e:
-            first = getattr(e, "first_error", "")  # a compiled language's build failed
-            why = f"your crate did not compile: {first}\n{e}" if first else str(e)
+            why = f"{e.summary}\n{e}" if isinstance(e, BuildFailed) else str(e)  # a compiled language's build failed
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}
         sections = cases.diff_cases(impl, golden, pristine(chapter), shown)

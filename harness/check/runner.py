@@ -18,7 +18,7 @@ from typing import Callable
 import pytest
 
 from .. import stage
-from ..errors import OlError, SubmissionFailure, UsageError
+from ..errors import BuildFailed, OlError, SubmissionFailure, UsageError
 from ..languages import in_process
 from ..outcomes import Outcome
 from ..registry import Chapter
@@ -197,6 +197,12 @@ def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: st
     return args
 
 
+def _example(names: list[str]) -> str:
+    """A -k expression over the chapter's own test names: the first's first word and not the last's last."""
+    first, last = names[0].split("_")[0], names[-1].split("_")[-1]
+    return first if first == last else f"{first} and not {last}"
+
+
 def select(chapter: Chapter, expression: str) -> list[str]:
     """The chapter's tests that pytest's `-k EXPRESSION` selects (a case-insensitive substring of a test's name;
     `and`, `or`, `not`, parentheses), in the chapter's order; a malformed expression or one that selects no test
@@ -210,7 +216,7 @@ def select(chapter: Chapter, expression: str) -> list[str]:
     except malformed as e:
         why = getattr(e, "message", None) or getattr(e, "msg", None) or str(e)
         raise UsageError(f"-k {expression!r} is not a test expression ({why}): write words of test names joined by "
-                         "and, or, not, e.g. -k 'hand_example and not greedy'") from None
+                         f"and, or, not, e.g. -k '{_example(names)}'") from None
 
     def matches(name: str):
         def part(sub: str, /, **kwargs) -> bool:
@@ -238,8 +244,8 @@ def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, 
                 duration_s: float) -> Report:
     """Every test fails at once with the one reason: the submission could not be loaded."""
     why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
-    if first := getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
-        why = f"not run: your crate did not compile: {first}"
+    if isinstance(failure, BuildFailed):  # a compiled language's build failed: its first error on every test
+        why = f"not run: {failure.summary}"
     tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
              if not only or t.name in only]
     return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,

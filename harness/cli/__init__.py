@@ -135,7 +135,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
 @click.option("--lang", default=None, help=f"{LANGS}: the reference's or a mutant's language, or the only one to look for")
 @click.option("-k", "keyword", default=None, metavar="EXPR",
               help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
-                   "(e.g. -k hand_example, -k 'verify and not greedy')")
+                   "(e.g. -k example, -k 'one and not two'; `ol tests CHAPTER` lists the names)")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
               help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
@@ -313,8 +313,8 @@ def _demo(ch) -> None:
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
 @click.option("--lang", default=None, help=f"{LANGS} (the reference's or a mutant's; a submission's comes from its layout)")
 @click.option("--only", default=None, metavar="NAME",
-              help="one section (prompt_lookup, ngram, verify, generate, rollback) or the function whose cases it holds "
-                   "(verify_draft, ngram_draft, ...)")
+              help="one section of the golden file or the function whose cases it holds (a name that is neither lists "
+                   "them)")
 @click.option("--case", "case_id", default=None, metavar="ID",
               help="print this golden case as a test to paste: " + ", ".join(
                   f"{w.case_short} ({w.label})" if n == OWN else f"{w.case_short} (with --lang {n}, or from a {w.label} workspace)"

@@ -33,9 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cache as cache_folders, stage
-from ..errors import OlError, SubmissionFailure, UsageError
-from ..outcomes import Outcome
+from .. import cache as cache_folders, errors, stage
+from ..errors import OlError, UsageError
 from ..sandbox.bwrap import Limits
 from ..sandbox.confine import Mode, confine, readable_file, reap
 from .rust_workspace import COURSE_CRATES, TEMPLATE_ENV, assemble, judge_sources  # noqa: F401  (COURSE_CRATES, TEMPLATE_ENV: re-exported)
@@ -48,14 +47,12 @@ BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
 LINKER_PATHS = ("/etc/alternatives",)  # Debian's `cc` is /usr/bin/cc -> /etc/alternatives/cc -> gcc
 MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
 
-class BuildFailed(SubmissionFailure):
-    """The submission did not compile (or its build did not finish): every test fails with the reason."""
-
-    outcome = Outcome.ERROR
+class BuildFailed(errors.BuildFailed):
+    """The submission did not compile (or its build did not finish): every test fails with rustc's first error."""
 
     def __init__(self, message: str, first_error: str = "") -> None:
         self.first_error = first_error or (message.splitlines() or [""])[0]
-        super().__init__(message)
+        super().__init__(message, f"your crate did not compile: {self.first_error}")
 
 
 @dataclass(frozen=True)

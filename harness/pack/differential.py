@@ -23,9 +23,9 @@ message shows the smallest input Hypothesis finds (`find`, public API, no exampl
 failing frame's categories again through `st.randoms()` and shrinking; when the search finds no difference the
 message shows the drawn input itself:
 
-    smallest input where yours differs: prompt_lookup([4, 4], k=5, max_ngram=9, min_ngram=1): expected [4], got []
+    smallest input where yours differs: lookup([4, 4], k=5, n=9): expected [4], got []
 
-A refusal (the contract's error) is an answer like any other ("expected SpecError, got [3]"), and so is a panic
+A refusal (the contract's error) is an answer like any other ("expected ContractError, got [3]"), and so is a panic
 or another exception where the reference answers. A timeout, a crash or a stub not implemented ends the check at
 once with its own outcome (its SubmissionFailure, naming the input; nothing to shrink).
 """

@@ -248,10 +248,16 @@ def test_no_private_name_crosses_a_module():
 
 
 # ---- the engine names no chapter and no language ------------------------------------------------------------
-# Every module of harness/ outside harness/languages/ is tokenized; a NAME or a STRING token (a docstring, an
-# f-string, a message) that names a chapter or a language fails the check:
+# Every module of harness/ outside harness/languages/ is tokenized; a NAME, a STRING or an f-string token (a
+# docstring, a message, an f-string whole: its text and its fields, on every Python ol supports) that names a
+# chapter or a language fails the check:
 # - a chapter: `L10` (any of its chapters: L10.8, L10_8, L10.1) or a registered chapter's name, its pack's folder
-#   name or a package its languages write (`tinyllm`), anywhere in the token, in any case;
+#   name or a package its languages write (`tinyllm`); the names its pack defines of more than one word (its tests,
+#   its ops, its contract's functions and classes: `hand_example_prompt_lookup`, `verify_draft`, `SpecConfig`) and
+#   each run of two or more of their words that starts or ends one (`hand_example`, `prompt_lookup`); the file names
+#   of its contract and student files (`spec.pyi`) and of the course's documents the engine does not speak (spec/
+#   but its protocol.md: `sampling.md`); the words of its title longer than eight letters (`speculative`), anywhere
+#   in the token, in any case;
 # - a language: a name in harness.languages.LANGUAGES (`python`, `rust`), in any case, as a word or a part of an
 #   identifier between underscores or a change of case (`rust_image`, `python_none`, `RustBuild`); a word that
 #   merely contains one (`trusted`, `PYTHONPATH`) is not the language's name.
@@ -264,15 +270,49 @@ def test_no_private_name_crosses_a_module():
 #   not Python; what they say is the renderer's and the report's, checked by their own tests).
 # - nothing else: not `sys.executable` (the engine's own interpreter names no language), not a requirement such as
 #   "Python 3.11" (there is none in harness/ outside languages/; were one needed it would be the language's words).
+# Python 3.12 tokenizes an f-string into FSTRING_START, its parts and FSTRING_END (3.11: one STRING); each f-string is
+# checked as one text, its source from its start to its end, on both, so neither skips a part of one.
 LANGUAGE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")  # the words of an identifier or a text
+IDENTIFIER_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+ENGINE_DOCUMENTS = {"protocol.md"}  # spec/'s documents the engine speaks (the worker protocol); the others are the course's
+TITLE_WORD = 9  # a title's word of at least this many letters is the chapter's (`speculative`; `decoding`, `engine` are not)
+FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+
+FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
+def _defined_names(ch) -> set[str]:
+    """The names a pack defines: its tests, its ops (the ops module's `op_` functions), its contract's top-level
+    functions and classes (the contract in ol's own language is a stub module, read with ast)."""
+    names = {t.name for t in ch.tests}
+    names |= {n.name.removeprefix("op_") for n in ast.parse(ch.ops_file.read_text()).body
+              if isinstance(n, ast.FunctionDef) and n.name.startswith("op_")}
+    for lang in ch.languages.values():
+        if lang.contract.suffix in (".py", ".pyi"):
+            names |= {n.name for n in ast.parse(lang.contract.read_text()).body
+                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def _runs(name: str) -> set[str]:
+    """A name of more than one word, and each run of two or more of its words that starts or ends it (snake_case
+    joined by `_`, CamelCase by nothing), lower-cased; nothing for a one-word name (`propose`: a word, not a name)."""
+    words = [w.lower() for w in IDENTIFIER_WORD.findall(name)]
+    if len(words) < 2:
+        return set()
+    sep = "_" if "_" in name else ""
+    return {sep.join(words[:i]) for i in range(2, len(words) + 1)} | {sep.join(words[-i:]) for i in range(2, len(words) + 1)}
 
 
 def _chapter_words() -> tuple[str, ...]:
-    """The substrings that name a chapter: `L10`, and each registered chapter's name, pack folder and packages."""
+    """The substrings that name a chapter (see above)."""
     words = {"l10", "tinyllm"}
+    words |= {p.name.lower() for p in (REPO / "spec").rglob("*") if p.is_file() and p.name not in ENGINE_DOCUMENTS}
     for name in known_chapters():
         ch = load_chapter(name)
         words |= {name.lower(), ch.pack_dir.name.lower(), *(lang.package.lower() for lang in ch.languages.values())}
+        words |= {r for n in _defined_names(ch) for r in _runs(n)}
+        words |= {Path(f).name.lower() for lang in ch.languages.values() for f in (lang.contract, *lang.student_files)}
+        words |= {w.lower() for w in re.findall(r"[A-Za-z]+", ch.title) if len(w) >= TITLE_WORD}
     return tuple(sorted(words))
 
 
@@ -284,38 +324,71 @@ def names_in(text: str, chapters: tuple[str, ...], languages: tuple[str, ...]) -
     return found + [lang for lang in languages if lang in words]
 
 
+def text_tokens(path: Path) -> list[tuple[int, str]]:
+    """Each NAME and STRING token of `path` and each f-string whole (its source text, fields included), as
+    (line, text): the same on Python 3.11, where an f-string is one STRING, and 3.12+, where it is many tokens."""
+    source = path.read_text()
+    lines = source.splitlines(keepends=True)
+    with tokenize.open(path) as f:
+        tokens = list(tokenize.generate_tokens(f.readline))
+    found, depth, opened = [], 0, (0, 0)
+    for tok in tokens:
+        if FSTRING_START is not None and tok.type == FSTRING_START:
+            depth += 1
+            if depth == 1:
+                opened = tok.start
+        elif FSTRING_END is not None and tok.type == FSTRING_END:
+            depth -= 1
+            if depth == 0:
+                (r0, c0), (r1, c1) = opened, tok.end
+                text = lines[r0 - 1][c0:] if r0 == r1 else lines[r0 - 1][c0:] + "".join(lines[r0:r1 - 1]) + lines[r1 - 1][:c1]
+                found.append((r0, text[: c1 - c0] if r0 == r1 else text))
+        elif depth == 0 and tok.type in (tokenize.NAME, tokenize.STRING):
+            found.append((tok.start[0], tok.string))
+    return found
+
+
 def engine_names(root: Path = HARNESS, chapters: tuple[str, ...] | None = None,
                  languages: tuple[str, ...] | None = None) -> list[str]:
-    """Each NAME or STRING token of a module of `root` outside its languages/ that names a chapter or a language,
-    as `module:line: token (names)`."""
+    """Each NAME, STRING or f-string token of a module of `root` outside its languages/ that names a chapter or a
+    language, as `module:line: token (names)`."""
     chapters = _chapter_words() if chapters is None else chapters
     languages = tuple(LANGUAGES) if languages is None else languages
     found = []
     for path in sorted(root.rglob("*.py")):
         if (root / "languages") in path.parents:
             continue
-        with tokenize.open(path) as f:
-            tokens = list(tokenize.generate_tokens(f.readline))
-        for tok in tokens:
-            if tok.type in (tokenize.NAME, tokenize.STRING):
-                hit = names_in(tok.string, chapters, languages)
-                if hit:
-                    shown = tok.string if len(tok.string) <= 60 else tok.string[:57] + "..."
-                    found.append(f"{module_name(path, root)}:{tok.start[0]}: {shown!r} ({', '.join(hit)})")
+        for line, text in text_tokens(path):
+            hit = names_in(text, chapters, languages)
+            if hit:
+                shown = text if len(text) <= 60 else text[:57] + "..."
+                found.append(f"{module_name(path, root)}:{line}: {shown!r} ({', '.join(hit)})")
     return found
 
 
 def test_the_name_check_sees_a_chapter_and_a_language(tmp_path):
-    """A name, a string, a docstring and an identifier part are caught; a comment and a word that merely contains
-    a language's name (`trusted`, `PYTHONPATH`) are not; languages/ is the languages' own."""
+    """A name, a string, a docstring, an identifier part and an f-string's text (after a field, across lines, nested)
+    are caught; a comment and a word that merely contains a language's name (`trusted`, `PYTHONPATH`) are not;
+    languages/ is the languages' own."""
     pkg = tmp_path / "harness"
     (pkg / "languages").mkdir(parents=True)
     (pkg / "a.py").write_text('"""Grades tinyllm."""\n# L10.8 in a comment\nrust_image = "Python" + "trusted"\n'
-                              'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n')
+                              'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n'
+                              'm = f"{env!r} see L10.8"\nq = f"""{m}\n{f"{m} for Rust"}"""\nok = f"{m} {{plain}}"\n')
     (pkg / "languages" / "rust.py").write_text('RUST = "rust"\n')
     assert engine_names(pkg, ("l10", "tinyllm"), ("python", "rust")) == [
         "harness.a:1: '\"\"\"Grades tinyllm.\"\"\"' (tinyllm)", "harness.a:3: 'rust_image' (rust)",
-        "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)"]
+        "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)",
+        "harness.a:6: 'f\"{env!r} see L10.8\"' (l10)", "harness.a:7: 'f\"\"\"{m}\\n{f\"{m} for Rust\"}\"\"\"' (rust)"]
+
+
+def test_a_pack_names_its_own_words():
+    """The chapter's words come from its pack: a test's name and its leading and trailing words, an op, the
+    contract's names, its files, its title's long words, the course's documents."""
+    words = _chapter_words()
+    for w in ("hand_example", "prompt_lookup", "verify_draft", "specconfig", "spec.pyi", "sampling.md", "speculative"):
+        assert w in words
+    assert not {"protocol.md", "propose", "engine", "decoding"} & set(words)
 
 
 def test_the_engine_names_no_chapter_and_no_language():
