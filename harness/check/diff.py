@@ -55,7 +55,8 @@ def case_literal(chapter: Chapter, case_id: str, language: str) -> str:
     literals = chapter.module("literals")
     found = literals.find(golden, case_id)
     if found is None:
-        raise UsageError(f"the golden file of {chapter.chapter} has no case {case_id!r} (ids look like v050, pl003, ng010, r002, g004)")
+        firsts = [cases[0]["id"] for cases in golden.values() if isinstance(cases, list) and cases and "id" in cases[0]]
+        raise UsageError(f"the golden file of {chapter.chapter} has no case {case_id!r} (ids look like {', '.join(firsts)})")
     section, case = found
     if not hasattr(literals, language):
         raise UsageError(f"chapter {chapter.chapter} cannot print a case in {language!r}")
