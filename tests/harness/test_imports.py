@@ -14,6 +14,7 @@ from pathlib import Path
 import re
 import tokenize
 
+import harness.pack
 from harness.languages import LANGUAGES
 from harness.paths import REPO
 from harness.registry import known_chapters, load_chapter
@@ -428,6 +429,24 @@ def test_a_pack_imports_only_the_engines_facade():
         found += pack_imports(ch.pack_dir, worker_side)
     assert not found, "a pack imports engine modules other than harness.pack (add what it needs to the facade):\n" + \
         "\n".join(found)
+
+
+def facade_names(pack: Path) -> set[str]:
+    """The names the modules of `pack` take from the facade (`from harness.pack import X`), wherever in a file."""
+    found = set()
+    for path in sorted(pack.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "harness.pack":
+                found |= {a.name for a in node.names}
+    return found
+
+
+def test_the_facade_exports_only_what_a_pack_imports():
+    """harness.pack's __all__ is what the packs take from it, no more: a name no pack imports is an engine module's
+    business, not a pack author's (add it back when a pack needs it)."""
+    used = set().union(*(facade_names(load_chapter(name).pack_dir) for name in known_chapters()))
+    unused = sorted(set(harness.pack.__all__) - used)
+    assert not unused, f"harness.pack exports names no pack imports: {unused}"
 
 
 def test_the_pack_check_sees_an_engine_import(tmp_path):
