@@ -143,7 +143,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     """Run the chapter's tests on a submission; the exit code is the verdict.
 
     Each test's line is printed as it finishes, the failures' messages and the summary last."""
-    from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
+    from ..check.runner import CheckOptions, run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ch = load_chapter(chapter)
     check_writable(json_path=json_path, junit=junit, gradescope=gradescope, html_path=html_path)
@@ -169,8 +169,9 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
             console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
         console.print(Text.assemble((f"{ch.chapter} on ", "bold"), lit(submission), " (--ref-deps)" if ref_deps else ""))
         with CheckProgress(console, len(only or ch.tests)) as progress:
-            rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang,
-                            only=only, on_result=progress.finished, on_stage=progress.stage)
+            options = CheckOptions(ref_deps=ref_deps, transport=transport, golden=golden, only=only or (), fresh_seed=seed,
+                                   sandbox=mode, language=lang)
+            rep = run_check(ch, submission, options, on_result=progress.finished, on_stage=progress.stage)
     except BadSubmission as e:
         if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
             _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
@@ -283,7 +284,7 @@ def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None
 
 def _demo(ch) -> None:
     """No workspace here: show what a check looks like, on the reference and on a sample with a known bug."""
-    from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
+    from ..check.runner import CheckOptions, run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ws = " or ./".join(ch.language(n).default_workspace for n in sorted(ch.languages, key=lambda n: n != ch.default_language))
     others = "; ".join(f"`--lang {n}` for {language(n).words.label}" for n in ch.languages if n != ch.default_language)
@@ -296,7 +297,7 @@ def _demo(ch) -> None:
     if ch.demo is not None and ch.demo.exists():
         out.print(f"\n[bold]The sample submission[/] {ch.demo.relative_to(REPO) if ch.demo.is_relative_to(REPO) else ch.demo} "
                   f"(its bug: {ch.demo.name}):\n")
-        bad = run_check(ch, str(ch.demo), ref_deps=True)  # the sample holds only its chapter file
+        bad = run_check(ch, str(ch.demo), CheckOptions(ref_deps=True))  # the sample holds only its chapter file
         show.report(out, bad)
         show.hints(out, bad)
         ok = ok and not bad.ok

@@ -15,7 +15,7 @@ from rich.text import Text
 
 from ..errors import SandboxError, UsageError
 from .. import cache
-from ..grading.grade import check_outputs, grade as run_grade
+from ..grading.grade import GradeOptions, check_outputs, grade as run_grade
 from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
 from ..grading.roster import match, read_roster
@@ -94,9 +94,9 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     progress = GradeProgress(err)
     try:
         with progress:
-            result = run_grade(ch, submissions_dir, seed_value, ref_deps, out_csv, results_dir, jobs=jobs or os.cpu_count() or 1,
-                               cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, events=progress,
-                               roster=matched)
+            options = GradeOptions(out_csv, results_dir, seed=seed_value, ref_deps=ref_deps, jobs=jobs or os.cpu_count() or 1,
+                                   cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, roster=matched)
+            result = run_grade(ch, submissions_dir, options, progress)
     except KeyboardInterrupt:
         done = sum(progress.counts.values())
         err.print(f"ol: interrupted after grading {done} submissions; every grade is kept in {results_dir}/ and {out_csv}: "

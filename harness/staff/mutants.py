@@ -13,7 +13,7 @@ import os
 import signal
 from typing import Any
 
-from ..check.runner import run_check
+from ..check.runner import CheckOptions, run_check
 from ..errors import OlError
 from ..languages import in_process
 from ..outcomes import MutantVerdict, Outcome
@@ -42,7 +42,7 @@ def _pool_process() -> None:
 def _check_one(chapter_name: str, subject: str, language: str) -> Report:
     if _interrupted:
         raise KeyboardInterrupt
-    return run_check(load_chapter(chapter_name), subject, language=language)
+    return run_check(load_chapter(chapter_name), subject, CheckOptions(language=language))
 
 
 def verdict(report: Report | None, must_fail: str) -> MutantVerdict:

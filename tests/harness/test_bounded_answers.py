@@ -58,7 +58,7 @@ def test_nothing_is_read_past_the_calls_deadline(tmp_path, monkeypatch):
 class Sleepy:
     """A transport whose every call answers after 80 % of its deadline."""
 
-    kind = "worker"
+    language, mode = "", None
 
     def run(self, op, args, callbacks, deadline_s):
         time.sleep(0.8 * deadline_s)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.runner import run_check, select
+from harness.check.runner import CheckOptions, run_check, select
 from harness.errors import UsageError
 from harness.outcomes import Outcome
 from harness.registry import load_chapter
@@ -48,7 +48,7 @@ def test_only_the_selected_tests_run_and_each_is_told_as_it_finishes():
     """`only` names exact tests (none whose name contains another's runs too); on_result hears each once, with the
     outcome the report keeps, before run_check returns."""
     heard = []
-    rep = run_check(CH, "reference", only=["rollback_hand_example", "hand_example_greedy_verify"],
+    rep = run_check(CH, "reference", CheckOptions(only=["rollback_hand_example", "hand_example_greedy_verify"]),
                     on_result=lambda name, outcome, seconds, message: heard.append((name, outcome)))
     assert [t.name for t in rep.tests] == ["hand_example_greedy_verify", "rollback_hand_example"]
     assert sorted(heard) == sorted((t.name, t.outcome) for t in rep.tests) and all(o is Outcome.PASS for _, o in heard)
@@ -59,7 +59,7 @@ def test_a_failing_selection_is_judged_as_in_the_whole_check():
     """The mutant s08 (the bonus token from the last draft's row) fails hand_example_greedy_verify alone as in a whole
     check: the same outcome and message."""
     whole = {t.name: t for t in run_check(CH, "mutant:s08").tests}
-    alone = run_check(CH, "mutant:s08", only=["hand_example_greedy_verify"]).tests
+    alone = run_check(CH, "mutant:s08", CheckOptions(only=["hand_example_greedy_verify"])).tests
     assert [t.name for t in alone] == ["hand_example_greedy_verify"]
     assert alone[0].outcome is Outcome.FAIL and (alone[0].outcome, alone[0].message) == (
         whole["hand_example_greedy_verify"].outcome, whole["hand_example_greedy_verify"].message)

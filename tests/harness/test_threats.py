@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.runner import LOAD_DEADLINE_S, run_check
+from harness.check.runner import LOAD_DEADLINE_S, CheckOptions, run_check
 from harness.sandbox.confine import choose
 from harness.errors import Crashed, Raised, SubmissionFailure, Timeout
 from harness.transport.impl import DEFAULT_DEADLINE_S
@@ -47,7 +47,7 @@ GOLDEN_SIGNATURE = b'"master_seed"'  # in every golden file's first lines
 def _two_tests(sub, expect_error: bool = False):
     """run_check on two tests: one that calls the attacked prompt_lookup, one that never does: the report.
     `expect_error`: the first must be an error (the attack's report) and the second pass."""
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+    rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup", "rollback_hand_example"]))
     if expect_error:
         assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
             [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
@@ -291,7 +291,7 @@ def test_the_judges_environment_and_memory_are_out_of_reach(tmp_path, monkeypatc
     secret = f"hunter2-{uuid.uuid4().hex}"
     monkeypatch.setenv("OL_TEST_SECRET", secret)
     sub = submission(tmp_path, SNOOP, SECRET_NAME="OL_TEST_SECRET", JUDGE_PID=os.getpid())
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup"])
+    rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup"]))
     (t,) = rep.tests
     assert t.outcome == "error" and secret not in t.message, t.message[:500]
     saw = probe(t.message)
