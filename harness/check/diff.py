@@ -7,7 +7,7 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
-from ..errors import BuildFailed, SubmissionFailure, UsageError
+from ..kernel.errors import BuildFailed, SubmissionFailure, UsageError
 from ..registry import Chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine

@@ -18,12 +18,12 @@ from typing import Callable, Sequence
 
 import pytest
 
-from .. import stage
-from ..errors import BuildFailed, OlError, SubmissionFailure, UsageError
+from ..kernel import stage
+from ..kernel.errors import BuildFailed, OlError, SubmissionFailure, UsageError
 from ..languages import in_process
-from ..outcomes import Outcome
+from ..kernel.outcomes import Outcome
 from ..registry import Chapter
-from ..report import Report, TestResult
+from ..kernel.report import Report, TestResult
 from ..sandbox.confine import Mode
 from ..subjects.open import open_impl
 from ..transport.impl import Impl
@@ -64,7 +64,7 @@ class _Loader:
         self.error: BaseException | None = None
         self._open, self._on_stage = open_impl, on_stage
         self.loaded, self._released = threading.Event(), threading.Event()
-        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
+        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.kernel.stage)
         self.thread = threading.Thread(target=context.run, args=(self._run,), name="ol-load", daemon=True)
         self.thread.start()
 
@@ -211,8 +211,8 @@ def pytest_args(chapter: Chapter, submission: str, options: CheckOptions) -> lis
 
 
 def _example(names: list[str]) -> str:
-    """A -k expression over the chapter's own test names: the first's first word and not the last's last."""
-    first, last = names[0].split("_")[0], names[-1].split("_")[-1]
+    """A -k expression over the chapter's own test names: the first's first two words and not the last's."""
+    first, last = ("_".join(n.split("_")[:2]) for n in (names[0], names[-1]))
     return first if first == last else f"{first} and not {last}"
 
 

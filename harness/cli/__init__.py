@@ -1,7 +1,7 @@
 """The `ol` command line: parse, call the library, render, exit. Only this package prints (the student's and the
 class's commands here and in grade.py, the staff's in staff.py).
 
-Exit codes (harness.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
+Exit codes (harness.kernel.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
 chapter, missing path, malformed submission), 3 a harness error. Every command ends through
 `OlGroup.invoke`: an OlError prints its one-line message and exits with its code; any other
 exception is a harness error, exit 3, with its traceback only under `ol --debug`.
@@ -34,10 +34,10 @@ from rich.text import Text
 
 from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
-from ..errors import BadSubmission, OlError, UsageError
+from ..kernel.errors import BadSubmission, OlError, UsageError
 from ..languages import LANGUAGES, in_process, language
-from .. import cache
-from ..paths import REPO
+from ..kernel import cache
+from ..kernel.paths import REPO
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
@@ -149,7 +149,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     check_writable(json_path=json_path, junit=junit, gradescope=gradescope, html_path=html_path)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
-    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.cache)
+    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.kernel.cache)
     only = _selection(ch, keyword, exact)
     seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)

@@ -12,12 +12,12 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from ..check.golden import check_fixtures, write_fixtures
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..languages import LANGUAGES, in_process
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..protocol import wire
 from ..registry import DEFAULT_SET, known_chapters, load_chapter
-from ..roles import require
+from ..kernel.roles import require
 from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json

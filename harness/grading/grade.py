@@ -31,9 +31,9 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..registry import Chapter
-from ..report import Report
+from ..kernel.report import Report
 from ..sandbox.confine import descendants, kill_all
 from ..subjects import upload
 from . import task as task_mod

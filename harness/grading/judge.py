@@ -14,11 +14,11 @@ from pathlib import Path
 import subprocess
 import time
 
-from ..errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError
 from ..languages import LANGUAGES
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import Chapter
-from ..report import Report
+from ..kernel.report import Report
 from ..sandbox.uids import UidPool
 from ..subjects.layout import detect
 from . import zygote

@@ -52,11 +52,11 @@ import time
 from pathlib import Path
 
 from ..check.golden import fresh_golden
-from ..errors import OlError
-from ..paths import own_import_path
+from ..kernel.errors import OlError
+from ..kernel.paths import own_import_path
 from .. import languages
 from ..registry import Chapter, load_chapter
-from ..report import Report
+from ..kernel.report import Report
 from ..sandbox.bwrap import reachable_by_other
 from ..sandbox.confine import Mode, choose, grading_refusal
 from ..sandbox.uids import UidPool

@@ -9,8 +9,8 @@ import ast
 import shutil
 from pathlib import Path
 
-from ..errors import BadSubmission
-from ..paths import REPO
+from ..kernel.errors import BadSubmission
+from ..kernel.paths import REPO
 from ..registry import Chapter
 from .rust_workspace import COURSE_CRATES, ENGINE_MANIFEST
 

@@ -5,8 +5,8 @@ A pack's judge helpers, client, cases and oracle import from here; its `ops.py` 
 Anything a pack needs that is not here is a change to this list, not an import of an engine module.
 """
 
-from ..errors import Raised, SubmissionFailure, Timeout
-from ..paths import REPO
+from ..kernel.errors import Raised, SubmissionFailure, Timeout
+from ..kernel.paths import REPO
 from ..protocol.wire import to_wire
 from ..registry import load_chapter
 from ..subjects.open import open_impl

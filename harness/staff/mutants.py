@@ -14,11 +14,11 @@ import signal
 from typing import Any
 
 from ..check.runner import CheckOptions, run_check
-from ..errors import OlError
+from ..kernel.errors import OlError
 from ..languages import in_process
-from ..outcomes import MutantVerdict, Outcome
+from ..kernel.outcomes import MutantVerdict, Outcome
 from ..registry import DEFAULT_SET, Chapter, load_chapter
-from ..report import Report
+from ..kernel.report import Report
 
 # A further mutant set passes when at least this share of its mutants is killed (some test fails):
 # issue 17's bar for the rule-by-rule set, which is written apart from the tests and so may keep a few

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..languages import RUN_MODULE
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import Chapter, load_chapter
 
 ID = re.compile(r"^R-[A-Z]{2}-\d{2}$")

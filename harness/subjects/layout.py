@@ -30,7 +30,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..errors import BadSubmission
+from ..kernel.errors import BadSubmission
 from ..registry import Chapter, LanguageSpec
 from . import upload
 

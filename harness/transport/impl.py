@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Callable, Protocol
 
-from ..errors import Raised, SubmissionFailure, Timeout, WrongType
+from ..kernel.errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
 from ..sandbox.confine import Mode
 from .feedback import brief, call_text

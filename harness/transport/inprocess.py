@@ -3,7 +3,7 @@
 import time
 from typing import Callable
 
-from ..errors import Raised
+from ..kernel.errors import Raised
 from ..protocol.session import Session
 from ..protocol.wire import to_wire
 from .impl import CallInfo, no_callbacks

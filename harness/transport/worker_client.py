@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, NoReturn, Protocol
 
-from ..errors import Crashed, Raised, Timeout, Words
+from ..kernel.errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
 from ..sandbox.bwrap import Limits

@@ -7,8 +7,8 @@ before and after.
 from types import SimpleNamespace
 
 from harness.check.runner import CheckOptions, run_check
-from harness.errors import Raised
-from harness.outcomes import Outcome
+from harness.kernel.errors import Raised
+from harness.kernel.outcomes import Outcome
 from harness.protocol.session import Session
 from harness.subjects.open import open_impl
 from harness.transport.impl import Impl

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import Raised, Timeout
+from harness.kernel.errors import Raised, Timeout
 from harness.registry import load_chapter
 from harness.transport import error_answer
 from harness.transport.impl import CHECK_LIMIT_ENV, CallInfo, Impl

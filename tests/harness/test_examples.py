@@ -26,7 +26,7 @@ from harness.languages import rust
 from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.check.runner import CheckOptions, run_check
 from harness.subjects.layout import detect
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 
 EXAMPLES = REPO / "examples" / "submissions"

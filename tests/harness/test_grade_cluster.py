@@ -30,7 +30,7 @@ import pytest
 from harness.languages import rust
 
 from harness.grading.loopback import Loopback
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from harness.check.runner import CheckOptions, run_check
-from harness.errors import Crashed, Raised, Timeout
+from harness.kernel.errors import Crashed, Raised, Timeout
 from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.subjects.open import open_impl
 from harness.transport.worker_client import OUTPUT_CAP

@@ -17,9 +17,9 @@ import chapters.L10_8.judge.judging as judging
 import harness.check.pytest_plugin
 from harness.check.runner import CheckOptions, run_check
 from harness.sandbox.confine import choose
-from harness.errors import Raised, SubmissionFailure
+from harness.kernel.errors import Raised, SubmissionFailure
 from harness.transport.impl import DEFAULT_DEADLINE_S
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.subjects.open import open_impl
 from harness.transport.worker_client import MEMORY_LIMIT, WORKER_LIMITS
 
@@ -130,7 +130,7 @@ PATCHER = """
     _patch("chapters.L10_8.judge.judging", "case", lambda label: __import__("contextlib").nullcontext())
     _patch("harness.check.pytest_plugin", "classify", lambda excinfo: "pass")
     _patch("harness.check.runner", "classify", lambda excinfo: "pass")
-    _patch("harness.errors", "Raised", Exception)
+    _patch("harness.kernel.errors", "Raised", Exception)
     _patch("chapters.L10_8.judge.stats", "ALPHA", 0.0)
     _patch("pytest", "fail", lambda *a, **k: None)
     import builtins as _b
@@ -161,7 +161,7 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     saw, workdir = _printed(sub)
     patched = saw["patched"]
     for judge_module in ("chapters.L10_8.judge.judging", "chapters.L10_8.judge.stats", "harness.check.pytest_plugin",
-                         "harness.check.runner", "harness.errors"):
+                         "harness.check.runner", "harness.kernel.errors"):
         assert patched[judge_module] == "ModuleNotFoundError", (judge_module, patched)
     assert patched["pytest"].startswith(sys.prefix), patched  # the venv's pytest is visible: patching it is harmless
 

@@ -17,7 +17,7 @@ import pytest
 
 from harness.check.runner import UNGRADED_TEST, CheckOptions, run_check
 from harness.grading import grade as grading, judge
-from harness.outcomes import Outcome
+from harness.kernel.outcomes import Outcome
 from harness.registry import load_chapter
 from harness.staff import gradescope
 from harness.transport.impl import Impl
@@ -73,7 +73,7 @@ def test_a_fault_in_the_plugins_fixtures_stops_the_check_as_the_graders_error(mo
     """The plugin's fixtures set a test up (the chapter, the reference): their fault is no test's outcome but the
     check's, an OlError naming it (ol check exits 3; a judge's row says it)."""
     monkeypatch.setattr("harness.check.pytest_plugin.pristine", injected)
-    from harness.errors import OlError
+    from harness.kernel.errors import OlError
 
     with pytest.raises(OlError, match="could not set up the chapter's tests: RuntimeError: injected fault: a judge bug"):
         run_check(CH, "reference", CheckOptions(only=TWO))

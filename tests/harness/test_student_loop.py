@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from harness.check.runner import CheckOptions, run_check, select
-from harness.errors import UsageError
-from harness.outcomes import Outcome
+from harness.kernel.errors import UsageError
+from harness.kernel.outcomes import Outcome
 from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,7 +113,7 @@ def fake_impl(answer, language="python"):
 
 @pytest.mark.parametrize("language, name", [("python", "SpecConfig.parse"), ("rust", "SpecConfig::parse_with")])
 def test_a_wrong_type_returned_is_a_fail_in_the_contracts_words(language, name):
-    from harness.errors import SubmissionFailure
+    from harness.kernel.errors import SubmissionFailure
 
     impl = fake_impl({"draft": "prompt_lookup", "k": 4.0, "max_ngram": 3, "min_ngram": 1}, language)
     with pytest.raises(SubmissionFailure) as e:
@@ -126,7 +126,7 @@ def test_a_wrong_type_returned_is_a_fail_in_the_contracts_words(language, name):
 
 @pytest.mark.parametrize("language, name", [("python", "RunnerTarget.extend"), ("rust", "RunnerTarget::extend")])
 def test_a_timeout_or_a_crash_names_the_contracts_function_not_the_op(language, name):
-    from harness.errors import Crashed, SubmissionFailure, Timeout
+    from harness.kernel.errors import Crashed, SubmissionFailure, Timeout
     from harness.transport.impl import describe_call
 
     target = getattr(CH.module("client"), "RunnerProxy", None)

@@ -25,16 +25,16 @@ import shutil
 import threading
 import tomllib
 
-from .errors import RegistryError, UnknownChapter, UsageError
+from ..kernel.errors import RegistryError, UnknownChapter, UsageError
 from .mutant_manifest import DEFAULT_SET, MutantSpec, RuleMutantSpec, read_mutants, read_rule_mutants, unique_names  # noqa: F401  (re-exported)
-from .paths import CHAPTERS_DIR
+from ..kernel.paths import CHAPTERS_DIR
 from .testfiles import PARSE_ATTEMPTS, PARSE_LOCK, ParsedTests, parse, parsed_tests, test_functions  # noqa: F401  (re-exported)
 
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
 PACKAGE = "chapters"  # the Python package every pack is imported under
 
-# `chapters.__path__` is extended under _importable_lock (a tests file's parse: harness.testfiles, under its
+# `chapters.__path__` is extended under _importable_lock (a tests file's parse: harness.registry.testfiles, under its
 # PARSE_LOCK). Everything else load_chapter makes is new and frozen per call.
 _importable_lock = threading.Lock()
 
