@@ -27,7 +27,7 @@ untimed check of each Python row; --cold-bytecode measures a checkout that never
 with PYTHONDONTWRITEBYTECODE=1 and this checkout's __pycache__ folders removed before each Python check, which then
 compiles ol's modules again (the floor's are compiled either way). The property checks draw their inputs anew in
 every check (milliseconds: harness.pack.frames); before that change they were kept, and likewise: the
-first check of a seed draws them and keeps them in the user's cache (harness.memo), later checks read them back;
+first check of a seed draws them and keeps them in the user's cache (harness.kernel.memo), later checks read them back;
 --cold-bytecode gives every Python check an empty cache folder, so each draws them again.
 A check that does not pass all its tests (exit code not 0), or whose report does not say the sandbox
 mode its row asks for, stops the bench with exit 1.

@@ -16,9 +16,9 @@ The facts, each a function of the engine whose calls are counted:
   sandbox probed          harness.sandbox.confine.choose
   golden file checked     harness.check.golden.verify (its digest, or its schema without one)
   golden file parsed      json.loads of the golden file's bytes (harness.check.runner.run_check's one parse)
-  report written as JSON  harness.report.Report.to_json (the judge's, to its stdout; the orchestrator's, to the ledger)
-  report read             harness.report.Report.from_json (from the judge's stdout; the ledger's entries, read back)
-  report validated        harness.report.validate: against its schema, where it crosses from a judge (the ledger's
+  report written as JSON  harness.kernel.report.Report.to_json (the judge's, to its stdout; the orchestrator's, to the ledger)
+  report read             harness.kernel.report.Report.from_json (from the judge's stdout; the ledger's entries, read back)
+  report validated        harness.kernel.report.validate: against its schema, where it crosses from a judge (the ledger's
                           entries, once ever: harness.grading.ledger's VALIDATED)
 
 A count per submission above 1 is a fact derived again. The study (../shared/design/architecture.md) measured,
@@ -40,13 +40,13 @@ REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 
 FACTS = {  # row -> (module file under harness/, function name)
-    "chapter loaded": ("registry.py", "load_chapter"),
+    "chapter loaded": ("registry/__init__.py", "load_chapter"),
     "layout detected": ("subjects/layout.py", "detect"),
     "sandbox probed": ("sandbox/confine.py", "choose"),
     "golden file checked": ("check/golden.py", "verify"),
-    "report written as JSON": ("report.py", "to_json"),
-    "report read": ("report.py", "from_json"),
-    "report validated": ("report.py", "validate"),
+    "report written as JSON": ("kernel/report.py", "to_json"),
+    "report read": ("kernel/report.py", "from_json"),
+    "report validated": ("kernel/report.py", "validate"),
 }
 SUBMISSIONS = ("correct", "s07-draws-u-resample-only-on-rejection")  # a passing one and a failing one, in turn
 

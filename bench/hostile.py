@@ -81,7 +81,7 @@ def grade(subs: Path, out_csv: Path, results: Path, run_tmp: Path, canary: str) 
 
 def _call_row(name: str, payload: str, call, deadline_s: float, want, scratch: Path) -> dict:
     """One submission (the reference plus `payload`), one call under `deadline_s`: its time to verdict."""
-    from harness.errors import SubmissionFailure
+    from harness.kernel.errors import SubmissionFailure
     from harness.subjects.open import open_impl
     from tests.harness.hostile_kit import CH, submission
 
@@ -105,14 +105,14 @@ def _call_row(name: str, payload: str, call, deadline_s: float, want, scratch: P
 
 
 def _hangs_row(name: str) -> dict:
-    from harness.check.runner import run_check
+    from harness.check.runner import CheckOptions, run_check
     from harness.transport.impl import DEFAULT_DEADLINE_S
     from tests.harness.hostile_kit import CH
 
     skip = {"sampled_spec_keeps_the_target_distribution", "runner_target_scores_every_fed_position"}  # as test_examples
     start = time.perf_counter()
-    rep = run_check(CH, str(REPO / "examples" / "submissions" / name), ref_deps=True,
-                    only=[t.name for t in CH.tests if t.name not in skip])
+    rep = run_check(CH, str(REPO / "examples" / "submissions" / name), CheckOptions(ref_deps=True,
+                    only=[t.name for t in CH.tests if t.name not in skip]))
     took = time.perf_counter() - start
     timeouts = [t.name for t in rep.tests if t.outcome == "timeout"]
     goal = HANGS_GOAL_S[name]
@@ -124,7 +124,7 @@ def deadlines(quick: bool, mode_name: str) -> dict[str, dict]:
     """The second table: each row's time to verdict against its goal."""
     import shutil as _shutil
     from chapters.L10_8.judge.fake_target import FakeTarget
-    from harness.errors import Crashed, Timeout
+    from harness.kernel.errors import Crashed, Timeout
     from harness.subjects.reference import pristine
     from tests.harness.hostile_kit import HAND_PL, kill_marked
 

@@ -28,9 +28,9 @@ MESSAGES = ["62 of 128 verification cases differ from the Python reference. Firs
 
 
 def ledger(results: Path, n: int) -> None:
-    from harness import report as rp
+    from harness.kernel import report as rp
     from harness.grading.ledger import Ledger
-    from harness.outcomes import Outcome
+    from harness.kernel.outcomes import Outcome
     from harness.registry import load_chapter
 
     ch = load_chapter("L10.8")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 
 from harness.check.golden import fresh_golden  # noqa: E402
-from harness.check.runner import run_check  # noqa: E402
+from harness.check.runner import CheckOptions, run_check  # noqa: E402
 from harness.registry import DEFAULT_SET, load_chapter  # noqa: E402
 from harness.staff.mutants import ported  # noqa: E402
 
@@ -45,8 +45,8 @@ def failing(subject: str, seed: int, language: str) -> tuple[str, ...]:
     chapter = load_chapter(CHAPTER)
     with tempfile.TemporaryDirectory(prefix="ol-seed-") as into:
         golden = str(fresh_golden(chapter, seed, Path(into)))
-        rep = run_check(chapter, subject, golden=golden, fresh_seed=seed, language=language,
-                        ref_deps=not subject.startswith("mutant:"))  # the samples as expected.json checks them
+        rep = run_check(chapter, subject, CheckOptions(golden=golden, fresh_seed=seed, language=language,
+                        ref_deps=not subject.startswith("mutant:")))  # the samples as expected.json checks them
     return tuple(sorted(t.name for t in rep.tests if not t.outcome.passed))
 
 

@@ -27,7 +27,7 @@ from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness.errors import BadSubmission  # noqa: E402
+from harness.kernel.errors import BadSubmission  # noqa: E402
 from harness.grading.judge import layout_of  # noqa: E402
 from harness.grading.parcel import ParcelError, pack, unpack  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402

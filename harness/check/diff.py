@@ -7,7 +7,7 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
-from ..errors import SubmissionFailure, UsageError
+from ..kernel.errors import BuildFailed, SubmissionFailure, UsageError
 from ..registry import Chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
@@ -29,8 +29,7 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
         try:
             impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
         except SubmissionFailure as e:
-            first = getattr(e, "first_error", "")  # a compiled language's build failed
-            why = f"your crate did not compile: {first}\n{e}" if first else str(e)
+            why = f"{e.summary}\n{e}" if isinstance(e, BuildFailed) else str(e)  # a compiled language's build failed
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}
         sections = cases.diff_cases(impl, golden, pristine(chapter), shown)
@@ -72,7 +71,8 @@ def case_literal(chapter: Chapter, case_id: str, language: str) -> str:
     literals = chapter.module("literals")
     found = literals.find(golden, case_id)
     if found is None:
-        raise UsageError(f"the golden file of {chapter.chapter} has no case {case_id!r} (ids look like v050, pl003, ng010, r002, g004)")
+        firsts = [cases[0]["id"] for cases in golden.values() if isinstance(cases, list) and cases and "id" in cases[0]]
+        raise UsageError(f"the golden file of {chapter.chapter} has no case {case_id!r} (ids look like {', '.join(firsts)})")
     section, case = found
     if not hasattr(literals, language):
         raise UsageError(f"chapter {chapter.chapter} cannot print a case in {language!r}")

@@ -17,8 +17,8 @@ import json
 import tempfile
 from pathlib import Path
 
-from ..errors import OlError
-from ..memo import remembered
+from ..kernel.errors import OlError
+from ..kernel.memo import remembered
 from ..registry import Chapter
 from ..subjects.reference import pristine
 from ..subjects.version import version_of
@@ -60,7 +60,7 @@ def check_fixtures(chapter: Chapter) -> str | None:
 
 def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
     """A golden file of new cases from `seed`, with the shipped file's case design (and its digest). Built once per
-    seed and harness version (harness.memo, FRESH_KEPT of them; harness.subjects.version: every file of ol, the pack
+    seed and harness version (harness.kernel.memo, FRESH_KEPT of them; harness.subjects.version: every file of ol, the pack
     and the reference, the interpreter and the libraries): a second check or class graded on the seed reads it back."""
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"

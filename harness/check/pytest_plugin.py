@@ -12,9 +12,9 @@ import tomllib
 
 import pytest
 
-from ..errors import SubmissionFailure
+from ..kernel.errors import SubmissionFailure
 from ..languages import in_process
-from ..outcomes import Outcome
+from ..kernel.outcomes import Outcome
 from ..registry import DEFAULT_TIMEOUT_S, load_chapter, make_importable
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine

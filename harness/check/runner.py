@@ -7,22 +7,23 @@ worded for a student and, for a test that did not pass, the chapter's known pitf
 
 import contextlib
 import contextvars
+from dataclasses import dataclass, replace
 import io
 import json
 import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import pytest
 
-from .. import stage
-from ..errors import OlError, SubmissionFailure, UsageError
+from ..kernel import stage
+from ..kernel.errors import BuildFailed, OlError, SubmissionFailure, UsageError
 from ..languages import in_process
-from ..outcomes import Outcome
+from ..kernel.outcomes import Outcome
 from ..registry import Chapter
-from ..report import Report, TestResult
+from ..kernel.report import Report, TestResult
 from ..sandbox.confine import Mode
 from ..subjects.open import open_impl
 from ..transport.impl import Impl
@@ -38,6 +39,19 @@ MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 LOAD_DEADLINE_S = 27.0
 
 
+@dataclass(frozen=True)
+class CheckOptions:
+    """How one check runs: `ol check`'s options as data."""
+
+    ref_deps: bool = False  # earlier chapters' files from the reference, the chapter's file the submission's
+    transport: str = "auto"  # auto: trusted code (the reference, a mutant) in this process; worker: through a worker too
+    golden: str | None = None  # the golden file graded on; None: the chapter's
+    only: Sequence[str] = ()  # exact test names: these tests alone; empty: every test
+    fresh_seed: int | None = None  # the seed `golden`'s fresh cases came from (the report records it)
+    sandbox: Mode | None = None  # a worker's mode; None: harness.sandbox.confine.choose()
+    language: str | None = None  # the reference's or a mutant's language, or the only one a submission is looked for in
+
+
 class _Loader:
     """The submission opened (a compiled language's build included), its worker started and its code loaded, in a
     thread of its own, so that all of it overlaps the judge's own start (pytest, the chapter's tests and helpers).
@@ -50,7 +64,7 @@ class _Loader:
         self.error: BaseException | None = None
         self._open, self._on_stage = open_impl, on_stage
         self.loaded, self._released = threading.Event(), threading.Event()
-        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.stage)
+        context = contextvars.copy_context()  # the build's progress reaches this run's listener (harness.kernel.stage)
         self.thread = threading.Thread(target=context.run, args=(self._run,), name="ol-load", daemon=True)
         self.thread.start()
 
@@ -93,7 +107,7 @@ class _Collector:
     implementation) go to the fixtures of every test module; `only` selects the tests; each test's outcome comes
     back (to `on_result` too, as each finishes)."""
 
-    def __init__(self, loader: _Loader, only: list[str] | None = None,
+    def __init__(self, loader: _Loader, only: Sequence[str] = (),
                  on_result: Callable[[str, Outcome, float, str], None] | None = None, chapter: Chapter | None = None,
                  golden: dict | None = None) -> None:
         self._loader, self._only, self._on_result = loader, only, on_result
@@ -180,21 +194,26 @@ UNUSED_PLUGINS = [arg for name in ("unraisableexception", "threadexception", "xd
                   for arg in ("-p", f"no:{name}")]
 
 
-def pytest_args(chapter: Chapter, submission: str, ref_deps: bool, transport: str, golden: str | None,
-                language: str | None = None) -> list[str]:
+def pytest_args(chapter: Chapter, submission: str, options: CheckOptions) -> list[str]:
     """pytest's command line for the chapter's tests; which of them run is the collector's (`only`)."""
     args = [*map(str, chapter.tests_files), "-p", "harness.check.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", *UNUSED_PLUGINS, "--import-mode=importlib", "--chapter", chapter.chapter,
-            "--impl", submission, "--transport", transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "--impl", submission, "--transport", options.transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
             "--capture=sys",  # not the descriptors: the build's progress, from the loader's thread, reaches the terminal
             f"--rootdir={chapter.pack_dir}"]
-    if ref_deps:
+    if options.ref_deps:
         args.append("--ref-deps")
-    if language:
-        args += ["--lang", language]
-    if golden:
-        args += ["--golden", str(golden)]
+    if options.language:
+        args += ["--lang", options.language]
+    if options.golden:
+        args += ["--golden", str(options.golden)]
     return args
+
+
+def _example(names: list[str]) -> str:
+    """A -k expression over the chapter's own test names: the first's first two words and not the last's."""
+    first, last = ("_".join(n.split("_")[:2]) for n in (names[0], names[-1]))
+    return first if first == last else f"{first} and not {last}"
 
 
 def select(chapter: Chapter, expression: str) -> list[str]:
@@ -210,7 +229,7 @@ def select(chapter: Chapter, expression: str) -> list[str]:
     except malformed as e:
         why = getattr(e, "message", None) or getattr(e, "msg", None) or str(e)
         raise UsageError(f"-k {expression!r} is not a test expression ({why}): write words of test names joined by "
-                         "and, or, not, e.g. -k 'hand_example and not greedy'") from None
+                         f"and, or, not, e.g. -k '{_example(names)}'") from None
 
     def matches(name: str):
         def part(sub: str, /, **kwargs) -> bool:
@@ -234,70 +253,70 @@ def _load(impl) -> SubmissionFailure | None:
     return None
 
 
-def _unloadable(chapter: Chapter, submission: str, ref_deps: bool, golden: str, fresh_seed, only, failure: SubmissionFailure,
+def _unloadable(chapter: Chapter, submission: str, options: CheckOptions, golden: str, failure: SubmissionFailure,
                 duration_s: float) -> Report:
     """Every test fails at once with the one reason: the submission could not be loaded."""
     why = f"not run: your submission could not be loaded ({failure.outcome.value}; the reason is above)"
-    if first := getattr(failure, "first_error", ""):  # a compiled language's build failed: its first error on every test
-        why = f"not run: your crate did not compile: {first}"
+    if isinstance(failure, BuildFailed):  # a compiled language's build failed: its first error on every test
+        why = f"not run: {failure.summary}"
     tests = [TestResult(t.name, t.kind, failure.outcome, 0.0, why, 0.0, t.points) for t in chapter.tests
-             if not only or t.name in only]
-    return Report(chapter.chapter, submission, ref_deps, tests, duration_s, golden, fresh_seed,
+             if not options.only or t.name in options.only]
+    return Report(chapter.chapter, submission, options.ref_deps, tests, duration_s, golden, options.fresh_seed,
                   load_error=_plain(failure).removeprefix("load: "))
 
 
-def _opened(chapter: Chapter, submission: str, ref_deps: bool, transport: str, sandbox: Mode | None, language: str | None,
-            on_stage: Callable[[str], None] | None):
+def _opened(chapter: Chapter, submission: str, options: CheckOptions, on_stage: Callable[[str], None] | None) -> Impl:
     with stage.reporting(on_stage):
-        return open_impl(chapter, submission, ref_deps, transport, sandbox=sandbox, language_name=language)
+        return open_impl(chapter, submission, options.ref_deps, options.transport, sandbox=options.sandbox,
+                         language_name=options.language)
 
 
-def language_of(impl) -> str:
+def language_of(impl: Impl) -> str:
     """The language the Impl's code is in: its worker's, or ol's own (trusted code in this process)."""
-    return getattr(impl.transport, "language", None) or in_process().name
+    return impl.transport.language or in_process().name
 
 
-def sandbox_of(impl) -> str:
+def sandbox_of(impl: Impl) -> str:
     """How the Impl's code runs: its worker's sandbox mode, or in-process (trusted code)."""
-    mode = getattr(impl.transport, "mode", None)
+    mode = impl.transport.mode
     return mode.name if mode is not None else "in-process"
 
 
-def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transport: str = "auto",
-              golden: str | None = None, only: list[str] | None = None, fresh_seed: int | None = None,
-              sandbox: Mode | None = None, language: str | None = None,
+def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOptions(),
               on_result: Callable[[str, Outcome, float, str], None] | None = None,
               on_stage: Callable[[str], None] | None = None) -> Report:
     """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test (per test of
-    `only`, exact names, when given), and says how the code ran (`sandbox`: a worker's mode, default
-    harness.sandbox.confine.choose(); or in-process). `on_result(name, outcome, seconds, message)` is called as each
-    test finishes, from this thread; `on_stage(text)` hears what runs before the tests (a build's progress).
-    A damaged golden file stops it before any test runs (harness.check.golden.verify)."""
-    golden = str(verify_golden(chapter, golden))
+    `options.only` when given), and says how the code ran (a worker's sandbox mode, or in-process).
+    `on_result(name, outcome, seconds, message)` is called as each test finishes, from this thread; `on_stage(text)`
+    hears what runs before the tests (a build's progress). A damaged golden file stops it before any test runs
+    (harness.check.golden.verify)."""
+    golden = str(verify_golden(chapter, options.golden))
+    options = replace(options, golden=golden)  # the verified file, which the tests' pytest arguments name
     doc = json.loads(Path(golden).read_text())  # the golden document, parsed once: the tests' and the hints'
     start = time.perf_counter()
     trusted = submission == "reference" or submission.startswith("mutant:")
+    language, only = options.language, options.only
     label = f"{submission} ({language})" if trusted and language not in (None, in_process().name) else submission  # its name
-    loader = _Loader(lambda: _opened(chapter, submission, ref_deps, transport, sandbox, language, on_stage), on_stage)
+    loader = _Loader(lambda: _opened(chapter, submission, options, on_stage), on_stage)
     try:
         collector = _Collector(loader, only, on_result, chapter, doc)
         sink = io.StringIO()
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            code = pytest.main(pytest_args(chapter, submission, ref_deps, transport, golden, language), plugins=[collector])
+            code = pytest.main(pytest_args(chapter, submission, options), plugins=[collector])
         if collector.interrupted:  # the tests that did not run are no failures of the submission: no report at all
             raise KeyboardInterrupt
         failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
         impl = loader.impl
+        assert impl is not None  # opened: wait() raised the opener's error otherwise
         mode, lang = sandbox_of(impl), language_of(impl)
         if failure is not None:
-            rep = _unloadable(chapter, label, ref_deps, golden, fresh_seed, only, failure, time.perf_counter() - start)
+            rep = _unloadable(chapter, label, options, golden, failure, time.perf_counter() - start)
             return rep.but(sandbox=mode, language=lang)
     except KeyboardInterrupt:  # Ctrl-C: no wait for a build or a load still running (it ends with this process)
         loader.release(wait=False)
         raise
     finally:
         loader.release(wait=True)
-    assert impl is not None  # loaded: wait() raised the opener's error otherwise
     answers = impl.answers
     if collector.setup_error is not None:  # e.g. the pack's ops do not import: the judge's fault, not a grade
         e = collector.setup_error
@@ -320,7 +339,7 @@ def run_check(chapter: Chapter, submission: str, ref_deps: bool = False, transpo
                     if m.id in matched] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
-    rep = Report(chapter.chapter, label, ref_deps, tests, time.perf_counter() - start, golden, fresh_seed, sandbox=mode,
+    rep = Report(chapter.chapter, label, options.ref_deps, tests, time.perf_counter() - start, golden, options.fresh_seed, sandbox=mode,
                  language=lang, pitfall_matches=matches)
     if collector.fault is not None:  # a fault of the judge's own code: ungraded, the fault named (ol check exits 3)
         return rep.but(ungraded=f"the grader failed, not your code: {collector.fault}")

@@ -1,7 +1,7 @@
 """The `ol` command line: parse, call the library, render, exit. Only this package prints (the student's and the
 class's commands here and in grade.py, the staff's in staff.py).
 
-Exit codes (harness.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
+Exit codes (harness.kernel.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
 chapter, missing path, malformed submission), 3 a harness error. Every command ends through
 `OlGroup.invoke`: an OlError prints its one-line message and exits with its code; any other
 exception is a harness error, exit 3, with its traceback only under `ol --debug`.
@@ -34,10 +34,10 @@ from rich.text import Text
 
 from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
-from ..errors import BadSubmission, OlError, UsageError
+from ..kernel.errors import BadSubmission, OlError, UsageError
 from ..languages import LANGUAGES, in_process, language
-from .. import cache
-from ..paths import REPO
+from ..kernel import cache
+from ..kernel.paths import REPO
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
@@ -135,7 +135,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
 @click.option("--lang", default=None, help=f"{LANGS}: the reference's or a mutant's language, or the only one to look for")
 @click.option("-k", "keyword", default=None, metavar="EXPR",
               help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
-                   "(e.g. -k hand_example, -k 'verify and not greedy')")
+                   "(e.g. -k example, -k 'one and not two'; `ol tests CHAPTER` lists the names)")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
               help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
@@ -143,13 +143,13 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     """Run the chapter's tests on a submission; the exit code is the verdict.
 
     Each test's line is printed as it finishes, the failures' messages and the summary last."""
-    from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
+    from ..check.runner import CheckOptions, run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ch = load_chapter(chapter)
     check_writable(json_path=json_path, junit=junit, gradescope=gradescope, html_path=html_path)
     if lang is not None:
         ch.language(lang)  # an unknown language is a usage error before anything runs
-    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.cache)
+    cache.ready()  # a link or another user's folder in ol's cache: refused before any test (harness.kernel.cache)
     only = _selection(ch, keyword, exact)
     seed = None if fresh is None else _seed(fresh)  # so is a seed that is no integer, whatever else is given
     console = err if json_path == "-" else out  # `--json -`: the report is stdout's only content (ol grade reads it)
@@ -169,8 +169,9 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
             console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
         console.print(Text.assemble((f"{ch.chapter} on ", "bold"), lit(submission), " (--ref-deps)" if ref_deps else ""))
         with CheckProgress(console, len(only or ch.tests)) as progress:
-            rep = run_check(ch, submission, ref_deps, transport, golden=golden, fresh_seed=seed, sandbox=mode, language=lang,
-                            only=only, on_result=progress.finished, on_stage=progress.stage)
+            options = CheckOptions(ref_deps=ref_deps, transport=transport, golden=golden, only=only or (), fresh_seed=seed,
+                                   sandbox=mode, language=lang)
+            rep = run_check(ch, submission, options, on_result=progress.finished, on_stage=progress.stage)
     except BadSubmission as e:
         if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
             _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
@@ -283,7 +284,7 @@ def _sandbox_mode(console, ch, submission: str, transport: str, lang: str | None
 
 def _demo(ch) -> None:
     """No workspace here: show what a check looks like, on the reference and on a sample with a known bug."""
-    from ..check.runner import run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
+    from ..check.runner import CheckOptions, run_check  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     ws = " or ./".join(ch.language(n).default_workspace for n in sorted(ch.languages, key=lambda n: n != ch.default_language))
     others = "; ".join(f"`--lang {n}` for {language(n).words.label}" for n in ch.languages if n != ch.default_language)
@@ -296,7 +297,7 @@ def _demo(ch) -> None:
     if ch.demo is not None and ch.demo.exists():
         out.print(f"\n[bold]The sample submission[/] {ch.demo.relative_to(REPO) if ch.demo.is_relative_to(REPO) else ch.demo} "
                   f"(its bug: {ch.demo.name}):\n")
-        bad = run_check(ch, str(ch.demo), ref_deps=True)  # the sample holds only its chapter file
+        bad = run_check(ch, str(ch.demo), CheckOptions(ref_deps=True))  # the sample holds only its chapter file
         show.report(out, bad)
         show.hints(out, bad)
         ok = ok and not bad.ok
@@ -313,8 +314,8 @@ def _demo(ch) -> None:
 @click.option("--all", "show_all", is_flag=True, help="show every divergent case, not the first 10 of each section")
 @click.option("--lang", default=None, help=f"{LANGS} (the reference's or a mutant's; a submission's comes from its layout)")
 @click.option("--only", default=None, metavar="NAME",
-              help="one section (prompt_lookup, ngram, verify, generate, rollback) or the function whose cases it holds "
-                   "(verify_draft, ngram_draft, ...)")
+              help="one section of the golden file or the function whose cases it holds (a name that is neither lists "
+                   "them)")
 @click.option("--case", "case_id", default=None, metavar="ID",
               help="print this golden case as a test to paste: " + ", ".join(
                   f"{w.case_short} ({w.label})" if n == OWN else f"{w.case_short} (with --lang {n}, or from a {w.label} workspace)"

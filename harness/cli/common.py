@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from ..errors import UsageError
-from ..paths import REPO
+from ..kernel.errors import UsageError
+from ..kernel.paths import REPO
 
 
 def _out_options() -> dict[str, Any]:

@@ -13,14 +13,14 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from ..errors import SandboxError, UsageError
-from .. import cache
-from ..grading.grade import check_outputs, grade as run_grade
+from ..kernel.errors import SandboxError, UsageError
+from ..kernel import cache
+from ..grading.grade import GradeOptions, check_outputs, grade as run_grade
 from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
 from ..grading.roster import match, read_roster
 from ..registry import load_chapter
-from ..roles import require
+from ..kernel.roles import require
 from ..render import console as show
 from ..render.console import lit
 from ..sandbox.confine import choose, grading_refusal
@@ -80,7 +80,7 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     entries = submissions_in(ch, submissions_dir)
     n = len(entries)
     matched = None if roster is None else match(read_roster(roster), [e.name for e in entries])  # refused before grading
-    cache.ready()  # a link or another user's folder in ol's cache: refused before anyone is graded (harness.cache)
+    cache.ready()  # a link or another user's folder in ol's cache: refused before anyone is graded (harness.kernel.cache)
     check_outputs(out_csv, results_dir)
     if shipped_cases:
         seed_value = None
@@ -94,9 +94,9 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
     progress = GradeProgress(err)
     try:
         with progress:
-            result = run_grade(ch, submissions_dir, seed_value, ref_deps, out_csv, results_dir, jobs=jobs or os.cpu_count() or 1,
-                               cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, events=progress,
-                               roster=matched)
+            options = GradeOptions(out_csv, results_dir, seed=seed_value, ref_deps=ref_deps, jobs=jobs or os.cpu_count() or 1,
+                                   cluster=cluster, unconfined_ok=no_sandbox, regrade=regrade, sandbox=mode_name, roster=matched)
+            result = run_grade(ch, submissions_dir, options, progress)
     except KeyboardInterrupt:
         done = sum(progress.counts.values())
         err.print(f"ol: interrupted after grading {done} submissions; every grade is kept in {results_dir}/ and {out_csv}: "

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..render.gradescope import results_json
 from .common import write_json
 

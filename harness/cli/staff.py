@@ -1,6 +1,7 @@
 """The staff's commands: the golden fixtures, the mutant kill matrices, mutmut, the Gradescope bundle, the runtime
 configuration, ol's own test suite."""
 
+import dataclasses
 import importlib.util
 import os
 import time
@@ -11,12 +12,12 @@ from rich.markup import escape
 from rich.progress import Progress
 
 from ..check.golden import check_fixtures, write_fixtures
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..languages import LANGUAGES, in_process
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..protocol import wire
 from ..registry import DEFAULT_SET, known_chapters, load_chapter
-from ..roles import require
+from ..kernel.roles import require
 from ..render import console as show
 from ..subjects.reference import pristine
 from .common import Exit, err, out, seed as parse_seed, shown, write_json
@@ -156,8 +157,8 @@ def config_check(runtime_toml: Path) -> None:
     except config_module.ConfigError as e:
         err.print(f"[bold red]ol: {escape(str(runtime_toml))} is not a valid runtime file:[/] {escape(str(e))}", markup=True)
         raise Exit(1) from None
-    spec = getattr(cfg, "speculative", None)
-    out.print(f"{runtime_toml} is valid" + (f": [engine].speculative = {spec}" if spec is not None else ""), markup=False)
+    settings = [f"{f.name} = {getattr(cfg, f.name)}" for f in dataclasses.fields(cfg) if getattr(cfg, f.name) is not None]
+    out.print(f"{runtime_toml} is valid" + (": " + ", ".join(settings) if settings else ""), markup=False)
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..languages import LANGUAGES, language
-from ..paths import REPO, own_files_under
+from ..kernel.paths import REPO, own_files_under
 from ..registry import defaults, load_chapter
 from .common import out
 

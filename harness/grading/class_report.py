@@ -26,7 +26,7 @@ from urllib.parse import quote
 from .ledger import SUMMARY, Entries, entry_file
 from ..subjects.version import version_of
 from ..render import html
-from ..report import Report
+from ..kernel.report import Report
 
 SIMILARITY = ".similarity.json"  # harness.staff.similar's result, when it ran on the class
 MESSAGE_GROUPS = 5  # failure messages shown per test, the most frequent first

@@ -36,7 +36,7 @@ from distributed import Client, Future, wait  # Dask at the top: only --schedule
 from distributed.client import FIRST_COMPLETED, FuturesCancelledError
 from distributed.scheduler import KilledWorker
 
-from ..errors import OlError, UsageError
+from ..kernel.errors import OlError, UsageError
 from .task import Task, WorkerRefused, check_version_here, run_on_dask_worker
 
 CONNECT_S = 30  # reaching the scheduler

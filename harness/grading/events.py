@@ -3,7 +3,7 @@ harness.cli.progress) overrides. Nothing here prints."""
 
 from __future__ import annotations
 
-from ..report import Report
+from ..kernel.report import Report
 
 
 class Events:

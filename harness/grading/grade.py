@@ -21,15 +21,19 @@ never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3
 written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
 """
 
+from __future__ import annotations
+
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 import os
 from pathlib import Path
 import tempfile
 import time
+from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 from ..registry import Chapter
-from ..report import Report
+from ..kernel.report import Report
 from ..sandbox.confine import descendants, kill_all
 from ..subjects import upload
 from . import task as task_mod
@@ -40,7 +44,26 @@ from .parcel import ParcelError, digest, pack
 from .task import Task
 from ..subjects.version import version_of
 
+if TYPE_CHECKING:  # Dask is imported by --scheduler alone (harness.cli.grade)
+    from .cluster import Cluster
+
 STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
+
+
+@dataclass(frozen=True)
+class GradeOptions:
+    """How a class is graded: `ol grade`'s options as data."""
+
+    out_csv: Path  # the grades CSV
+    results_dir: Path  # the ledger (harness.grading.ledger): a rerun skips what it holds graded with the run's key
+    seed: int | None = None  # fresh cases from this seed; None: the shipped cases
+    ref_deps: bool = False
+    jobs: int = 1  # threads grading here (without `cluster`)
+    cluster: Cluster | None = None  # Dask workers grade instead (harness.grading.cluster)
+    unconfined_ok: bool = False  # --no-sandbox: a machine that cannot confine grades anyway
+    regrade: bool = False  # every submission again, whatever the ledger holds
+    sandbox: str | None = None  # the mode the outputs record until a report says (this machine's, for the local default)
+    roster: dict | None = None  # the class's roster matched to its entries (harness.grading.roster.match)
 
 
 def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
@@ -62,25 +85,24 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
             raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e}); pick a writable place") from None
 
 
-def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: bool, out_csv: Path, results_dir: Path,
-          *, jobs: int = 1, cluster=None, unconfined_ok: bool = False, regrade: bool = False, sandbox: str | None = None,
-          events: Events | None = None, roster: dict | None = None) -> dict:
-    """Grade every submission of the folder not already graded with this run's key in the ledger `results_dir`
-    (harness.grading.ledger; `regrade`: every one), each a Task (harness.grading.task) run by `jobs` threads here or, given
-    `cluster` (harness.grading.cluster.Cluster), by its Dask workers. The sandbox is chosen where each is graded
-    (harness.sandbox.confine); a machine that cannot confine refuses, unless `unconfined_ok`. `sandbox`: the mode the
-    outputs record until a report says (this machine's, for the local default). `roster`: the class's roster matched
-    to its entries (harness.grading.roster.match), written into the CSV and summary.json. Returns the ledger's result."""
+def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events: Events | None = None) -> dict:
+    """Grade every submission of the folder not already graded with this run's key in the ledger (`regrade`: every
+    one), each a Task (harness.grading.task) run by `jobs` threads here or by the `cluster`'s Dask workers. The sandbox
+    is chosen where each is graded (harness.sandbox.confine); a machine that cannot confine refuses, unless
+    `unconfined_ok`. The roster, when given, is written into the CSV and summary.json. `events` hears the progress.
+    Returns the ledger's result."""
     events = events or Events()
+    seed, ref_deps, unconfined_ok = options.seed, options.ref_deps, options.unconfined_ok
     subs = upload.submissions_in(chapter, submissions_dir)
-    check_outputs(out_csv, results_dir)
+    check_outputs(options.out_csv, options.results_dir)
     version = version_of(chapter)
-    ledger = Ledger(chapter, [s.name for s in subs], out_csv, results_dir, seed, ref_deps, version, sandbox, roster)
+    ledger = Ledger(chapter, [s.name for s in subs], options.out_csv, options.results_dir, seed, ref_deps, version,
+                    options.sandbox, options.roster)
     todo, by_name = [], {s.name: s for s in subs}
     for sub in subs:
         try:
             with upload.deadline(sub.name, "reading and packing"):  # a slow entry is its own row, not the class's stop
-                if not regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
+                if not options.regrade and ledger.graded(sub.name, digest(sub), unconfined_ok):
                     continue
                 parcel = pack(sub)
         except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
@@ -109,10 +131,10 @@ def grade(chapter: Chapter, submissions_dir: Path, seed: int | None, ref_deps: b
 
     unfinished = "no verdict came back for it (a harness bug): grade it again"
     try:
-        if todo and cluster is not None:
-            cluster.run(todo, events.started, done, lost)
+        if todo and options.cluster is not None:
+            options.cluster.run(todo, events.started, done, lost)
         elif todo:
-            _run_here(todo, max(1, jobs), events.started, done)
+            _run_here(todo, max(1, options.jobs), events.started, done)
     except KeyboardInterrupt:
         unfinished = "the run was interrupted before it was graded: rerun the same command to grade it"
         raise

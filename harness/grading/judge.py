@@ -7,17 +7,19 @@ What a judge is, for `ol grade` (harness.grading.grade) and its tasks (harness.g
 (exit 2 with one JSON line) a rejected report; anything else an ungraded one, with the reason.
 """
 
+from dataclasses import dataclass, field
 import json
 import os
 from pathlib import Path
 import subprocess
 import time
 
-from ..errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError
 from ..languages import LANGUAGES
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import Chapter
-from ..report import Report
+from ..kernel.report import Report
+from ..sandbox.uids import UidPool
 from ..subjects.layout import detect
 from . import zygote
 
@@ -100,21 +102,33 @@ def _one_line(text: str, cap: int = 300) -> str:
     return line if len(line) <= cap else line[:cap - 3] + "..."
 
 
-def judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-           uids, run_env: dict[str, str], shown: str | None, forks) -> tuple[Report, float]:
+@dataclass(frozen=True)
+class JudgeOptions:
+    """What the judges of one grading run share, for a submission's language."""
+
+    chapter: Chapter
+    golden: Path  # the cases graded on (the run's fresh ones, or the shipped file)
+    ref_deps: bool
+    sandbox: str  # the run's sandbox mode (harness.sandbox.confine: its name)
+    forks: zygote.Zygote  # the run's zygote (start_zygote), whose fork each judge is
+    # mode uid: the run's pool; a judge's worker takes a uid no process owns, and every process of it is killed before
+    # the uid goes back (a daemon it left cannot reach the next student's worker)
+    uids: UidPool | None = None
+    run_env: dict[str, str] = field(default_factory=dict)  # what the run made for the language (Language.run_env)
+
+
+def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) -> tuple[Report, float]:
     """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
     judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
-    `uids`: mode uid, the run's harness.sandbox.uids.UidPool: this judge's worker takes a uid no process owns, and every
-    process of it is killed before the uid goes back (a daemon it left cannot reach the next student's worker).
+    `scratch`: the submission's own folder, which the judge's temporary files go in.
     `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
-    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine.
-    `run_env`: what the run made for the submission's language (harness.languages: Language.run_env).
-    `forks`: the run's harness.grading.zygote.Zygote (start_zygote), whose fork the judge is."""
+    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine."""
+    uids = options.uids
     uid = uids.take() if uids is not None else None
     try:
-        return _run_judge(chapter, sub, golden, ref_deps, scratch, sandbox, uid, run_env, shown, forks)
+        return _run_judge(sub, scratch, uid, shown, options)
     finally:
-        if uid is not None:
+        if uids is not None and uid is not None:
             uids.give(uid)
 
 
@@ -134,21 +148,21 @@ def judge_env(sandbox: str) -> dict:
                   "OL_SPIN_S": "0"}  # judges share the cores: none polls (harness.protocol.wire.SPIN_S)
 
 
-def _run_judge(chapter: Chapter, sub: Path, golden: Path, ref_deps: bool, scratch: Path, sandbox: str,
-               uid: int | None, run_env: dict[str, str], shown: str | None, forks) -> tuple[Report, float]:
-    argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(golden), "--json", "-"]
+def _run_judge(sub: Path, scratch: Path, uid: int | None, shown: str | None, options: JudgeOptions) -> tuple[Report, float]:
+    chapter, ref_deps, sandbox = options.chapter, options.ref_deps, options.sandbox
+    argv = ["check", chapter.chapter, "--submission", str(sub), "--golden", str(options.golden), "--json", "-"]
     if ref_deps:
         argv.append("--ref-deps")
     tmp = scratch / "judge.tmp"  # the judge's temporary files (a bounded name, whatever the entry's): removed with the scratch, even if it is killed
     tmp.mkdir(exist_ok=True)
     tmp.chmod(0o711)  # mode uid: the worker's own folder in it is reached by name; nothing in it can be listed
-    env = judge_env(sandbox) | run_env | {"TMPDIR": str(tmp)}
+    env = judge_env(sandbox) | options.run_env | {"TMPDIR": str(tmp)}
     if uid is not None:
         env["OL_SANDBOX_UID"] = str(uid)
     start = time.perf_counter()
     refused = faulted = None
     try:
-        r = forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
+        r = options.forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
         problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
         refused = _refusal(r.returncode, r.stdout)
         faulted = _ungraded_report(r.returncode, r.stdout)  # the judge's own fault, named in its report

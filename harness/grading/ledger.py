@@ -24,9 +24,9 @@ import os
 import threading
 from pathlib import Path
 
-from ..errors import OlError, UsageError
+from ..kernel.errors import OlError, UsageError
 from ..render.csv import grades_csv
-from ..report import Report, schema_digest
+from ..kernel.report import Report, schema_digest
 
 SUMMARY = "summary.json"
 

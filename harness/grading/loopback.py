@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..paths import REPO
+from ..kernel.paths import REPO
 
 START_S = 90  # the scheduler's file and the workers' registration
 IDLE_S = 900  # a scheduler with no client for this long stops (a leftover of a killed caller)

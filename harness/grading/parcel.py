@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote, unquote_to_bytes
 
-from ..errors import BadSubmission
+from ..kernel.errors import BadSubmission
 from ..subjects import upload
 from ..subjects.layout import ZIP_CAP as SHIP_CAP  # bytes of files one submission may ship: as much as its zip may hold
 _EPOCH = (1980, 1, 1, 0, 0, 0)  # every entry's timestamp: the zip of the same files is the same bytes

@@ -15,7 +15,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
+from ..kernel.errors import UsageError
 
 REQUIRED = ("submission", "id")
 HELP = "a CSV whose header names the columns submission,id[,email], one student a row"

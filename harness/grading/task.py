@@ -52,11 +52,11 @@ import time
 from pathlib import Path
 
 from ..check.golden import fresh_golden
-from ..errors import OlError
-from ..paths import own_import_path
+from ..kernel.errors import OlError
+from ..kernel.paths import own_import_path
 from .. import languages
 from ..registry import Chapter, load_chapter
-from ..report import Report
+from ..kernel.report import Report
 from ..sandbox.bwrap import reachable_by_other
 from ..sandbox.confine import Mode, choose, grading_refusal
 from ..sandbox.uids import UidPool
@@ -251,8 +251,9 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
             if rejection is not None or language is None:  # no submission: a verdict (0), the same as the Gradescope bundle's
                 return verdict(Report.for_rejected(run_.chapter, task.parcel.name, task.ref_deps, rejection or "no language fits it"))
             try:
-                report, wall = judge.judge(run_.chapter, sub, run_.fresh_golden(), task.ref_deps, box, run_.mode.name,
-                                           run_.uids, run_.env_for(language), task.shown, run_.forks())
+                options = judge.JudgeOptions(run_.chapter, run_.fresh_golden(), task.ref_deps, run_.mode.name, run_.forks(),
+                                             run_.uids, run_.env_for(language))
+                report, wall = judge.judge(sub, box, task.shown, options)
             except Exception as e:  # noqa: BLE001 -- the grader's or this machine's fault on this entry: its own row
                 return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, fault_on(e)))
             data = _shown_as(report.to_json(), str(sub), task.shown)

@@ -9,7 +9,7 @@ interpreter would (nothing it changes reaches the zygote or the next judge).
 
     -P -s -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
 
-Isolated (harness.paths.isolated_argv): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
+Isolated (harness.kernel.paths.isolated_argv): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
 folder alone and no current folder is on sys.path, so a judge's lazy import (jinja2 for --html) never finds a
 submission's or a class folder's module of that name.
 
@@ -55,8 +55,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import OlError
-from ..paths import isolated_argv
+from ..kernel.errors import OlError
+from ..kernel.paths import isolated_argv
 from ..registry import load_chapter, make_importable, parsed_tests
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)

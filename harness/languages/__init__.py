@@ -20,8 +20,8 @@ from pathlib import Path
 import sys
 from typing import Any, Callable
 
-from ..errors import UsageError, Words
-from ..paths import REPO, isolated_argv
+from ..kernel.errors import UsageError, Words
+from ..kernel.paths import REPO, isolated_argv
 from ..sandbox.confine import readable_copy, readable_file
 from . import python, rust, rust_image, stub
 from .python import INTERPRETER, INTERPRETER_FILE, OL_RUNTIME, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands, autograder image)

@@ -7,7 +7,7 @@ in, so a trusted Python subject (the reference, a mutant) can run inside ol's ow
 
 import platform
 
-from ..errors import Words
+from ..kernel.errors import Words
 
 # The stub's NotImplementedError names its function ("rollback: not implemented yet") and a frame reads as Python
 # prints a traceback: Words' defaults. A failing check's next step offers the test alone through ol, and a golden

@@ -33,9 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import cache as cache_folders, stage
-from ..errors import OlError, SubmissionFailure, UsageError
-from ..outcomes import Outcome
+from ..kernel import cache as cache_folders, errors, stage
+from ..kernel.errors import OlError, UsageError
 from ..sandbox.bwrap import Limits
 from ..sandbox.confine import Mode, confine, readable_file, reap
 from .rust_workspace import COURSE_CRATES, TEMPLATE_ENV, assemble, judge_sources  # noqa: F401  (COURSE_CRATES, TEMPLATE_ENV: re-exported)
@@ -48,14 +47,12 @@ BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
 LINKER_PATHS = ("/etc/alternatives",)  # Debian's `cc` is /usr/bin/cc -> /etc/alternatives/cc -> gcc
 MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
 
-class BuildFailed(SubmissionFailure):
-    """The submission did not compile (or its build did not finish): every test fails with the reason."""
-
-    outcome = Outcome.ERROR
+class BuildFailed(errors.BuildFailed):
+    """The submission did not compile (or its build did not finish): every test fails with rustc's first error."""
 
     def __init__(self, message: str, first_error: str = "") -> None:
         self.first_error = first_error or (message.splitlines() or [""])[0]
-        super().__init__(message)
+        super().__init__(message, f"your crate did not compile: {self.first_error}")
 
 
 @dataclass(frozen=True)
@@ -131,13 +128,13 @@ CACHE_GRACE_S = 6 * 3600  # a build used this recently is never pruned, however 
 def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE_S) -> list[Path]:
     """Remove the least recently used builds of the cache beyond the `kept` newest, unless used within `grace_s`
     (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
-    build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.cache.prune:
+    build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.kernel.cache.prune:
     marked; never a link, the templates' folder, anything else). Returns what it removed."""
     return cache_folders.prune(root, kept, grace_s)
 
 
 def _cache_root() -> Path:
-    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.cache."""
+    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.kernel.cache."""
     return cache_folders.folder("rust")
 
 
@@ -185,7 +182,7 @@ def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = T
     # uid: a cache under the judge's home is out of its reach
     cached = cache_dir(package_dir, lang) if cache and template is None and mode.name != "uid" else None
     if cached is not None:
-        cached = cache_folders.entry(cached.parent, cached.name)  # a link, another user's folder: refused (harness.cache)
+        cached = cache_folders.entry(cached.parent, cached.name)  # a link, another user's folder: refused (harness.kernel.cache)
         os.utime(cached)  # used now: the newest, never pruned while a check may be using it
         prune_cache(cached.parent)
     ws, target = (cached or scratch) / "ws", (cached or scratch) / "target"
@@ -260,7 +257,7 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
 
 
 def _follow(stream, cold: bool) -> str:
-    """cargo's stderr, read as it comes: each `Compiling NAME` told to the listener (harness.stage); the whole text."""
+    """cargo's stderr, read as it comes: each `Compiling NAME` told to the listener (harness.kernel.stage); the whole text."""
     lines = []
     stage.say("building your crate with cargo" + (" (its first build here: the course's crates too, a minute at most)" if cold else ""))
     for raw in iter(stream.readline, b""):
@@ -318,7 +315,7 @@ def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
 def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     tc = toolchain()
     key = hashlib.sha256(f"{version_digest}\0{tc.rustc}\0{tc.version}\0{mode.name}".encode()).hexdigest()[:16]
-    root = cache_folders.folder("rust", "templates")  # a link planted at ol, ol/rust or here: refused (harness.cache)
+    root = cache_folders.folder("rust", "templates")  # a link planted at ol, ol/rust or here: refused (harness.kernel.cache)
     final = root / key
     if cache_folders.ours(final) and (final / ".complete").is_file():
         os.utime(final)  # the newest used: kept by the pruning below

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import OlError, UsageError
+from ..kernel.errors import OlError, UsageError
 from ..registry import load_chapter
 from ..sandbox.confine import choose
 from .rust import prebuild_template, toolchain

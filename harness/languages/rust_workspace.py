@@ -11,8 +11,8 @@ import shutil
 from collections.abc import Set
 from pathlib import Path
 
-from ..errors import BadSubmission
-from ..paths import REPO
+from ..kernel.errors import BadSubmission
+from ..kernel.paths import REPO
 from ..sandbox.confine import COPY_CAP_BYTES, COPY_CAP_FILES
 from .rust_source import refusal
 

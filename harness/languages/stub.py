@@ -9,8 +9,8 @@ import ast
 import shutil
 from pathlib import Path
 
-from ..errors import BadSubmission
-from ..paths import REPO
+from ..kernel.errors import BadSubmission
+from ..kernel.paths import REPO
 from ..registry import Chapter
 from .rust_workspace import COURSE_CRATES, ENGINE_MANIFEST
 
@@ -117,10 +117,9 @@ def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False)
         dst, src = workspace / rel, lang.reference / rel
         if dst.exists():
             continue
-        what = "given" if Path(rel).stem in ("model", "runner_target", "lib") else "L10.1"
         text = src.read_text()
-        if what == "L10.1":
-            text = RUST_HEADER.format(chapter=chapter.chapter, what="L10.1, not yet yours") + text
+        if rel in lang.earlier:  # an earlier chapter's file, not yet the student's; the others are given
+            text = RUST_HEADER.format(chapter=chapter.chapter, what=f"{lang.earlier[rel]}, not yet yours") + text
             standing_in.append(rel)
         dst.write_text(text)
     target.write_text(lang.contract.read_text())
@@ -145,8 +144,10 @@ def start_rust(chapter: Chapter, lang: str, workspace: Path, force: bool, flags:
     lines = [f"wrote the cargo workspace {workspace} (Rust): {path} has every item of the contract (spec/rust.md), "
              "each body todo!(); its doc comment is the rule."]
     if standing_in:
-        lines.append(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference (L10.1 is not yours yet; "
-                     "each file says so at its top): no --ref-deps needed.")
+        earlier = sorted({chapter.language("rust").earlier[p] for p in standing_in})
+        lines.append(f"{', '.join(Path(p).name for p in standing_in)} came from the Rust reference ({' and '.join(earlier)} "
+                     f"{'is' if len(earlier) == 1 else 'are'} not yours yet; each file says so at its top): no --ref-deps needed.")
+    first = chapter.tests[0].name  # one test to run alone: the chapter's first
     return lines + [f"where the chapter's files are in ol: {student_map}",
                     f"next (Rust): `ol check {chapter.chapter}{flags}` here, or `cargo test` in {workspace} "
-                    f"(one test: `cargo test -- hand_example_prompt_lookup`, or `ol check {chapter.chapter}{flags} -k hand_example`)"]
+                    f"(one test: `cargo test -- {first}`, or `ol check {chapter.chapter}{flags} -k {first}`)"]

@@ -5,22 +5,20 @@ A pack's judge helpers, client, cases and oracle import from here; its `ops.py` 
 Anything a pack needs that is not here is a change to this list, not an import of an engine module.
 """
 
-from ..errors import Crashed, Raised, SubmissionFailure, Timeout
-from ..paths import REPO
-from ..protocol.wire import floats, to_wire
+from ..kernel.errors import Raised, SubmissionFailure, Timeout
+from ..kernel.paths import REPO
+from ..protocol.wire import to_wire
 from ..registry import load_chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
-from ..subjects.version import version_of
 from ..transport.feedback import Bare, brief, expected_got, where_differ
 from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
-from .. import memo
-from ..memo import remembered
-from .differential import ALL, ANSWERS, REFUSALS, Explicit, Property, check, close, exact, reach
+from .differential import ALL, ANSWERS, REFUSALS, Explicit, Property, check, close, reach
 from .frames import Domain, Param, drawn
 from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
-__all__ = ["ALL", "ANSWERS", "Domain", "Explicit", "Param", "Property", "REFUSALS", "check", "close", "drawn", "exact", "reach", "Bare", "Crashed", "Impl", "InProcess", "MASK64", "REPO", "Raised", "Rand", "SubmissionFailure",
-           "Timeout", "brief", "exact_logprob", "expected_got", "f32", "floats", "load_chapter", "memo", "open_impl", "pristine", "remembered", "splitmix64", "to_wire", "version_of",
-           "where_differ"]
+__all__ = ["ALL", "ANSWERS", "Bare", "Domain", "Explicit", "Impl", "InProcess", "MASK64", "Param", "Property",
+           "REFUSALS", "REPO", "Raised", "Rand", "SubmissionFailure", "Timeout", "brief", "check", "close", "drawn",
+           "exact_logprob", "expected_got", "f32", "load_chapter", "open_impl", "pristine", "reach", "splitmix64",
+           "to_wire", "where_differ"]

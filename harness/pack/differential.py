@@ -16,7 +16,7 @@ REFUSALS only the inputs the reference refuses (anything but the same refusal is
 Drawing. The frames come from the grading seed and the function's name through `random.Random` (frames.drawn):
 every pair of categories of two parameters in some frame, then random frames; no library's version and no module
 the process imported changes them, and they cost milliseconds, so they are not kept between checks (the case
-sets a seed decides, which take seconds, are: harness.memo). Which categories the compared inputs reached is
+sets a seed decides, which take seconds, are: harness.kernel.memo). Which categories the compared inputs reached is
 recorded (`reach`), for a staff test that every category is reached on every run.
 
 Verdict and message. The verdict is the drawn and explicit inputs': the first difference fails the check. Its
@@ -24,9 +24,9 @@ message shows the smallest input Hypothesis finds (`find`, public API, no exampl
 failing frame's categories again through `st.randoms()` and shrinking; when the search finds no difference the
 message shows the drawn input itself:
 
-    smallest input where yours differs: prompt_lookup([4, 4], k=5, max_ngram=9, min_ngram=1): expected [4], got []
+    smallest input where yours differs: lookup([4, 4], k=5, n=9): expected [4], got []
 
-A refusal (the contract's error) is an answer like any other ("expected SpecError, got [3]"), and so is a panic
+A refusal (the contract's error) is an answer like any other ("expected ContractError, got [3]"), and so is a panic
 or another exception where the reference answers. A timeout, a crash or a stub not implemented ends the check at
 once with its own outcome (its SubmissionFailure, naming the input; nothing to shrink).
 """
@@ -42,9 +42,9 @@ import numpy as np
 from hypothesis import HealthCheck, Phase, find, settings, strategies as st
 from hypothesis.errors import NoSuchExample
 
-from ..errors import Raised, SubmissionFailure
-from ..cache import CacheRefused
-from ..memo import folder
+from ..kernel.errors import Raised, SubmissionFailure
+from ..kernel.cache import CacheRefused
+from ..kernel.memo import folder
 from .frames import Domain, drawn, reached
 
 ALL, ANSWERS, REFUSALS = "all", "answers", "refusals"

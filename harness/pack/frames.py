@@ -7,7 +7,7 @@ library version, and nothing outside the table (no module the process imported) 
 
     ctx = Param("ctx", {"empty": lambda r, got: [], "periodic": lambda r, got: [1, 2] * r.randint(2, 9)})
     k = Param("k", {"zero": lambda r, got: 0, "past the context": lambda r, got: len(got["ctx"]) + 1})
-    domain = Domain("prompt_lookup", (ctx, k))
+    domain = Domain("lookup", (ctx, k))
     for frame, args in drawn(domain, seed=7):   # frame: {"ctx": "periodic", "k": "zero"}; args: ([1, 2, 1, 2], 0)
         ...
 

@@ -115,7 +115,7 @@ class Session:
                 raise ArgumentChanged(name, _shown(before), _shown(value)) from cause
 
     def is_contract_error(self, e: BaseException) -> bool:
-        """Whether `e` is the chapter's contract error (e.g. infer.spec.SpecError) of this package."""
+        """Whether `e` is the chapter's contract error (its ops module's CONTRACT_ERROR) of this package."""
         module, name = self.ops.CONTRACT_ERROR
         try:
             return isinstance(e, getattr(self.module(module), name))

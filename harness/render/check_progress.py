@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from ..outcomes import Outcome
+from ..kernel.outcomes import Outcome
 from .console import STYLE
 
 LINE = "test {name} ... {outcome} ({seconds:.2f} s)"  # the plain line; cargo test's front end parses it

@@ -11,8 +11,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ..outcomes import Outcome
-from ..report import Report
+from ..kernel.outcomes import Outcome
+from ..kernel.report import Report
 from .gradescope import hint_lines
 from .literal import visible
 

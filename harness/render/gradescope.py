@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from .literal import visible
 
 if TYPE_CHECKING:
-    from ..report import Report
+    from ..kernel.report import Report
 
 OUTPUT_CAP = 8000  # characters of one test's output: Gradescope shows it in a page, not a log
 SEED_DIGITS = 8  # a seed this long is redacted wherever it appears; a shorter one would clash with ordinary numbers

@@ -7,8 +7,8 @@ escapes the markup characters."""
 
 import xml.etree.ElementTree as ET
 
-from ..outcomes import Outcome
-from ..report import Report
+from ..kernel.outcomes import Outcome
+from ..kernel.report import Report
 from .literal import xml_text
 
 ELEMENT = {Outcome.FAIL: "failure", Outcome.ERROR: "error", Outcome.TIMEOUT: "error", Outcome.CRASHED: "error"}

@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from collections.abc import Sequence, Set
 from pathlib import Path
 
-from ..errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
-from ..paths import REPO
+from ..kernel.errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
+from ..kernel.paths import REPO
 from .bwrap import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
 from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (slot_uids: re-exported, as before)
 

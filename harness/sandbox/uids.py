@@ -34,7 +34,7 @@ import time
 from collections.abc import Set
 from pathlib import Path
 
-from ..errors import SandboxError
+from ..kernel.errors import SandboxError
 
 CLEAR_ROUNDS = 50  # kill passes before a uid counts as impossible to clear (a process stuck in the kernel)
 LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone (OL_UID_LEASES: elsewhere)

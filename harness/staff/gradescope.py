@@ -40,10 +40,10 @@ import sys
 import zipfile
 from pathlib import Path
 
-from ..errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError
 from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import load_chapter
 from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect

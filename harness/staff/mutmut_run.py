@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import RegistryError
+from ..kernel.errors import RegistryError
 from ..languages import in_process
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import Chapter, load_chapter
 from ..subjects.reference import FROM_PATH_ENV
 

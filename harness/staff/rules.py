@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..languages import RUN_MODULE
-from ..paths import REPO
+from ..kernel.paths import REPO
 from ..registry import Chapter, load_chapter
 
 ID = re.compile(r"^R-[A-Z]{2}-\d{2}$")
@@ -80,6 +80,11 @@ def load_rules(ch: Chapter) -> list[Rule]:
             raise ValueError(f"{rules_path(ch)}: row {i + 1} ({row.get('id')}) has unknown keys {sorted(extra)}")
         out.append(Rule(**{**row, "golden": tuple(row.get("golden", ()))}))
     return out
+
+
+def load_sources(ch: Chapter) -> str:
+    """What states the rules (the table's `sources`, the chapter's documents): RULES.md's opening names them."""
+    return tomllib.loads(rules_path(ch).read_text()).get("sources", "the contract and the chapter")
 
 
 def load_domains(ch: Chapter) -> list[Domain]:
@@ -174,8 +179,8 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
         f"# The rules of {ch.chapter}, and the test that checks each",
         "",
         f"Rendered from `rules.toml` beside this file by `{RUN_MODULE} harness.staff.rules {ch.chapter}`; do not edit by hand",
-        "(`tests/harness/test_rules.py` fails when this file is stale). One row per rule that the contract",
-        "(`spec.pyi`), `spec/sampling.md`, `spec/pcg32.md` and the chapter state. **Input** is the distinguishing",
+        "(`tests/harness/test_rules.py` fails when this file is stale). One row per rule that "
+        f"{load_sources(ch)} state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
         "contract leaves free (any answer passes); **elsewhere** names where a rule outside this chapter's",
         f"interface is graded. The chapter's tests live in `{_shown(rules_path(ch).parent)}/`.",

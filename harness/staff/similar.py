@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BadSubmission
+from ..kernel.errors import BadSubmission
 from ..subjects import upload
 from ..subjects.upload import submissions_in
 from ..languages.stub import make_stub

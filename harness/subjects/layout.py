@@ -1,21 +1,21 @@
 """Which language a submission is in and where its files are: the one layout function.
 
 `ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
-package is `pkg` and whose chapter file is `pkg/infer/spec.py` (chapter.toml's `package` and
+package is `pkg` and whose chapter file is `pkg/sub/file.ext` (chapter.toml's `package` and
 `student_files`), it accepts:
 
     DIR/pkg/...                  a course workspace (its `default_workspace`), or an upload of the package folder
     DIR (DIR named pkg)          the package folder itself
-    DIR/spec.py, or spec.py      the chapter's file alone (a bare upload): the rest comes from the
+    DIR/file.ext, or file.ext    the chapter's file alone (a bare upload): the rest comes from the
                                  reference, as with --ref-deps
-    DIR/.../pkg/infer/spec.py    the package one or more folders down (an archive's top folder)
+    DIR/.../pkg/sub/file.ext     the package one or more folders down (an archive's top folder)
     a .zip of any of these       extracted into a scratch folder first (names are checked: no
                                  absolute paths, no `..`, no link entries; bounded size, entry
                                  count and depth; an encrypted, unknown or corrupt archive refused)
 
-A package one folder deep in its workspace (a crate `crates/eng`, chapter file `crates/eng/src/spec.rs`)
-is also accepted as its own last folder: DIR named eng, or DIR/.../eng/src/spec.rs (an upload folder or
-archive holding the crate), copied into crates/eng of a scratch folder.
+A package one folder deep in its workspace (a package `libs/eng`, chapter file `libs/eng/sub/file.ext`)
+is also accepted as its own last folder: DIR named eng, or DIR/.../eng/sub/file.ext (an upload folder or
+archive holding the package), copied into libs/eng of a scratch folder.
 
 Nothing of the upload is read before harness.subjects.upload.walk accepted it: no link below the path named
 (the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
@@ -30,7 +30,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from ..errors import BadSubmission
+from ..kernel.errors import BadSubmission
 from ..registry import Chapter, LanguageSpec
 from . import upload
 

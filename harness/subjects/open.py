@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..errors import RegistryError, SubmissionFailure, UsageError
+from ..kernel.errors import RegistryError, SubmissionFailure, UsageError
 from ..languages import in_process, language
 from ..registry import Chapter
 from ..sandbox.confine import Mode, choose, own_folder

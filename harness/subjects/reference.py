@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 
 from ..languages import in_process
-from ..paths import REFERENCE_DIR
+from ..kernel.paths import REFERENCE_DIR
 from ..registry import Chapter, load_chapter
 
 FROM_PATH_ENV = "OL_REFERENCE_FROM_PATH"  # set: `import <package>` is sys.path's (mutmut's mutated copy), see above

@@ -44,7 +44,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError
 from ..registry import Chapter
 from ..render.literal import visible
 

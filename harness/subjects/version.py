@@ -2,7 +2,7 @@
 
 Two machines grade alike when they hold the same harness, chapter pack, references and fixtures and
 run the same interpreter (major.minor) and the same versions of the libraries a judge runs with: every
-package of the student lock (locks/student.txt, harness.roles), which is what a judge imports (numpy's bits, Hypothesis's
+package of the student lock (locks/student.txt, harness.kernel.roles), which is what a judge imports (numpy's bits, Hypothesis's
 draws, pytest's collection). `version_of(chapter)` lists these components; its
 `digest` keys the ledger (harness.grading.ledger), and a Dask worker compares its own components with the
 client's before it grades (harness.grading.task), naming those that differ.
@@ -20,8 +20,8 @@ import threading
 from pathlib import Path
 
 from ..languages import INTERPRETER, SOURCE_ROOTS, interpreter_version
-from ..paths import REPO
-from ..roles import locked_names
+from ..kernel.paths import REPO
+from ..kernel.roles import locked_names
 
 FILE_ROOTS = ("harness", "reference", *SOURCE_ROOTS, "fixtures", "config", "spec", "pyproject.toml")  # and the pack
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}

@@ -5,7 +5,7 @@ abbreviated, and a comparison that never reads "expected X, got X".
   sequence longer than `items` cut to its head and tail with the count left out named in the middle:
   `[5, 6, 7, 8, ... 92 more ..., 4, 5, 6, 7]`; nested sequences are cut the same way at each level (a sequence
   type with `brackets`, e.g. ("vec![", "]"), is written between them: a language's spelling of a list).
-- `call_text(name, args)`: `prompt_lookup([5, 6, 7, 8, 5, 6], k=3, max_ngram=3, min_ngram=1)`: the first
+- `call_text(name, args)`: `lookup([5, 6, 7, 8, 5, 6], k=3, n=3)`: the first
   argument positional, the rest by keyword, each value `shown` in about WIDTH characters (`brief`).
 - `where_differ(want, got)`: where two values differ in words ("yours has 38 items, 2 fewer than 40", "item 3 is
   4.0 (float), not 4 (int)"), "" when they are the same value of the same type.

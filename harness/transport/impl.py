@@ -15,10 +15,11 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-from ..errors import Raised, SubmissionFailure, Timeout, WrongType
+from ..kernel.errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
+from ..sandbox.confine import Mode
 from .feedback import brief, call_text
 from .shapes import ShapeError, conform
 
@@ -58,13 +59,33 @@ def no_callbacks(method: str, args: dict):
     raise ValueError(f"this call has no judge objects to call back into (asked for {method!r})")
 
 
+class Transport(Protocol):
+    """What an Impl calls through: InProcess (trusted code, in this process) or a worker's (WorkerTransport; Unbuilt,
+    a build that failed). `run` makes every outcome data (a CallInfo), under `deadline_s`; `callbacks(method, args)`
+    answers the code's calls back into the judge."""
+
+    @property
+    def language(self) -> str: ...  # the code's language ("": ol's own, in this process): errors are worded in it
+
+    @property
+    def mode(self) -> Mode | None: ...  # how its code is confined (harness.sandbox.confine); None: in this process
+
+    def run(self, op: str, args: dict, callbacks: Callable[[str, dict], object], deadline_s: float) -> "CallInfo": ...
+
+    def spawn(self) -> None: ...  # start what serves the calls (a worker), before the first
+
+    def restart(self) -> None: ...  # a fresh server for the next call (a worker that owes an answer)
+
+    def close(self) -> None: ...
+
+
 class Impl:
     """Calls into one implementation, each under a deadline and the current test's budget."""
 
     DEADLINES_S: dict[str, float] = {}  # per-op deadlines a chapter's client may set
     ANSWERS: dict[str, object] = {}  # op -> the shape of its answer (harness.transport.shapes), from the chapter's ops
 
-    def __init__(self, transport, label: str, scratch: Path | None = None) -> None:
+    def __init__(self, transport: Transport, label: str, scratch: Path | None = None) -> None:
         self.transport = transport
         self.scratch: list[Path] = [scratch] if scratch else []  # scratch copies it serves from: removed at close
         self.label = label
@@ -132,10 +153,10 @@ class Impl:
     @property
     def language(self) -> str:
         """The language of the code under test ("": ol's own, code in this process): how messages word its values."""
-        return getattr(self.transport, "language", None) or ""
+        return self.transport.language
 
     def _called(self, op: str, args: dict) -> str:
-        return self.called(op, args, getattr(self.transport, "language", None) or "")
+        return self.called(op, args, self.transport.language)
 
     def called(self, op: str, args: dict, language: str) -> str:
         """The contract's name, in `language` ("": ol's own, code in this process), of the function `op` calls; a

@@ -3,14 +3,17 @@
 import time
 from typing import Callable
 
-from ..errors import Raised
+from ..kernel.errors import Raised
 from ..protocol.session import Session
 from ..protocol.wire import to_wire
 from .impl import CallInfo, no_callbacks
 
 
 class InProcess:
-    kind = "in-process"
+    """Transport (harness.transport.impl): the calls run here, in ol's own language, unconfined."""
+
+    language = ""
+    mode = None
 
     def __init__(self, package: str, ops) -> None:
         self.callbacks: Callable[[str, dict], object] = no_callbacks  # the current call's (run sets them)

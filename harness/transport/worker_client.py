@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, NoReturn, Protocol
 
-from ..errors import Crashed, Raised, Timeout, Words
+from ..kernel.errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
 from ..sandbox.bwrap import Limits
@@ -76,7 +76,7 @@ class Launch(Protocol):
 
 
 class WorkerTransport:
-    kind = "worker"
+    """Transport (harness.transport.impl): each call a message to a confined worker process, restarted when it breaks."""
 
     def __init__(self, launch: Callable[[Path], "Launch"], mode: Mode, language: str = "",
                  source_root: Path | None = None, words: Words = Words()) -> None:
@@ -325,8 +325,6 @@ class WorkerTransport:
 class Unbuilt:
     """The transport of a submission whose build failed: every call fails with the build's error (so
     `load` fails, and `ol check` reports the reason on every test). Nothing runs."""
-
-    kind = "worker"
 
     def __init__(self, failure, mode: Mode, language: str = "") -> None:
         self.failure, self.mode, self.language = failure, mode, language

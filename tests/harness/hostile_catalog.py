@@ -190,7 +190,7 @@ def _ol_repo_roots():
     except Exception:
         pass
     try:
-        import harness.paths as _hp
+        import harness.kernel.paths as _hp
         add(str(_hp.REPO))
     except Exception:
         pass
@@ -807,7 +807,7 @@ def _h(name, threat, payload, verdict=EQUAL, honest=BASE_HONEST, load_error=None
 CONTROL = _h("control", "none: the reference package unchanged", None, honest=MAX_SCORE, base="reference")
 
 CATALOG: tuple[Hostile, ...] = (
-    _h("golden-shipped", "T6: reads the shipped golden file (repo found via __file__, /proc/<ppid>/cwd, harness.paths) "
+    _h("golden-shipped", "T6: reads the shipped golden file (repo found via __file__, /proc/<ppid>/cwd, harness.kernel.paths) "
        "and answers from it", GOLDEN_SHIPPED),
     _h("golden-fresh", "T6: reads the fresh golden file named after --golden on its judge's command line", GOLDEN_FRESH),
     _h("reference-delegate", "T6: imports the pristine reference by path and delegates verify_draft to it",

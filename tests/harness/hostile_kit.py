@@ -14,8 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
-from harness.errors import SubmissionFailure
-from harness.paths import REFERENCE_DIR, REPO
+from harness.kernel.errors import SubmissionFailure
+from harness.kernel.paths import REFERENCE_DIR, REPO
 from harness.registry import load_chapter
 
 CH = load_chapter("L10.8")
@@ -57,7 +57,7 @@ def attempt(impl, op: str, args: dict, deadline_s: float = 2.0):
 
 def timed_out_at(got, op: str, deadline_s: float) -> bool:
     """Whether `got` is a Timeout produced by the call's own deadline of `deadline_s` (not a test's budget)."""
-    from harness.errors import Timeout
+    from harness.kernel.errors import Timeout
 
     msg = str(got)
     return (isinstance(got, Timeout) and msg.startswith(f"{op}(") and "no answer within the deadline; the worker was stopped"
@@ -184,7 +184,7 @@ def worker_pids(impl) -> list[int]:
             argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if argv[1:5] == [b"-P", b"-s", b"-m", b"harness.protocol.worker"]:  # isolated: harness.paths.isolated_argv
+        if argv[1:5] == [b"-P", b"-s", b"-m", b"harness.protocol.worker"]:  # isolated: harness.kernel.paths.isolated_argv
             out.append(pid)
     return out
 

@@ -9,7 +9,7 @@ so they are copies of one another (copydetect scores every pair of them above 96
 import re
 from pathlib import Path
 
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 from harness.languages.stub import make_stub
 

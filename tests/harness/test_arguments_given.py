@@ -6,9 +6,9 @@ before and after.
 
 from types import SimpleNamespace
 
-from harness.check.runner import run_check
-from harness.errors import Raised
-from harness.outcomes import Outcome
+from harness.check.runner import CheckOptions, run_check
+from harness.kernel.errors import Raised
+from harness.kernel.outcomes import Outcome
 from harness.protocol.session import Session
 from harness.subjects.open import open_impl
 from harness.transport.impl import Impl
@@ -55,7 +55,7 @@ def test_a_submission_that_changes_its_arguments_fails_naming_the_argument_and_t
 
 
 def test_a_changed_argument_fails_the_test_that_made_the_call(tmp_path):
-    rep = run_check(CH, str(submission(tmp_path, MUTATES)), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+    rep = run_check(CH, str(submission(tmp_path, MUTATES)), CheckOptions(only=["hand_example_prompt_lookup", "rollback_hand_example"]))
     got = {t.name: t for t in rep.tests}
     assert got["hand_example_prompt_lookup"].outcome == "fail", got["hand_example_prompt_lookup"]
     assert "changed its argument ctx" in got["hand_example_prompt_lookup"].message

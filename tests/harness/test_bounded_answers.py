@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import Raised, Timeout
+from harness.kernel.errors import Raised, Timeout
 from harness.registry import load_chapter
 from harness.transport import error_answer
 from harness.transport.impl import CHECK_LIMIT_ENV, CallInfo, Impl
@@ -58,7 +58,7 @@ def test_nothing_is_read_past_the_calls_deadline(tmp_path, monkeypatch):
 class Sleepy:
     """A transport whose every call answers after 80 % of its deadline."""
 
-    kind = "worker"
+    language, mode = "", None
 
     def run(self, op, args, callbacks, deadline_s):
         time.sleep(0.8 * deadline_s)

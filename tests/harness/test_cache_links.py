@@ -1,4 +1,4 @@
-"""No link followed and nothing removed that ol did not make, in ol's cache (issue 36, item 3; harness.cache): a link
+"""No link followed and nothing removed that ol did not make, in ol's cache (issue 36, item 3; harness.kernel.cache): a link
 planted at $XDG_CACHE_HOME/ol, ol/rust, ol/rust/templates, ol/draws or ol/fresh, another user's folder, one open to
 others: `ol check` and `ol grade` refuse it (exit 2, its path named) before anything runs, nothing is written through
 it and nothing of its target removed; pruning removes only entries ol marked."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache, memo
+from harness.kernel import cache, memo
 from harness.languages import rust
 
 REPO = Path(__file__).resolve().parents[2]

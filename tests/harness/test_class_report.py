@@ -16,11 +16,11 @@ import pytest
 
 from harness.grading.class_report import feedback_file, load, message_key, report_path, write_report
 from harness.grading.ledger import Ledger
-from harness.outcomes import Outcome
-from harness.paths import REPO
+from harness.kernel.outcomes import Outcome
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
-from harness import report as rp
-from harness.report import Report
+from harness.kernel import report as rp
+from harness.kernel.report import Report
 
 CH = load_chapter("L10.8")
 NAMES = [t.name for t in CH.tests]

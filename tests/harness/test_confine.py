@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.sandbox.confine import Mode, SandboxError, answers_exposed, choose, readable_copy
-from harness.errors import BadSubmission
+from harness.kernel.errors import BadSubmission
 from harness.registry import load_chapter
 from harness.sandbox.bwrap import available
 from harness.transport.shapes import ShapeError, conform

@@ -24,9 +24,9 @@ import pytest
 from harness.languages import rust
 
 from harness.transport.impl import DEFAULT_DEADLINE_S
-from harness.check.runner import run_check
+from harness.check.runner import CheckOptions, run_check
 from harness.subjects.layout import detect
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 
 EXAMPLES = REPO / "examples" / "submissions"
@@ -64,7 +64,7 @@ def graded(name: str):
     ch = load_chapter(EXPECTED["chapter"])
     skip = set() if FULL else SKIPPED_FOR_TIME.get(name, set())
     only = [t.name for t in ch.tests if t.name not in skip] if skip else None
-    rep = run_check(ch, str(EXAMPLES / name), ref_deps=True, only=only)
+    rep = run_check(ch, str(EXAMPLES / name), CheckOptions(ref_deps=True, only=only))
     return rep, [t.name for t in rep.tests]
 
 

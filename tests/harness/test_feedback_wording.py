@@ -7,7 +7,7 @@ import numpy as np
 from chapters.L10_8.client import Client
 from chapters.L10_8.judge.judging import short, tokens_differ
 from chapters.L10_8.judge.replay import Expected, parting
-from harness.errors import Raised
+from harness.kernel.errors import Raised
 from harness.languages import language as language_named
 from harness.transport.feedback import call_text, expected_got, where_differ
 from harness.registry import load_chapter

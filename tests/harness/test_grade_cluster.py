@@ -30,7 +30,7 @@ import pytest
 from harness.languages import rust
 
 from harness.grading.loopback import Loopback
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -341,10 +341,10 @@ class _Inject(importlib.abc.MetaPathFinder):
             load(module)
             real = module.judge
 
-            def judge(chapter, sub, *args, **kwargs):
+            def judge(sub, *args, **kwargs):
                 if sub.name == os.environ["OL_TEST_INJECT"]:
                     raise RuntimeError("injected on the worker: the judge could not start")
-                return real(chapter, sub, *args, **kwargs)
+                return real(sub, *args, **kwargs)
 
             module.judge = judge
 

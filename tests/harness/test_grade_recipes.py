@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 
 RECIPES = REPO / "docs" / "recipes"
 

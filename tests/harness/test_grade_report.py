@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from tests.harness.similar_kit import write_class
 from tests.harness.test_class_report import Page, assert_inert, links_resolve
 

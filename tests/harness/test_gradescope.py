@@ -547,7 +547,7 @@ def test_setup_installs_the_student_lock_and_nothing_else(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "ol: [2/3] installing the lock, locks/student.txt: " in r.stderr, r.stderr[-3000:]
     assert (src / ".venv" / ".ol-installed").read_text().startswith("student ")
-    probe = ("import json; from importlib import metadata; from harness import roles; "
+    probe = ("import json; from importlib import metadata; from harness.kernel import roles; "
              "print(json.dumps([roles.drift('student'), {n: metadata.version(n) for n in roles.locked_names('student')}]))")
     p = subprocess.run([str(src / ".venv" / "bin" / "python"), "-c", probe], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(src)})

@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from harness.check.runner import run_check
+from harness.check.runner import CheckOptions, run_check
 from harness.check.hints import HINT_MIN_CASES, HINT_SHARE, pitfall_matches
 from harness.registry import load_chapter
 from harness.languages.stub import write_stub
@@ -36,27 +36,27 @@ def test_the_golden_asking_tests_are_found():
 
 @pytest.mark.slow(s=6)
 def test_the_reference_gets_no_hint():
-    ref = run_check(CH, "reference", only=ONLY)
+    ref = run_check(CH, "reference", CheckOptions(only=ONLY))
     assert ref.pitfall_matches == (), f"the reference must get no hint: {ref.pitfall_matches}"
 
 
 @pytest.mark.slow(s=6)
 @pytest.mark.parametrize("mutant", [m.id for m in CH.mutants])
 def test_the_hint_names_each_mutant_and_nothing_else(mutant):
-    hints = tuple(h["id"] for h in run_check(CH, f"mutant:{mutant}", only=ONLY).pitfall_matches)
+    hints = tuple(h["id"] for h in run_check(CH, f"mutant:{mutant}", CheckOptions(only=ONLY)).pitfall_matches)
     assert hints == (mutant,), f"{mutant}: the hint must name it alone, got {hints}"
 
 
 def test_a_fresh_stub_gets_no_hint(tmp_path):
     write_stub(CH, tmp_path / "ws")
-    rep = run_check(CH, str(tmp_path / "ws"), ref_deps=True)
+    rep = run_check(CH, str(tmp_path / "ws"), CheckOptions(ref_deps=True))
     assert rep.passed == 0 and rep.pitfall_matches == (), rep.pitfall_matches
 
 
 def test_a_submission_through_the_worker_is_named_by_its_pitfall(tmp_path):
     sample = tmp_path / "s13"
     shutil.copytree(CH.demo.parent / "s13-releases-partial-block", sample)
-    rep = run_check(CH, str(sample), ref_deps=True, only=["rollback_hand_example"])
+    rep = run_check(CH, str(sample), CheckOptions(ref_deps=True, only=["rollback_hand_example"]))
     assert [h["id"] for h in rep.pitfall_matches] == ["s13"], rep.pitfall_matches
 
 

@@ -14,8 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from harness.check.runner import run_check
-from harness.errors import Crashed, Raised, Timeout
+from harness.check.runner import CheckOptions, run_check
+from harness.kernel.errors import Crashed, Raised, Timeout
 from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.subjects.open import open_impl
 from harness.transport.worker_client import OUTPUT_CAP
@@ -100,7 +100,7 @@ GAUNTLET_TESTS = {  # test -> expected outcome, and words its message must hold
 
 def test_crash_exception_wrong_type_and_prints_each_get_their_own_outcome(tmp_path):
     sub = submission(tmp_path, GAUNTLET)
-    rep = run_check(CH, str(sub), only=list(GAUNTLET_TESTS))
+    rep = run_check(CH, str(sub), CheckOptions(only=list(GAUNTLET_TESTS)))
     assert rep.ungraded is None, rep.ungraded  # the submission's doing, every bit of it: never the grader's fault
     assert outcomes(rep) == {n: o for n, (o, _) in GAUNTLET_TESTS.items()}, [(t.name, t.outcome, t.message[:200]) for t in rep.tests]
     for t in rep.tests:

@@ -15,11 +15,11 @@ import pytest
 
 import chapters.L10_8.judge.judging as judging
 import harness.check.pytest_plugin
-from harness.check.runner import run_check
+from harness.check.runner import CheckOptions, run_check
 from harness.sandbox.confine import choose
-from harness.errors import Raised, SubmissionFailure
+from harness.kernel.errors import Raised, SubmissionFailure
 from harness.transport.impl import DEFAULT_DEADLINE_S
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.subjects.open import open_impl
 from harness.transport.worker_client import MEMORY_LIMIT, WORKER_LIMITS
 
@@ -82,7 +82,7 @@ def test_writing_results_files_does_not_change_the_grade(tmp_path, monkeypatch):
     mark = marker()
     sub = submission(tmp_path, FORGER, HOST_DIRS=list(map(str, host_dirs)), MARK=mark)
     try:
-        rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+        rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup", "rollback_hand_example"]))
         assert not marked(mark), "run_check returns (and `ol check` writes its report) only once the submission's processes are dead"
     finally:
         kill_marked(mark)
@@ -130,7 +130,7 @@ PATCHER = """
     _patch("chapters.L10_8.judge.judging", "case", lambda label: __import__("contextlib").nullcontext())
     _patch("harness.check.pytest_plugin", "classify", lambda excinfo: "pass")
     _patch("harness.check.runner", "classify", lambda excinfo: "pass")
-    _patch("harness.errors", "Raised", Exception)
+    _patch("harness.kernel.errors", "Raised", Exception)
     _patch("chapters.L10_8.judge.stats", "ALPHA", 0.0)
     _patch("pytest", "fail", lambda *a, **k: None)
     import builtins as _b
@@ -151,7 +151,7 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     (its own pytest, builtins) is its own process's; the grade is unchanged."""
     sub = submission(tmp_path, PATCHER)
     must_refuse, classify = judging.must_refuse, harness.check.pytest_plugin.classify
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "verify_rejects_bad_shapes", "rollback_hand_example"])
+    rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup", "verify_rejects_bad_shapes", "rollback_hand_example"]))
     assert outcomes(rep) == {"hand_example_prompt_lookup": "fail", "verify_rejects_bad_shapes": "fail", "rollback_hand_example": "pass"}, \
         [(t.name, t.outcome, t.message[:200]) for t in rep.tests]
     (bad,) = [t for t in rep.tests if t.name == "verify_rejects_bad_shapes"]
@@ -161,7 +161,7 @@ def test_monkeypatching_the_judge_from_the_worker_changes_nothing(tmp_path):
     saw, workdir = _printed(sub)
     patched = saw["patched"]
     for judge_module in ("chapters.L10_8.judge.judging", "chapters.L10_8.judge.stats", "harness.check.pytest_plugin",
-                         "harness.check.runner", "harness.errors"):
+                         "harness.check.runner", "harness.kernel.errors"):
         assert patched[judge_module] == "ModuleNotFoundError", (judge_module, patched)
     assert patched["pytest"].startswith(sys.prefix), patched  # the venv's pytest is visible: patching it is harmless
 
@@ -262,7 +262,8 @@ def test_killing_the_parent_kills_only_that_judge(tmp_path):
         def run(self, argv, env, cwd, timeout):
             return killed
 
-    graded, _ = harness.grading.judge.judge(CH, sub, CH.golden, False, scratch, "bwrap", None, {}, None, KilledJudge())
+    options = harness.grading.judge.JudgeOptions(CH, CH.golden, False, "bwrap", KilledJudge())
+    graded, _ = harness.grading.judge.judge(sub, scratch, None, options)
     assert graded.passed == 0 and graded.score == 0 and graded.ungraded, graded.to_json()["summary"]
     assert "forged" not in graded.to_json() and all(t.outcome == "error" for t in graded.tests)
     assert "killed" in graded.tests[0].message, graded.tests[0].message

@@ -14,8 +14,9 @@ from pathlib import Path
 import re
 import tokenize
 
+import harness.pack
 from harness.languages import LANGUAGES
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import known_chapters, load_chapter
 
 HARNESS = REPO / "harness"
@@ -178,7 +179,7 @@ def test_the_graph_is_read_from_the_code():
     edges = graph()
     pairs = {(e.source, e.target) for e in edges}
     assert ("harness.grading.grade", "harness.subjects.upload") in pairs  # `from ..subjects import upload`
-    assert ("harness.grading.grade", "harness.report") in pairs  # `from .report import Report`
+    assert ("harness.grading.grade", "harness.kernel.report") in pairs  # `from ..kernel.report import Report`
     assert ("harness.cli.grade", "harness.grading.grade") in pairs  # inside a function
     assert len(modules()) > 30 and len(edges) > 100
 
@@ -198,8 +199,8 @@ def test_the_checks_see_a_cycle_and_a_private_name(tmp_path):
 
 
 # The packages of harness/ by floor (README, "Layout"): a module imports only its own package and lower floors.
-# The kernel is harness/'s top-level modules (errors, outcomes, report, registry, paths).
-FLOORS = {"kernel": 0, "protocol": 0, "sandbox": 1, "render": 2, "transport": 2, "languages": 2, "subjects": 3,
+# harness/ holds packages only (and its __init__ and __main__, the entry): no module stands loose beside them.
+FLOORS = {"kernel": 0, "protocol": 0, "registry": 1, "sandbox": 1, "render": 2, "transport": 2, "languages": 2, "subjects": 3,
           "check": 4, "pack": 4, "grading": 5, "staff": 6, "cli": 7, "entry": 8}  # entry: `python -m harness`
 
 
@@ -207,7 +208,7 @@ def package_of(module: str) -> str:
     if module == "harness.__main__":
         return "entry"
     parts = module.split(".")
-    return parts[1] if len(parts) > 2 or (len(parts) == 2 and (HARNESS / parts[1]).is_dir()) else "kernel"
+    return parts[1] if len(parts) > 1 else "kernel"  # `harness` itself, an empty __init__: the kernel's floor
 
 
 def upward(edges: list[Edge]) -> list[str]:
@@ -248,10 +249,16 @@ def test_no_private_name_crosses_a_module():
 
 
 # ---- the engine names no chapter and no language ------------------------------------------------------------
-# Every module of harness/ outside harness/languages/ is tokenized; a NAME or a STRING token (a docstring, an
-# f-string, a message) that names a chapter or a language fails the check:
+# Every module of harness/ outside harness/languages/ is tokenized; a NAME, a STRING or an f-string token (a
+# docstring, a message, an f-string whole: its text and its fields, on every Python ol supports) that names a
+# chapter or a language fails the check:
 # - a chapter: `L10` (any of its chapters: L10.8, L10_8, L10.1) or a registered chapter's name, its pack's folder
-#   name or a package its languages write (`tinyllm`), anywhere in the token, in any case;
+#   name or a package its languages write (`tinyllm`); the names its pack defines of more than one word (its tests,
+#   its ops, its contract's functions and classes: `hand_example_prompt_lookup`, `verify_draft`, `SpecConfig`) and
+#   each run of two or more of their words that starts or ends one (`hand_example`, `prompt_lookup`); the file names
+#   of its contract and student files (`spec.pyi`) and of the course's documents the engine does not speak (spec/
+#   but its protocol.md: `sampling.md`); the words of its title longer than eight letters (`speculative`), anywhere
+#   in the token, in any case;
 # - a language: a name in harness.languages.LANGUAGES (`python`, `rust`), in any case, as a word or a part of an
 #   identifier between underscores or a change of case (`rust_image`, `python_none`, `RustBuild`); a word that
 #   merely contains one (`trusted`, `PYTHONPATH`) is not the language's name.
@@ -264,15 +271,49 @@ def test_no_private_name_crosses_a_module():
 #   not Python; what they say is the renderer's and the report's, checked by their own tests).
 # - nothing else: not `sys.executable` (the engine's own interpreter names no language), not a requirement such as
 #   "Python 3.11" (there is none in harness/ outside languages/; were one needed it would be the language's words).
+# Python 3.12 tokenizes an f-string into FSTRING_START, its parts and FSTRING_END (3.11: one STRING); each f-string is
+# checked as one text, its source from its start to its end, on both, so neither skips a part of one.
 LANGUAGE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")  # the words of an identifier or a text
+IDENTIFIER_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+ENGINE_DOCUMENTS = {"protocol.md"}  # spec/'s documents the engine speaks (the worker protocol); the others are the course's
+TITLE_WORD = 9  # a title's word of at least this many letters is the chapter's (`speculative`; `decoding`, `engine` are not)
+FSTRING_START = getattr(tokenize, "FSTRING_START", None)  # Python 3.12+
+FSTRING_END = getattr(tokenize, "FSTRING_END", None)
+
+
+def _defined_names(ch) -> set[str]:
+    """The names a pack defines: its tests, its ops (the ops module's `op_` functions), its contract's top-level
+    functions and classes (the contract in ol's own language is a stub module, read with ast)."""
+    names = {t.name for t in ch.tests}
+    names |= {n.name.removeprefix("op_") for n in ast.parse(ch.ops_file.read_text()).body
+              if isinstance(n, ast.FunctionDef) and n.name.startswith("op_")}
+    for lang in ch.languages.values():
+        if lang.contract.suffix in (".py", ".pyi"):
+            names |= {n.name for n in ast.parse(lang.contract.read_text()).body
+                      if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    return names
+
+
+def _runs(name: str) -> set[str]:
+    """A name of more than one word, and each run of two or more of its words that starts or ends it (snake_case
+    joined by `_`, CamelCase by nothing), lower-cased; nothing for a one-word name (`propose`: a word, not a name)."""
+    words = [w.lower() for w in IDENTIFIER_WORD.findall(name)]
+    if len(words) < 2:
+        return set()
+    sep = "_" if "_" in name else ""
+    return {sep.join(words[:i]) for i in range(2, len(words) + 1)} | {sep.join(words[-i:]) for i in range(2, len(words) + 1)}
 
 
 def _chapter_words() -> tuple[str, ...]:
-    """The substrings that name a chapter: `L10`, and each registered chapter's name, pack folder and packages."""
+    """The substrings that name a chapter (see above)."""
     words = {"l10", "tinyllm"}
+    words |= {p.name.lower() for p in (REPO / "spec").rglob("*") if p.is_file() and p.name not in ENGINE_DOCUMENTS}
     for name in known_chapters():
         ch = load_chapter(name)
         words |= {name.lower(), ch.pack_dir.name.lower(), *(lang.package.lower() for lang in ch.languages.values())}
+        words |= {r for n in _defined_names(ch) for r in _runs(n)}
+        words |= {Path(f).name.lower() for lang in ch.languages.values() for f in (lang.contract, *lang.student_files)}
+        words |= {w.lower() for w in re.findall(r"[A-Za-z]+", ch.title) if len(w) >= TITLE_WORD}
     return tuple(sorted(words))
 
 
@@ -284,38 +325,71 @@ def names_in(text: str, chapters: tuple[str, ...], languages: tuple[str, ...]) -
     return found + [lang for lang in languages if lang in words]
 
 
+def text_tokens(path: Path) -> list[tuple[int, str]]:
+    """Each NAME and STRING token of `path` and each f-string whole (its source text, fields included), as
+    (line, text): the same on Python 3.11, where an f-string is one STRING, and 3.12+, where it is many tokens."""
+    source = path.read_text()
+    lines = source.splitlines(keepends=True)
+    with tokenize.open(path) as f:
+        tokens = list(tokenize.generate_tokens(f.readline))
+    found, depth, opened = [], 0, (0, 0)
+    for tok in tokens:
+        if FSTRING_START is not None and tok.type == FSTRING_START:
+            depth += 1
+            if depth == 1:
+                opened = tok.start
+        elif FSTRING_END is not None and tok.type == FSTRING_END:
+            depth -= 1
+            if depth == 0:
+                (r0, c0), (r1, c1) = opened, tok.end
+                text = lines[r0 - 1][c0:] if r0 == r1 else lines[r0 - 1][c0:] + "".join(lines[r0:r1 - 1]) + lines[r1 - 1][:c1]
+                found.append((r0, text[: c1 - c0] if r0 == r1 else text))
+        elif depth == 0 and tok.type in (tokenize.NAME, tokenize.STRING):
+            found.append((tok.start[0], tok.string))
+    return found
+
+
 def engine_names(root: Path = HARNESS, chapters: tuple[str, ...] | None = None,
                  languages: tuple[str, ...] | None = None) -> list[str]:
-    """Each NAME or STRING token of a module of `root` outside its languages/ that names a chapter or a language,
-    as `module:line: token (names)`."""
+    """Each NAME, STRING or f-string token of a module of `root` outside its languages/ that names a chapter or a
+    language, as `module:line: token (names)`."""
     chapters = _chapter_words() if chapters is None else chapters
     languages = tuple(LANGUAGES) if languages is None else languages
     found = []
     for path in sorted(root.rglob("*.py")):
         if (root / "languages") in path.parents:
             continue
-        with tokenize.open(path) as f:
-            tokens = list(tokenize.generate_tokens(f.readline))
-        for tok in tokens:
-            if tok.type in (tokenize.NAME, tokenize.STRING):
-                hit = names_in(tok.string, chapters, languages)
-                if hit:
-                    shown = tok.string if len(tok.string) <= 60 else tok.string[:57] + "..."
-                    found.append(f"{module_name(path, root)}:{tok.start[0]}: {shown!r} ({', '.join(hit)})")
+        for line, text in text_tokens(path):
+            hit = names_in(text, chapters, languages)
+            if hit:
+                shown = text if len(text) <= 60 else text[:57] + "..."
+                found.append(f"{module_name(path, root)}:{line}: {shown!r} ({', '.join(hit)})")
     return found
 
 
 def test_the_name_check_sees_a_chapter_and_a_language(tmp_path):
-    """A name, a string, a docstring and an identifier part are caught; a comment and a word that merely contains
-    a language's name (`trusted`, `PYTHONPATH`) are not; languages/ is the languages' own."""
+    """A name, a string, a docstring, an identifier part and an f-string's text (after a field, across lines, nested)
+    are caught; a comment and a word that merely contains a language's name (`trusted`, `PYTHONPATH`) are not;
+    languages/ is the languages' own."""
     pkg = tmp_path / "harness"
     (pkg / "languages").mkdir(parents=True)
     (pkg / "a.py").write_text('"""Grades tinyllm."""\n# L10.8 in a comment\nrust_image = "Python" + "trusted"\n'
-                              'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n')
+                              'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n'
+                              'm = f"{env!r} see L10.8"\nq = f"""{m}\n{f"{m} for Rust"}"""\nok = f"{m} {{plain}}"\n')
     (pkg / "languages" / "rust.py").write_text('RUST = "rust"\n')
     assert engine_names(pkg, ("l10", "tinyllm"), ("python", "rust")) == [
         "harness.a:1: '\"\"\"Grades tinyllm.\"\"\"' (tinyllm)", "harness.a:3: 'rust_image' (rust)",
-        "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)"]
+        "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)",
+        "harness.a:6: 'f\"{env!r} see L10.8\"' (l10)", "harness.a:7: 'f\"\"\"{m}\\n{f\"{m} for Rust\"}\"\"\"' (rust)"]
+
+
+def test_a_pack_names_its_own_words():
+    """The chapter's words come from its pack: a test's name and its leading and trailing words, an op, the
+    contract's names, its files, its title's long words, the course's documents."""
+    words = _chapter_words()
+    for w in ("hand_example", "prompt_lookup", "verify_draft", "specconfig", "spec.pyi", "sampling.md", "speculative"):
+        assert w in words
+    assert not {"protocol.md", "propose", "engine", "decoding"} & set(words)
 
 
 def test_the_engine_names_no_chapter_and_no_language():
@@ -357,12 +431,30 @@ def test_a_pack_imports_only_the_engines_facade():
         "\n".join(found)
 
 
+def facade_names(pack: Path) -> set[str]:
+    """The names the modules of `pack` take from the facade (`from harness.pack import X`), wherever in a file."""
+    found = set()
+    for path in sorted(pack.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == "harness.pack":
+                found |= {a.name for a in node.names}
+    return found
+
+
+def test_the_facade_exports_only_what_a_pack_imports():
+    """harness.pack's __all__ is what the packs take from it, no more: a name no pack imports is an engine module's
+    business, not a pack author's (add it back when a pack needs it)."""
+    used = set().union(*(facade_names(load_chapter(name).pack_dir) for name in known_chapters()))
+    unused = sorted(set(harness.pack.__all__) - used)
+    assert not unused, f"harness.pack exports names no pack imports: {unused}"
+
+
 def test_the_pack_check_sees_an_engine_import(tmp_path):
     pack = tmp_path / "P"
     (pack / "judge").mkdir(parents=True)
     (pack / "ops.py").write_text("from harness.protocol.wire import floats\nimport harness.registry\n")
-    (pack / "judge" / "a.py").write_text("from harness.pack import Rand\ndef f():\n    from harness.errors import Raised\n")
-    assert pack_imports(pack, {pack / "ops.py"}) == ["P/judge/a.py:3 imports harness.errors",
+    (pack / "judge" / "a.py").write_text("from harness.pack import Rand\ndef f():\n    from harness.kernel.errors import Raised\n")
+    assert pack_imports(pack, {pack / "ops.py"}) == ["P/judge/a.py:3 imports harness.kernel.errors",
                                                      "P/ops.py:2 imports harness.registry"]
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.runner import UNGRADED_TEST, run_check
+from harness.check.runner import UNGRADED_TEST, CheckOptions, run_check
 from harness.grading import grade as grading, judge
-from harness.outcomes import Outcome
+from harness.kernel.outcomes import Outcome
 from harness.registry import load_chapter
 from harness.staff import gradescope
 from harness.transport.impl import Impl
@@ -53,7 +53,7 @@ def test_a_fault_in_the_judge_during_a_test_makes_the_run_ungraded_naming_it(mon
         return real(self, op, args, value) if op == "load" else injected()
 
     monkeypatch.setattr(target, conform_failing_after_the_load if target.endswith("Impl.conform") else injected)
-    rep = run_check(CH, "reference", only=TWO)
+    rep = run_check(CH, "reference", CheckOptions(only=TWO))
     assert_ungraded(rep, test)
 
 
@@ -65,7 +65,7 @@ def test_a_library_failing_inside_a_test_is_the_graders_fault(monkeypatch):
         raise numpy.linalg.LinAlgError("injected fault: the library failed")
 
     monkeypatch.setattr("chapters.L10_8.judge.properties.prompt_lookup", broken)
-    rep = run_check(CH, "reference", only=TWO)
+    rep = run_check(CH, "reference", CheckOptions(only=TWO))
     assert rep.ungraded is not None and "LinAlgError: injected fault: the library failed" in rep.ungraded, rep.ungraded
 
 
@@ -73,10 +73,10 @@ def test_a_fault_in_the_plugins_fixtures_stops_the_check_as_the_graders_error(mo
     """The plugin's fixtures set a test up (the chapter, the reference): their fault is no test's outcome but the
     check's, an OlError naming it (ol check exits 3; a judge's row says it)."""
     monkeypatch.setattr("harness.check.pytest_plugin.pristine", injected)
-    from harness.errors import OlError
+    from harness.kernel.errors import OlError
 
     with pytest.raises(OlError, match="could not set up the chapter's tests: RuntimeError: injected fault: a judge bug"):
-        run_check(CH, "reference", only=TWO)
+        run_check(CH, "reference", CheckOptions(only=TWO))
 
 
 def ol(patch: str, *argv: str) -> subprocess.CompletedProcess:
@@ -129,7 +129,7 @@ def test_the_submission_raising_stays_its_own_error(tmp_path):
     sub = tmp_path / "raises"
     sub.mkdir()
     (sub / "spec.py").write_text(spec + "\n\ndef prompt_lookup(ctx, k, max_ngram, min_ngram=1):\n    return 1 // 0\n")
-    rep = run_check(CH, str(sub), ref_deps=True, only=TWO)
+    rep = run_check(CH, str(sub), CheckOptions(ref_deps=True, only=TWO))
     assert rep.ungraded is None, rep.ungraded
     assert [t.outcome for t in rep.tests] == [Outcome.ERROR, Outcome.ERROR], [(t.name, t.message) for t in rep.tests]
     assert "ZeroDivisionError" in rep.tests[0].message and UNGRADED_TEST not in rep.tests[0].message, rep.tests[0].message
@@ -152,14 +152,14 @@ def test_a_fault_of_the_grading_runs_judge_is_that_entrys_ungraded_row(tmp_path,
     (klass / "faulty" / "spec.py").write_bytes((EXAMPLES / "correct" / SPEC).read_bytes())
     real = judge.judge
 
-    def judge_failing_on_faulty(chapter, sub, *args, **kwargs):
+    def judge_failing_on_faulty(sub, *args, **kwargs):
         if sub.name == "faulty":
             raise RuntimeError("injected fault: the judge could not start")
-        return real(chapter, sub, *args, **kwargs)
+        return real(sub, *args, **kwargs)
 
     monkeypatch.setattr(judge, "judge", judge_failing_on_faulty)
     out = tmp_path / "grades.csv"
-    result = grading.grade(CH, klass, None, True, out, tmp_path / "results", jobs=1, unconfined_ok=True)
+    result = grading.grade(CH, klass, grading.GradeOptions(out, tmp_path / "results", ref_deps=True, unconfined_ok=True))
     got = rows(out)
     assert sorted(got) == ["correct", "faulty", "s01-first-occurrence"], got
     assert got["faulty"]["status"] == "ungraded" and "RuntimeError: injected fault" in got["faulty"]["reason"], got["faulty"]

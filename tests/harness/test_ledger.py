@@ -13,11 +13,11 @@ import zipfile
 import pytest
 
 from harness.grading.ledger import Ledger, default_results_dir, recorded_seed
-from harness.outcomes import Outcome
+from harness.kernel.outcomes import Outcome
 from harness.grading.parcel import SHIP_CAP, ParcelError, digest, pack, unpack
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
-from harness import report as rp
+from harness.kernel import report as rp
 from harness.grading.task import Task, WorkerRefused, run
 from harness.subjects.version import differences, version_of
 
@@ -141,7 +141,7 @@ def test_the_ledger_skips_only_a_grade_with_the_same_key(tmp_path):
 
 @pytest.fixture
 def validations(monkeypatch):
-    """The report schema's validations, counted (harness.report.validate, wrapped), each process's parse cache empty."""
+    """The report schema's validations, counted (harness.kernel.report.validate, wrapped), each process's parse cache empty."""
     from harness.grading import ledger
 
     seen = []
@@ -217,7 +217,7 @@ def test_a_corrupt_or_edited_record_of_validated_entries_is_not_trusted(tmp_path
 
 
 def test_a_submission_named_summary_is_refused_and_the_ledger_sits_beside_the_csv(tmp_path):
-    from harness.errors import UsageError
+    from harness.kernel.errors import UsageError
 
     (tmp_path / "results").mkdir()
     with pytest.raises(UsageError, match="would overwrite the ledger's summary.json"):

@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 
 from harness.grading.ledger import ClassSummary
-from harness.outcomes import Outcome
+from harness.kernel.outcomes import Outcome
 from harness.registry import load_chapter
 from harness.render import console as show
 from harness.render.csv import grades_csv
@@ -29,7 +29,7 @@ from harness.render.gradescope import results_json, upload_rejected
 from harness.render.junit import junit_xml
 from harness.render.literal import csv_cell, csv_text, visible, xml_text
 from harness.cli.progress import GradeProgress
-from harness.report import Report, TestResult as Result
+from harness.kernel.report import Report, TestResult as Result
 
 REPO = Path(__file__).resolve().parents[2]
 CH = load_chapter("L10.8")

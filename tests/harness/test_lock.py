@@ -17,8 +17,8 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 import pytest
 
-from harness import roles
-from harness.paths import REPO
+from harness.kernel import roles
+from harness.kernel.paths import REPO
 
 MACHINES = ("x86_64", "aarch64")  # Linux, both: the course's graders, Gradescope's images, the Dask workers
 

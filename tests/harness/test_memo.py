@@ -1,4 +1,4 @@
-"""harness.memo: a value made once, read back the same (types and all), kept only where this user alone
+"""harness.kernel.memo: a value made once, read back the same (types and all), kept only where this user alone
 writes, and anything it cannot trust made again."""
 
 import math
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from harness import memo
+from harness.kernel import memo
 
 VALUE = [(1, [2, 3]), (-0.0, float("nan"), float("inf")), {"b": 1, "a": (None, True, "é\x00")}, 2**70, -(2**64)]
 

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from harness.check.golden import fresh_golden
-from harness.check.runner import run_check
+from harness.check.runner import CheckOptions, run_check
 from harness.registry import load_chapter
 from harness.languages import in_process
 from harness.subjects.reference import pristine, use_reference
@@ -160,9 +160,9 @@ def test_a_recorded_table_passes_at_most_the_worked_examples_on_fresh_cases(tmp_
     table = record(chapter)
     assert len(table) > 500, f"a check of the reference makes many plain calls; recorded {len(table)}"
     sub = str(memoriser(tmp_path, chapter, table))
-    shipped = _passed(run_check(chapter, sub, ref_deps=True))
+    shipped = _passed(run_check(chapter, sub, CheckOptions(ref_deps=True)))
     assert shipped - WORKED_EXAMPLES, f"on the shipped cases the table should earn some test beyond the worked examples: {shipped}"
     golden = str(fresh_golden(chapter, 5, tmp_path))
-    fresh = _passed(run_check(chapter, sub, ref_deps=True, golden=golden, fresh_seed=5))
+    fresh = _passed(run_check(chapter, sub, CheckOptions(ref_deps=True, golden=golden, fresh_seed=5)))
     assert fresh <= WORKED_EXAMPLES, (f"on fresh cases a recorded table earned {sorted(fresh - WORKED_EXAMPLES)} beyond the "
                                       f"worked examples (on the shipped cases: {sorted(shipped)})")

@@ -9,7 +9,7 @@ import py_compile
 
 import pytest
 
-from harness.errors import UsageError
+from harness.kernel.errors import UsageError
 from harness.staff.mutants import SET_KILL_THRESHOLD
 from harness.registry import DEFAULT_SET, RuleMutantSpec, load_chapter
 from harness.subjects.open import materialize_mutant

@@ -327,7 +327,7 @@ def test_a_second_language_plugs_in_with_one_entry_and_is_graded_by_ol(tmp_path)
     ('"calc/ops.json" = "toycalc/ops.json"', "outside the submission's toycalc"),  # the student's own package
 ])
 def test_the_registry_refuses_a_course_source_that_is_missing_or_misplaced(tmp_path, monkeypatch, line, says):
-    from harness.errors import RegistryError
+    from harness.kernel.errors import RegistryError
     from harness.registry import load_chapter
 
     packs = calc_pack(tmp_path / "packs")

@@ -17,10 +17,10 @@ import pytest
 from chapters.L10_8.client import Client
 from harness.check.runner import LOAD_DEADLINE_S
 from harness.sandbox.confine import choose
-from harness.errors import Crashed, Timeout
+from harness.kernel.errors import Crashed, Timeout
 from harness.transport.impl import DEFAULT_DEADLINE_S
 from harness.languages import WorkerLaunch
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import DEFAULT_TIMEOUT_S, load_chapter
 from harness.transport import worker_client
 from harness.transport.worker_client import EXIT_WAIT_S, STARTUP_S, WorkerTransport

@@ -6,11 +6,11 @@ import json
 import jsonschema
 import pytest
 
-from harness.errors import OlError
-from harness.outcomes import Outcome
-from harness.paths import REPO
+from harness.kernel.errors import OlError
+from harness.kernel.outcomes import Outcome
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
-from harness.report import Report, TestResult as Result  # as: pytest would collect a Test* name
+from harness.kernel.report import Report, TestResult as Result  # as: pytest would collect a Test* name
 
 SCHEMA = json.loads((REPO / "harness" / "schemas" / "check_report.schema.json").read_text())
 CH = load_chapter("L10.8")

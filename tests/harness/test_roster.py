@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from harness.errors import UsageError
+from harness.kernel.errors import UsageError
 from harness.grading.roster import RosterError, Student, match, parse_roster, read_roster
 from harness.grading.ledger import Ledger
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 from harness.render.csv import CSV_FIXED, ROSTER_COLUMNS
-from harness.report import Report
+from harness.kernel.report import Report
 
 CH = load_chapter("L10.8")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import BadSubmission
+from harness.kernel.errors import BadSubmission
 from harness.languages.rust_source import cleaned, refusal
 from harness.languages.rust_workspace import assemble, given_modules
 from harness.registry import load_chapter

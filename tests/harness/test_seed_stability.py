@@ -5,7 +5,7 @@ grading seeds, the shipped cases' included."""
 import pytest
 
 from harness.check.golden import fresh_golden
-from harness.check.runner import run_check
+from harness.check.runner import CheckOptions, run_check
 from harness.registry import load_chapter
 
 SEEDS = (None, 1, 2)  # None: the shipped cases
@@ -15,7 +15,7 @@ SUBJECTS = ("mutant:s07", "mutant:s01", "mutant:s05")
 def _failing(subject: str, seed: int | None, tmp_path) -> tuple[str, ...]:
     chapter = load_chapter("L10.8")
     golden = None if seed is None else str(fresh_golden(chapter, seed, tmp_path))
-    rep = run_check(chapter, subject, golden=golden, fresh_seed=seed)
+    rep = run_check(chapter, subject, CheckOptions(golden=golden, fresh_seed=seed))
     return tuple(sorted(t.name for t in rep.tests if not t.outcome.passed))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.staff import similar as sim
 from harness.cli.grade import SIMILAR_THRESHOLD
 

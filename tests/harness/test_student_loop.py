@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.runner import run_check, select
-from harness.errors import UsageError
-from harness.outcomes import Outcome
+from harness.check.runner import CheckOptions, run_check, select
+from harness.kernel.errors import UsageError
+from harness.kernel.outcomes import Outcome
 from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,7 +48,7 @@ def test_only_the_selected_tests_run_and_each_is_told_as_it_finishes():
     """`only` names exact tests (none whose name contains another's runs too); on_result hears each once, with the
     outcome the report keeps, before run_check returns."""
     heard = []
-    rep = run_check(CH, "reference", only=["rollback_hand_example", "hand_example_greedy_verify"],
+    rep = run_check(CH, "reference", CheckOptions(only=["rollback_hand_example", "hand_example_greedy_verify"]),
                     on_result=lambda name, outcome, seconds, message: heard.append((name, outcome)))
     assert [t.name for t in rep.tests] == ["hand_example_greedy_verify", "rollback_hand_example"]
     assert sorted(heard) == sorted((t.name, t.outcome) for t in rep.tests) and all(o is Outcome.PASS for _, o in heard)
@@ -59,7 +59,7 @@ def test_a_failing_selection_is_judged_as_in_the_whole_check():
     """The mutant s08 (the bonus token from the last draft's row) fails hand_example_greedy_verify alone as in a whole
     check: the same outcome and message."""
     whole = {t.name: t for t in run_check(CH, "mutant:s08").tests}
-    alone = run_check(CH, "mutant:s08", only=["hand_example_greedy_verify"]).tests
+    alone = run_check(CH, "mutant:s08", CheckOptions(only=["hand_example_greedy_verify"])).tests
     assert [t.name for t in alone] == ["hand_example_greedy_verify"]
     assert alone[0].outcome is Outcome.FAIL and (alone[0].outcome, alone[0].message) == (
         whole["hand_example_greedy_verify"].outcome, whole["hand_example_greedy_verify"].message)
@@ -113,7 +113,7 @@ def fake_impl(answer, language="python"):
 
 @pytest.mark.parametrize("language, name", [("python", "SpecConfig.parse"), ("rust", "SpecConfig::parse")])  # no bound given: the Rust worker calls parse
 def test_a_wrong_type_returned_is_a_fail_in_the_contracts_words(language, name):
-    from harness.errors import SubmissionFailure
+    from harness.kernel.errors import SubmissionFailure
 
     impl = fake_impl({"draft": "prompt_lookup", "k": 4.0, "max_ngram": 3, "min_ngram": 1}, language)
     with pytest.raises(SubmissionFailure) as e:
@@ -126,7 +126,7 @@ def test_a_wrong_type_returned_is_a_fail_in_the_contracts_words(language, name):
 
 @pytest.mark.parametrize("language, name", [("python", "RunnerTarget.extend"), ("rust", "RunnerTarget::extend")])
 def test_a_timeout_or_a_crash_names_the_contracts_function_not_the_op(language, name):
-    from harness.errors import Crashed, SubmissionFailure, Timeout
+    from harness.kernel.errors import Crashed, SubmissionFailure, Timeout
     from harness.transport.impl import describe_call
 
     target = getattr(CH.module("client"), "RunnerProxy", None)

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import registry, testfiles
+from harness import registry
+from harness.registry import testfiles
 from harness.languages import rust
 from harness.grading import task
 from harness.sandbox.confine import Mode

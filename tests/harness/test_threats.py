@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.check.runner import LOAD_DEADLINE_S, run_check
+from harness.check.runner import LOAD_DEADLINE_S, CheckOptions, run_check
 from harness.sandbox.confine import choose
-from harness.errors import Crashed, Raised, SubmissionFailure, Timeout
+from harness.kernel.errors import Crashed, Raised, SubmissionFailure, Timeout
 from harness.transport.impl import DEFAULT_DEADLINE_S
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.subjects.open import open_impl
 from harness.transport.worker_client import MESSAGE_CAP, WORKER_LIMITS
 
@@ -47,7 +47,7 @@ GOLDEN_SIGNATURE = b'"master_seed"'  # in every golden file's first lines
 def _two_tests(sub, expect_error: bool = False):
     """run_check on two tests: one that calls the attacked prompt_lookup, one that never does: the report.
     `expect_error`: the first must be an error (the attack's report) and the second pass."""
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup", "rollback_hand_example"])
+    rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup", "rollback_hand_example"]))
     if expect_error:
         assert outcomes(rep) == {"hand_example_prompt_lookup": "error", "rollback_hand_example": "pass"}, \
             [(t.name, t.outcome, t.message[:300]) for t in rep.tests]
@@ -91,10 +91,10 @@ GOLDEN_THIEF = """
             for link in ("cwd", "root"):
                 _read(f"/proc/{pid}/{link}/golden", f"/proc/{pid}/{link}/{SHIPPED.lstrip('/')}")
         try:
-            import harness.paths as _hp
-            _read("harness.paths", _hp.REPO / "chapters/L10_8/fixtures/spec_golden.json")
+            import harness.kernel.paths as _hp
+            _read("harness.kernel.paths", _hp.REPO / "chapters/L10_8/fixtures/spec_golden.json")
         except ImportError as e:
-            res["harness.paths"] = type(e).__name__
+            res["harness.kernel.paths"] = type(e).__name__
         import harness as _h  # the worker kit's copy: walk up from it
         for up in _pathlib.Path(_h.__file__).resolve().parents:
             _read(f"above harness: {up}", up / "chapters/L10_8/fixtures/spec_golden.json")
@@ -139,7 +139,7 @@ def test_golden_answers_cannot_be_read_by_any_route(tmp_path):
     assert saw["loot"] == {}, saw
     seen = saw["seen"]
     assert seen["shipped path"] == seen["fresh path"] == "FileNotFoundError", seen
-    assert seen["harness.paths"] == "ModuleNotFoundError", seen
+    assert seen["harness.kernel.paths"] == "ModuleNotFoundError", seen
     assert seen["cmdlines read"], "it could read the command lines it sees (its sandbox's own)"
     assert seen["searched"] > 10, "the search by name saw its own files at least (the kit, its package)"
     assert not [k for k in seen if k.startswith("--golden of")], f"a judge's command line was visible: {seen}"
@@ -291,7 +291,7 @@ def test_the_judges_environment_and_memory_are_out_of_reach(tmp_path, monkeypatc
     secret = f"hunter2-{uuid.uuid4().hex}"
     monkeypatch.setenv("OL_TEST_SECRET", secret)
     sub = submission(tmp_path, SNOOP, SECRET_NAME="OL_TEST_SECRET", JUDGE_PID=os.getpid())
-    rep = run_check(CH, str(sub), only=["hand_example_prompt_lookup"])
+    rep = run_check(CH, str(sub), CheckOptions(only=["hand_example_prompt_lookup"]))
     (t,) = rep.tests
     assert t.outcome == "error" and secret not in t.message, t.message[:500]
     saw = probe(t.message)

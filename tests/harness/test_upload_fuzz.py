@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import BadSubmission
+from harness.kernel.errors import BadSubmission
 from harness.registry import load_chapter
 from harness.staff.similar import sources
 from harness.subjects import layout, upload

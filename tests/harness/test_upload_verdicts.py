@@ -434,7 +434,7 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
     upload is more than source, ungraded when it is source-sized: the machine's fault), the honest one is graded
     as if alone, and the class is never stopped."""
     from harness.subjects import upload
-    from harness.grading.grade import grade
+    from harness.grading.grade import GradeOptions, grade
     from harness.registry import load_chapter
 
     looks, real = {name: 0.0 for name, _step in PACE}, upload.clock
@@ -459,7 +459,7 @@ def test_the_work_before_the_judge_has_a_deadline_and_passing_it_is_that_entrys_
         for i in range(2000):
             z.writestr(f"notes/{i}", b"")
     out = tmp_path / "out"
-    result = grade(load_chapter("L10.8"), klass, 5, True, out / "grades.csv", out / "results", jobs=2)
+    result = grade(load_chapter("L10.8"), klass, GradeOptions(out / "grades.csv", out / "results", seed=5, ref_deps=True, jobs=2))
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         rows = {row["submission"]: row for row in csv.DictReader(f)}
     assert rows["honest"]["status"] == "graded" and rows["honest"]["passed"] == "16", rows["honest"]

@@ -153,7 +153,7 @@ def case(seed: int, i: int) -> tuple[str, str, bytes]:
 def verdict(chapter, path: Path) -> tuple[str, str]:
     """("accepted", layout), ("rejected", reason) or ("internal", traceback) of the upload at `path`, through the
     one layout function (harness.subjects.layout.detect)."""
-    from harness.errors import BadSubmission
+    from harness.kernel.errors import BadSubmission
     from harness.subjects.layout import detect
 
     try:

@@ -34,8 +34,8 @@ from harness.languages import rust
 
 from chapters.L10_8.client import JudgeObjects
 from chapters.L10_8.judge.fake_target import FakeTarget
-from harness.errors import Raised, SubmissionFailure
-from harness.paths import REPO
+from harness.kernel.errors import Raised, SubmissionFailure
+from harness.kernel.paths import REPO
 from harness.subjects.reference import pristine
 from harness.registry import load_chapter
 from harness.subjects.open import open_impl

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache
+from harness.kernel import cache
 from harness.languages import rust
 from harness.languages.stub import write_rust_workspace
 from harness.registry import load_chapter
@@ -134,7 +134,7 @@ def test_the_build_cache_keeps_the_most_recently_used_builds_and_any_in_use(tmp_
         b = tmp_path / f"b{i:02d}"
         (b / "target").mkdir(parents=True)
         (b / "target" / "x").write_text("built")
-        cache.mark(b)  # a build ol made (harness.cache: pruning removes no other)
+        cache.mark(b)  # a build ol made (harness.kernel.cache: pruning removes no other)
         age = rust.CACHE_GRACE_S + 1000 * (i + 1)  # b00 the newest, all older than the grace period
         os.utime(b, (now - age, now - age))
         builds.append(b)

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 
 STUB = REPO / "spec/rust/spec.rs"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from harness.languages import rust
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.registry import load_chapter
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(rust.missing() is not None, reason="needs cargo and rustc")]

@@ -15,9 +15,9 @@ import re
 import sys
 from pathlib import Path
 
-from harness.errors import SubmissionFailure
+from harness.kernel.errors import SubmissionFailure
 from harness.languages import PYTHON_WORKER_KIT, Language, WorkerLaunch
-from harness.paths import REPO
+from harness.kernel.paths import REPO
 from harness.sandbox.confine import readable_file
 
 HERE = Path(__file__).resolve().parent

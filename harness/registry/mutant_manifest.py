@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import tomllib
 
-from .errors import RegistryError
+from ..kernel.errors import RegistryError
 
 DEFAULT_SET = "default"  # the mutant set of chapter.toml's `mutants` key: the named pitfalls
 

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 import threading
 
-from .errors import RegistryError
+from ..kernel.errors import RegistryError
 
 # Shared by the threads of one process (`ol grade --jobs`'s, a Dask worker's): CPython 3.11's ast.parse is not
 # thread-safe (the AST module's recursion counter is one per interpreter: two parses at once raise "SystemError:

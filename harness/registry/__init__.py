@@ -25,16 +25,16 @@ import shutil
 import threading
 import tomllib
 
-from .errors import RegistryError, UnknownChapter, UsageError
+from ..kernel.errors import RegistryError, UnknownChapter, UsageError
 from .mutant_manifest import DEFAULT_SET, MutantSpec, RuleMutantSpec, read_mutants, read_rule_mutants, unique_names  # noqa: F401  (re-exported)
-from .paths import CHAPTERS_DIR
+from ..kernel.paths import CHAPTERS_DIR
 from .testfiles import PARSE_ATTEMPTS, PARSE_LOCK, ParsedTests, parse, parsed_tests, test_functions  # noqa: F401  (re-exported)
 
 DEFAULT_TIMEOUT_S = 60.0  # a whole test's budget across its calls; generous for a slow but correct submission
 KINDS = {"unit", "differential", "boundary", "statistical", "fault", "property", "conformance"}
 PACKAGE = "chapters"  # the Python package every pack is imported under
 
-# `chapters.__path__` is extended under _importable_lock (a tests file's parse: harness.testfiles, under its
+# `chapters.__path__` is extended under _importable_lock (a tests file's parse: harness.registry.testfiles, under its
 # PARSE_LOCK). Everything else load_chapter makes is new and frozen per call.
 _importable_lock = threading.Lock()
 
@@ -66,6 +66,9 @@ class LanguageSpec:
     # the pack's own files of the course's code around a submission (a worker's op table): a path in a workspace ->
     # the pack's file, copied there by whatever assembles a workspace in this language
     course_sources: dict[str, Path] = field(default_factory=dict)
+    # a file of `deps` that an earlier chapter's student writes -> that chapter (`ol start` marks the reference's copy
+    # as standing in for it); the other deps are the course's, given
+    earlier: dict[str, str] = field(default_factory=dict)
 
     @property
     def student_file(self) -> str:
@@ -262,7 +265,7 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
                         student_files=tuple(d["student_files"]), contract=(pack / d["contract"]).resolve(),
                         deps=tuple(d.get("deps", ())), default_workspace=d["default_workspace"],
                         uploads=dict(d.get("uploads", {})), mutmut=tuple(d.get("mutmut", ())),
-                        given=tuple(d.get("given", ())), course_sources=_course_sources(d.get("course_sources", {}), pack, d["package"]))
+                        given=tuple(d.get("given", ())), earlier=dict(d.get("earlier", {})), course_sources=_course_sources(d.get("course_sources", {}), pack, d["package"]))
 
 
 def _course_sources(table: dict, pack: Path, package: str) -> dict[str, Path]:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = REPO / "reference"  # the course's reference: holds the package directory `tinyllm/`
 CHAPTERS_DIR = REPO / "chapters"  # the chapter packs shipped with ol; OL_CHAPTERS_PATH adds more
 # ol's own folders, for a copy of ol that is no git checkout (an unpacked bundle): what `ol start` never writes into

@@ -19,7 +19,7 @@ from typing import Sequence
 from .errors import OlError
 from .outcomes import Outcome
 
-SCHEMA = Path(__file__).resolve().parent / "schemas" / "check_report.schema.json"
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "check_report.schema.json"
 
 
 @dataclass(frozen=True)

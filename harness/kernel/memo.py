@@ -8,7 +8,7 @@ whether it is made or read: nothing here can change a verdict; it changes how lo
     remembered("fresh", key, make)   # make() the first time; the same value, read back, from then on
 
 Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700), checked by
-harness.cache (a link planted there, another user's folder or one open to others: CacheRefused, exit 2). The judge's
+harness.kernel.cache (a link planted there, another user's folder or one open to others: CacheRefused, exit 2). The judge's
 home is never in a submission's sandbox, so no submission reaches it; each file is 0600 (fresh cases hold answers).
 
 Format: marshal, not JSON and not pickle. The values are plain data whose types are the data (a tuple
@@ -43,7 +43,7 @@ _memory: dict[tuple[str, str], Any] = {}  # (kind, key) -> value: this process's
 
 
 def folder(kind: str) -> Path:
-    """The kind's folder, checked (harness.cache: a link, another user's folder or one open to others is refused)."""
+    """The kind's folder, checked (harness.kernel.cache: a link, another user's folder or one open to others is refused)."""
     return cache.folder(kind, private=True)
 
 
@@ -55,7 +55,7 @@ def remembered(kind: str, key: str, make: Callable[[], T], kept: int | None = No
     try:
         path = folder(kind) / (hashlib.sha256(key.encode()).hexdigest()[:40] + ".marshal")
     except (RuntimeError, OSError, cache.CacheRefused):  # no home, a read-only one, a refused folder: made each time
-        # (ol check and ol grade refuse a refused folder up front, harness.cache.ready: never mid-test)
+        # (ol check and ol grade refuse a refused folder up front, harness.kernel.cache.ready: never mid-test)
         return _memory.setdefault((kind, key), make())
     value = _read(path, key)
     if value is _MISSING:

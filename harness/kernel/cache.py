@@ -66,7 +66,7 @@ def ready(depth: int = 2) -> Path | None:
     this user has no home, so no cache)."""
     try:
         top = folder()
-    except (RuntimeError, OSError):  # no home, a read-only one: no cache is used (harness.memo makes each value)
+    except (RuntimeError, OSError):  # no home, a read-only one: no cache is used (harness.kernel.memo makes each value)
         return None
     level = [top]
     for _ in range(depth):

@@ -96,8 +96,8 @@ class Raised(SubmissionFailure):
         super().__init__(self.describe())
 
     def name_call(self, called: str, call: str | None = None, show: Callable | None = None) -> None:
-        """The contract's name of what the test called (`SpecConfig::parse_with`, not the op's name), and the
-        call with its input (`prompt_lookup([5, 6], k=3, max_ngram=3, min_ngram=1)`, harness.transport.feedback);
+        """The contract's name of what the test called (`Config::parse`, as the contract spells it, not the op's
+        name), and the call with its input (`lookup([5, 6], k=3)`, harness.transport.feedback);
         `show`: how a value is written in the message (feedback's `brief`)."""
         self.called, self.call = called, call
         self.show = show or self.show
@@ -162,3 +162,14 @@ class Crashed(SubmissionFailure):
     """The worker process died (exit, signal, out of memory) or broke the protocol."""
 
     outcome = Outcome.CRASHED
+
+
+class BuildFailed(SubmissionFailure):
+    """A compiled language's build of the submission failed or did not finish: no test runs, and each says
+    `summary`, the build's first error in the language's words (harness.languages: its build raises it)."""
+
+    outcome = Outcome.ERROR
+
+    def __init__(self, message: str, summary: str) -> None:
+        self.summary = summary
+        super().__init__(message)
