@@ -177,11 +177,14 @@ def test_the_console_draws_a_class_its_progress_and_a_diff_literally():
     con, buf = terminal()
     row = {"id": "pl000", "tags": ["t"], "inputs": "ctx [1, 2]", "expected": "[3]", "got": f"error: {HOSTILE}",
            "first_differing_token": None, "notes": ""}
-    show.diff(con, {"sections": {"prompt_lookup": {"total": 1, "divergent": [row]}}, "by_tag": {"t": 1}, "divergent": 1,
-                    "submission": "[bold]x[/]\x1b[2J"}, show_all=True)
+    failed = {"function": "prompt_lookup", "test": "t", "section": "prompt_lookup", "message": f"smallest input {HOSTILE}"}
+    show.diff(con, {"chapter": "L10.8", "sections": {"prompt_lookup": {"total": 1, "divergent": [row]}}, "by_tag": {"t": 1},
+                    "divergent": 1, "submission": "[bold]x[/]\x1b[2J", "properties": [failed]}, show_all=True)
     assert_inert(buf.getvalue())
     text = seen(buf.getvalue())
     assert "1 divergent cases for [bold]x[/]\\x1b[2J" in text and "16 of 16 passed[/]" in text, text
+    assert "property check failed (prompt_lookup, test t): smallest input" in text, text  # a property's message too
+    assert text.count("16 of 16 passed[/]") == 2, text
 
 
 def test_a_cli_error_quoting_a_submission_is_drawn_literally(tmp_path):
