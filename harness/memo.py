@@ -27,12 +27,11 @@ import marshal
 import os
 import re
 import stat
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from . import cache
+from . import cache, paths
 
 T = TypeVar("T")
 KEPT = 2000  # files of one kind kept by default (a kind may keep fewer: fresh case sets, FRESH_KEPT)
@@ -105,14 +104,7 @@ def _write(path: Path, key: str, value, kept: int) -> None:
     except ValueError:  # a type marshal cannot hold: made each time
         return
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".writing-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        paths.write_atomic(path, data)
     except OSError:  # no room, a read-only home: the value is made again next time
         return
     _prune(path.parent, kept)

@@ -1,8 +1,10 @@
-"""Where the generic engine's own things live. A chapter's paths come from its pack (harness.registry)."""
+"""Where the generic engine's own things live, and the one way ol writes a file whole (`write_atomic`). A chapter's
+paths come from its pack (harness.registry)."""
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,3 +47,22 @@ def own_import_path() -> None:
     """Drop from this process's sys.path what names the current folder ('' or a relative entry): a process ol did
     not start (a Dask worker a staff member launched) may hold it, and a folder it works in is not ol's."""
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder under a bounded name of its own
+    (`.ol-writing-*`, whatever `path`'s name), then renamed, so a reader sees the old file or the new one, never a part,
+    and two writers never share a temporary file. The file is its owner's alone (0600: grades, reports, pages and
+    fresh cases are staff's or hold answers). The temporary file is removed when the write fails; the error is the
+    caller's."""
+    fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=".ol-writing-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

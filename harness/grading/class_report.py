@@ -17,13 +17,13 @@ import json
 import os
 import re
 import statistics
-import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
+from ..paths import write_atomic
 from ..subjects.version import version_of
 from ..render import html
 from ..report import Report
@@ -168,6 +168,7 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
     whose inputs (what its template is given, and the renderer's version) and bytes are as PAGES records is not
     rendered again: the same inputs render the same bytes."""
     out = out or report_path(results_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
     loaded = load(results_dir)
     base = os.path.relpath(results_dir.resolve(), out.resolve().parent)
 
@@ -193,7 +194,7 @@ def write_report(chapter, results_dir: Path, out: Path | None = None) -> dict:
     edited += [out.name] if class_how == "edited" else []
     manifest = json.dumps({"format": PAGES_FORMAT, "pages": pages, "class": {where: record}}) + "\n"
     if kept["raw"] != manifest:
-        atomic_write(results_dir / PAGES, manifest)
+        write_atomic(results_dir / PAGES, manifest)
     if edited:
         note = ((note + "; ") if note else "") + (f"{len(edited)} pages were not as ol wrote them ({', '.join(edited[:5])}"
                                                   f"{', ...' if len(edited) > 5 else ''}): written again")
@@ -241,7 +242,7 @@ def _page(path: Path, key: str | None, record, render) -> tuple[list, str]:
     if sha is not None and record == [key, sha]:
         return record, "kept"
     text = render()
-    atomic_write(path, text)
+    write_atomic(path, text)
     return [key, hashlib.sha256(text.encode("utf-8")).hexdigest()], "edited" if sha else "new"
 
 
@@ -261,11 +262,3 @@ def _read_pages(results_dir: Path) -> tuple[dict, str | None]:
         return empty, f"{PAGES} is not this version's record of the pages: every page rendered again"
     return {"pages": data["pages"], "class": data["class"], "raw": raw}, None
 
-
-def atomic_write(path: Path, text: str) -> None:
-    """`path` replaced whole, readable by its owner alone (the pages show students' code and messages: staff's)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ol-page-")
-    with open(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)

@@ -57,6 +57,7 @@ from pathlib import Path
 
 from ..errors import OlError
 from ..paths import isolated_argv
+from ..sandbox.confine import kill_group
 from ..registry import load_chapter, make_importable, parsed_tests
 
 READY_S = 60  # the zygote's imports, on a loaded machine (about 0.5 s on a quiet one)
@@ -290,10 +291,7 @@ def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.Comp
             if left <= 0 and not killed:
                 pid = _pid(data[fds[2]])
                 if pid is not None:
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+                    kill_group(pid)
                 killed, deadline = True, time.monotonic() + 10  # what is left of its output, after the kill
                 continue
             if left <= 0:

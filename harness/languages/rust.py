@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -37,7 +36,7 @@ from .. import cache as cache_folders, stage
 from ..errors import OlError, SubmissionFailure, UsageError
 from ..outcomes import Outcome
 from ..sandbox.bwrap import Limits
-from ..sandbox.confine import Mode, confine, readable_file, reap
+from ..sandbox.confine import Mode, confine, kill_group, readable_file, reap
 from .rust_workspace import COURSE_CRATES, TEMPLATE_ENV, assemble, judge_sources  # noqa: F401  (COURSE_CRATES, TEMPLATE_ENV: re-exported)
 
 BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a loaded grading box, far more
@@ -340,10 +339,7 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
 
 
 def _kill(proc: subprocess.Popen, mode: Mode) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(proc.pid)
     proc.wait()
 
 

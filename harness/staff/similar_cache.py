@@ -25,7 +25,8 @@ from importlib.metadata import PackageNotFoundError, version
 import json
 from pathlib import Path
 
-from ..grading.class_report import SIMILARITY, atomic_write
+from ..grading.class_report import SIMILARITY
+from ..paths import write_atomic
 from ..subjects.upload import submissions_in
 from ..grading.parcel import digest
 from ..subjects.version import version_of
@@ -123,8 +124,9 @@ def compute(chapter, submissions_dir: Path, results_dir: Path, threshold: float 
     key = key or class_key(chapter, submissions_dir, threshold, only)
     found = sim.similar(chapter, submissions_dir, threshold, only)
     text = json.dumps(found, indent=1) + "\n"
-    atomic_write(results_dir / SIMILARITY, text)
+    results_dir.mkdir(parents=True, exist_ok=True)  # `ol similar --results-dir D`: D made when it is new
+    write_atomic(results_dir / SIMILARITY, text)
     if key is not None and class_key(chapter, submissions_dir, threshold, only) == key:
         meta = {"format": FORMAT, "key": key, "result_sha256": hashlib.sha256(text.encode()).hexdigest()}
-        atomic_write(results_dir / KEY, json.dumps(meta, indent=1) + "\n")
+        write_atomic(results_dir / KEY, json.dumps(meta, indent=1) + "\n")
     return found
