@@ -12,7 +12,6 @@ Nothing here prints.
 from __future__ import annotations
 
 import hashlib
-from importlib.metadata import PackageNotFoundError, version
 import json
 import os
 import re
@@ -24,7 +23,7 @@ from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
 from ..paths import write_atomic
-from ..subjects.version import version_of
+from ..subjects.version import package_version, version_of
 from ..render import html
 from ..report import Report
 
@@ -209,14 +208,8 @@ PAGES_FORMAT = 1
 def _renderer(chapter) -> dict:
     """What renders a page beside its data: ol's code and templates (the harness version), and the libraries."""
     return {"format": PAGES_FORMAT, "harness": version_of(chapter)["digest"],
-            **{name: _package(name) for name in ("jinja2", "markupsafe", "matplotlib")}}
+            **{name: package_version(name) for name in ("jinja2", "markupsafe", "matplotlib")}}
 
-
-def _package(name: str) -> str | None:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 def _key(renderer: dict, kind: str, data: dict) -> str | None:

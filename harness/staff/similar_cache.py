@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 import hashlib
-from importlib.metadata import PackageNotFoundError, version
 import json
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from ..grading.class_report import SIMILARITY
 from ..paths import write_atomic
 from ..subjects.upload import submissions_in
 from ..grading.parcel import digest
-from ..subjects.version import version_of
+from ..subjects.version import package_version, version_of
 from . import similar as sim
 
 KEY = ".similarity.key"  # beside SIMILARITY: the key it was computed under, and its bytes' sha256
@@ -42,12 +41,6 @@ class Lookup:
     key: str | None  # the class's key now (None: it has none, the result is not kept)
     note: str | None  # why a kept result was not trusted (a corrupt or edited file), for the staff to read
 
-
-def _package(name: str) -> str | None:
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] | None = None) -> str | None:
@@ -64,7 +57,7 @@ def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] |
     given = {lang: hashlib.sha256(json.dumps(sim.boilerplate(chapter, lang)).encode()).hexdigest()
              for lang in sorted(chapter.languages)}
     material = {"format": FORMAT, "harness": version_of(chapter)["digest"], "detector": sim.detector_name(),
-                "pygments": _package("pygments"), "threshold": threshold, "noise": sim.NOISE, "file_cap": sim.FILE_CAP,
+                "pygments": package_version("pygments"), "threshold": threshold, "noise": sim.NOISE, "file_cap": sim.FILE_CAP,
                 "max_pairs": sim.MAX_PAIRS, "given": given, "entries": entries}
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()
 
