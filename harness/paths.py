@@ -24,13 +24,20 @@ def own_files_under(folder: Path) -> list[str]:
     if not folder.is_relative_to(REPO):
         return []
     rel = folder.relative_to(REPO)
-    try:
-        git = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--", str(rel)], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        git = None
-    if git is not None and git.returncode == 0:
-        return [n for n in git.stdout.decode(errors="replace").split("\0") if n]
+    listed = git_files("--", str(rel))
+    if listed is not None:
+        return listed
     return [str(rel)] if rel.parts[0] in SHIPPED else []
+
+
+def git_files(*args: str) -> list[str] | None:
+    """What `git ls-files ARGS` lists in ol's folder (paths relative to it; the tracked files, with no ARGS); None
+    when git cannot say (no git, a copy of ol that is no checkout, a failure)."""
+    try:
+        git = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [os.fsdecode(n) for n in git.stdout.split(b"\0") if n] if git.returncode == 0 else None
 
 # How every Python process ol starts runs a module of ol (the zygote, the worker, the autograder's steps): -P puts
 # no folder of the caller's on sys.path (`-m` would put the current folder first, ahead of the standard library), -s

@@ -35,7 +35,6 @@ unless results.json says so, what run_autograder printed. So:
 from dataclasses import dataclass, field
 import io
 import json
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -43,7 +42,7 @@ from pathlib import Path
 from ..errors import BadSubmission, OlError, verdict_of
 from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
-from ..paths import REPO
+from ..paths import REPO, git_files
 from ..registry import load_chapter
 from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect
@@ -82,10 +81,10 @@ def upload_hint(chapter) -> str:
 
 
 def _git_files(*args: str) -> list[str]:
-    r = subprocess.run(["git", "ls-files", "-z", *args], cwd=REPO, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise OlError(f"`git ls-files` failed in {REPO} ({r.stderr.strip()}): the bundle is built from a git checkout of ol")
-    return [f for f in r.stdout.split("\0") if f]
+    listed = git_files(*args)
+    if listed is None:
+        raise OlError(f"`git ls-files` failed in {REPO}: the bundle is built from a git checkout of ol")
+    return listed
 
 
 def _harness_files(out_zip: Path) -> tuple[list[str], list[str], list[str]]:
