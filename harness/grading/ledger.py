@@ -12,6 +12,12 @@ grades.csv and summary.json are rewritten, atomically, after every grade and at 
 from the ledger's entries for the class's submissions (rows by name). An entry is checked against the report's
 schema when read, once for its bytes: `.validated.json` keeps the digests of those that passed (Entries).
 Nothing here prints.
+
+What `.validated.json` saves (issue 40: a record stays only with a measured saving of a second or more, in the
+user's layout): every later read of the ledger validates only entries it has not seen. `python bench/report_build.py
+--records` (`ol report L10.8 grades-results` over a ledger of 600 entries as `ol grade` writes it, run again): 3.9 s
+with it, 8.9 s without it, fastest of 3 (2026-12-07, this project's 2-core machine, shared and loaded): 5 s, about
+8 ms an entry, which a resumed `ol grade` also saves as it reads each entry to skip it.
 """
 
 from __future__ import annotations
