@@ -18,9 +18,10 @@ is writable by others, or does not read back whole under its own key is a miss, 
 A value marshal cannot hold, or a cache that cannot be written (a read-only home), is made each time instead.
 
 What it saves (issue 40: a cache stays only with a measured saving of a second or more, in the user's layout): a
-second check of a fresh seed reads its cases back. `ol check L10.8 --submission reference --fresh 4243` took 17.7 s
-and 22.1 s with an empty XDG_CACHE_HOME, then 9.3 s and 8.8 s run again with the cases kept (2026-12-07, this
-project's 2-core machine, shared and loaded): 8 to 13 s a check; a resumed `ol grade --fresh` likewise.
+second check of a fresh seed reads its cases back. `ol check CHAPTER --submission reference --fresh 4243` (the
+benches' chapter) took 17.7 s and 22.1 s with an empty XDG_CACHE_HOME, then 9.3 s and 8.8 s run again with the
+cases kept (2026-12-07, this project's 2-core machine, shared and loaded): 8 to 13 s a check; a resumed `ol grade
+--fresh` likewise.
 
 Size: each kind keeps its `kept` newest files (KEPT unless the caller says; a write removes the oldest beyond
 them; a hit refreshes its file's time), so `--fresh` runs and graded classes' seeds do not pile up. Only files this

@@ -9,8 +9,8 @@ its CSV) and one feedback page per entry beside its JSON report (`<name>.html`, 
 Nothing here prints.
 
 What `.pages.json` (PAGES) saves (issue 40: a record stays only with a measured saving of a second or more, in the
-user's layout): a page whose inputs did not change is not rendered again. `python bench/report_build.py --records`
-(`ol report L10.8 grades-results` over a ledger of 600 entries as `ol grade` writes it, run again, as after `ol
+user's layout): a page whose inputs did not change is not rendered again. `bench/report_build.py --records`
+(`ol report CHAPTER grades-results` over a ledger of 600 entries as `ol grade` writes it, run again, as after `ol
 similar --results-dir` or a resumed `ol grade`): 3.9 s with it, 11.7 s without it, fastest of 3 (2026-12-07, this
 project's 2-core machine, shared and loaded): 7.8 s.
 """

@@ -14,8 +14,8 @@ schema when read, once for its bytes: `.validated.json` keeps the digests of tho
 Nothing here prints.
 
 What `.validated.json` saves (issue 40: a record stays only with a measured saving of a second or more, in the
-user's layout): every later read of the ledger validates only entries it has not seen. `python bench/report_build.py
---records` (`ol report L10.8 grades-results` over a ledger of 600 entries as `ol grade` writes it, run again): 3.9 s
+user's layout): every later read of the ledger validates only entries it has not seen. `bench/report_build.py --records`
+(`ol report CHAPTER grades-results` over a ledger of 600 entries as `ol grade` writes it, run again): 3.9 s
 with it, 8.9 s without it, fastest of 3 (2026-12-07, this project's 2-core machine, shared and loaded): 5 s, about
 8 ms an entry, which a resumed `ol grade` also saves as it reads each entry to skip it.
 """

@@ -8,8 +8,8 @@ environment, folder and output pipes the grading run gives it, so it runs exactl
 interpreter would (nothing it changes reaches the zygote or the next judge).
 
 What it saves (issue 40: a server stays only with a measured saving of a second or more, in the user's layout):
-the imports each judge would make, per submission. `PYTHONPATH=. .venv/bin/python -P -s -c "import
-harness.check.runner, harness.cli, harness.check.pytest_plugin"` (JUDGE_PRELOAD, as a judge starts) took 1.7 to
+the imports each judge would make, per submission. A fresh interpreter of ol's importing JUDGE_PRELOAD as a judge starts (`-P -s -c "import
+harness.check.runner, harness.cli, harness.check.pytest_plugin"`, PYTHONPATH ol's folder) took 1.7 to
 2.9 s, five runs, against 0.1 to 0.2 s for `-c pass` (2026-12-07, this project's 2-core machine, shared and loaded):
 a class of 600 graded with `ol grade --jobs 2` waits at least 600 x 0.5 s / 2 = 150 s less (a quiet machine's
 0.5 s), more on a loaded one.
