@@ -2,6 +2,12 @@
 changed: a resumed `ol grade` whose submissions are all graded already would otherwise compare the same code
 again (copydetect, every pair within a language: half a minute for a class of 100).
 
+What it saves (issue 40: a record stays only with a measured saving of a second or more, in the user's layout): the
+comparison itself, at every resumed `ol grade`. `ol similar CHAPTER DIR` over a class of 100 (copies of
+examples/submissions/correct, each with a comment of its own: every pair flagged, the worst case) took 274 s
+(2026-12-07, this project's 2-core machine, shared and loaded); `bench/grade_rate.py --resume-only` prints the run
+that compares beside the resumed one.
+
 The result is `.similarity.json` (what the class report shows, as `ol similar --results-dir` writes it), and its
 key is beside it in `.similarity.key`: a sha256 over everything the result depends on,
   - each compared entry's name and content digest (harness.grading.parcel.digest: every file's path, mode and bytes),
