@@ -34,7 +34,7 @@ from rich.text import Text
 
 from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
-from ..kernel.errors import BadSubmission, OlError, UsageError
+from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit
 from ..languages import LANGUAGES, in_process, language
 from ..kernel import cache
 from ..kernel.paths import REPO
@@ -188,7 +188,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     _write_outputs(rep, json_path, junit, gradescope)
     if html_path:
         _write_feedback_page(ch, rep, html_path)
-    raise Exit(3 if rep.ungraded else 0 if rep.ok else 1)  # ungraded: the grader failed (harness.check.runner), exit 3
+    raise Exit(check_exit(rep.ok, bool(rep.ungraded)))  # ungraded: the grader failed (harness.check.runner), exit 3
 
 
 def _next_step(ch, rep, ctx) -> str:

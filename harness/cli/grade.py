@@ -19,6 +19,7 @@ from ..grading.grade import GradeOptions, check_outputs, grade as run_grade
 from ..subjects.upload import submissions_in
 from ..grading.ledger import SUMMARY, default_results_dir, recorded_seed
 from ..grading.roster import match, read_roster
+from ..kernel.paths import write_atomic
 from ..registry import load_chapter
 from ..kernel.roles import require
 from ..render import console as show
@@ -201,7 +202,6 @@ def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, jso
     """Pairs of submissions in SUBMISSIONS_DIR whose code is unusually alike (copydetect), the stub and the given
     files left out; exit 1 when a pair is flagged."""
     require("staff", "similar")
-    from ..grading.class_report import atomic_write  # here: as the report's, where used
     from ..render.html import similarity_page  # here: jinja2, which only the pages need
     from ..staff import similar_cache  # here: as the report's, where used
     from ..staff.similar import similar  # here: as the report's, where used
@@ -212,10 +212,11 @@ def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, jso
         found = similar_cache.compute(ch, submissions_dir, results_dir, threshold)
     else:
         found = similar(ch, submissions_dir, threshold)
-    if json_path is not None:
-        atomic_write(json_path, json.dumps(found, indent=1) + "\n")
-    if html_path is not None:
-        atomic_write(html_path, similarity_page(ch.chapter, found))
+    for path, text in ((json_path, lambda: json.dumps(found, indent=1) + "\n"),
+                       (html_path, lambda: similarity_page(ch.chapter, found))):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text())
     show.similar_pairs(out, found)
     raise Exit(1 if found["pairs"] else 0)
 

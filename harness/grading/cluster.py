@@ -62,7 +62,6 @@ class Cluster:
         if scheduler_file is not None and not Path(scheduler_file).is_file():
             raise UsageError(f"--scheduler-file {scheduler_file}: no such file (`dask scheduler --scheduler-file F` writes it)")
         self.address, self.scheduler_file = address, scheduler_file
-        self.workers_seen: set[str] = set()
 
     @property
     def name(self) -> str:
@@ -166,7 +165,6 @@ class Cluster:
                 if now - checked >= 5 * POLL_S:
                     checked = now
                     workers = client.nthreads()
-                    self.workers_seen |= set(workers)
                     slots = max(1, sum(workers.values()))
                     if workers:
                         last_worker = now

@@ -14,7 +14,7 @@ from pathlib import Path
 import subprocess
 import time
 
-from ..kernel.errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError, verdict_of
 from ..languages import LANGUAGES
 from ..kernel.paths import REPO
 from ..registry import Chapter
@@ -59,9 +59,10 @@ def language_of(chapter: Chapter, sub: Path) -> str | None:
 
 def _judge_failure(code: int, stderr: str) -> str:
     last = stderr.strip().splitlines()[-1][:300] if stderr.strip() else ""
-    if code < 0:
-        return f"its judge was killed by signal {-code} before it reported (the submission may have killed it)"
-    if code == 2:
+    verdict, sig = verdict_of(code)
+    if verdict == "killed":
+        return f"its judge was killed by signal {sig} before it reported (the submission may have killed it)"
+    if verdict == "refused":
         return f"the judge refused it as input: {last}"
     return f"the judge failed (exit {code}) without a report{': ' + last if last else ''}"
 
@@ -81,13 +82,13 @@ def refusal_in(text: str) -> str | None:
 def _refusal(code: int, stdout: str) -> str | None:
     """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
     refusal (a usage error, a machine without cargo: the grader's failure, ungraded)."""
-    return refusal_in(stdout) if code == 2 else None
+    return refusal_in(stdout) if verdict_of(code)[0] == "refused" else None
 
 
 def _ungraded_report(code: int, stdout: str) -> Report | None:
     """The report of a judge that found a fault of its own while judging (exit 3, its report ungraded with the fault
     named: harness.check.runner); None for any other exit or output."""
-    if code != 3:
+    if verdict_of(code)[0] != "fault":
         return None
     try:
         report = Report.from_json(json.loads(stdout))
@@ -163,7 +164,7 @@ def _run_judge(sub: Path, scratch: Path, uid: int | None, shown: str | None, opt
     refused = faulted = None
     try:
         r = options.forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
-        problem = None if r.returncode in (0, 1) else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
+        problem = None if verdict_of(r.returncode)[0] == "graded" else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
         refused = _refusal(r.returncode, r.stdout)
         faulted = _ungraded_report(r.returncode, r.stdout)  # the judge's own fault, named in its report
     except subprocess.TimeoutExpired:

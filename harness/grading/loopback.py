@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ..kernel.paths import REPO
+from ..sandbox.confine import kill_group
 
 START_S = 90  # the scheduler's file and the workers' registration
 IDLE_S = 900  # a scheduler with no client for this long stops (a leftover of a killed caller)
@@ -104,7 +105,7 @@ class Loopback:
 
     def kill_worker(self, i: int) -> None:
         """SIGKILL the i-th worker's whole session (its nanny and worker process): the machine is gone."""
-        _signal_group(self.workers[i], signal.SIGKILL)
+        kill_group(self.workers[i].pid)
         self.workers[i].wait(timeout=STOP_S)
 
     def log(self, name: str) -> str:
@@ -116,7 +117,7 @@ class Loopback:
     def __exit__(self, *exc) -> None:
         procs = [p for p in [*self.workers, self.scheduler] if p is not None]
         for p in procs:
-            _signal_group(p, signal.SIGTERM)
+            kill_group(p.pid, signal.SIGTERM)
         deadline = time.monotonic() + STOP_S
         for p in procs:
             try:
@@ -124,16 +125,9 @@ class Loopback:
             except subprocess.TimeoutExpired:
                 pass
         for p in procs:
-            _signal_group(p, signal.SIGKILL)  # whatever is left of each session
+            kill_group(p.pid)  # whatever is left of each session
             try:
                 p.wait(timeout=STOP_S)
             except subprocess.TimeoutExpired:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _signal_group(p: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(p.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -13,6 +13,29 @@ from typing import Callable
 from .outcomes import Outcome
 
 
+SIGNALLED = 128  # a shell's exit status for a process killed by signal N is SIGNALLED + N (subprocess's is -N)
+
+
+def check_exit(ok: bool, ungraded: bool) -> int:
+    """The exit code of an `ol check` whose report is `ok` (every test passed) or `ungraded` (the grader failed)."""
+    return 3 if ungraded else 0 if ok else 1
+
+
+def verdict_of(code: int) -> tuple[str, int | None]:
+    """What the exit code of an `ol check` says of its submission, and the signal that ended it: "graded" (0 or 1:
+    its report is the verdict), "refused" (2: bad input, the submission's own fault only where the check's output
+    names it so), "killed" (by a signal: -N as subprocess gives it, SIGNALLED + N as a shell does), else "fault"
+    (3 or any other: the grader's, so the submission is ungraded). The inverse of `check_exit` and of the contract
+    above: harness.grading.judge and harness.staff.gradescope read a judge's exit through it."""
+    if code in (0, 1):
+        return "graded", None
+    if code == 2:
+        return "refused", None
+    if code < 0 or code > SIGNALLED:
+        return "killed", -code if code < 0 else code - SIGNALLED
+    return "fault", None
+
+
 class OlError(Exception):
     exit_code = 3
 

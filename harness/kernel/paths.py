@@ -1,8 +1,10 @@
-"""Where the generic engine's own things live. A chapter's paths come from its pack (harness.registry)."""
+"""Where the generic engine's own things live, and the one way ol writes a file whole (`write_atomic`). A chapter's
+paths come from its pack (harness.registry)."""
 
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,13 +24,20 @@ def own_files_under(folder: Path) -> list[str]:
     if not folder.is_relative_to(REPO):
         return []
     rel = folder.relative_to(REPO)
-    try:
-        git = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", "--", str(rel)], capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        git = None
-    if git is not None and git.returncode == 0:
-        return [n for n in git.stdout.decode(errors="replace").split("\0") if n]
+    listed = git_files("--", str(rel))
+    if listed is not None:
+        return listed
     return [str(rel)] if rel.parts[0] in SHIPPED else []
+
+
+def git_files(*args: str) -> list[str] | None:
+    """What `git ls-files ARGS` lists in ol's folder (paths relative to it; the tracked files, with no ARGS); None
+    when git cannot say (no git, a copy of ol that is no checkout, a failure)."""
+    try:
+        git = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z", *args], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [os.fsdecode(n) for n in git.stdout.split(b"\0") if n] if git.returncode == 0 else None
 
 # How every Python process ol starts runs a module of ol (the zygote, the worker, the autograder's steps): -P puts
 # no folder of the caller's on sys.path (`-m` would put the current folder first, ahead of the standard library), -s
@@ -45,3 +54,22 @@ def own_import_path() -> None:
     """Drop from this process's sys.path what names the current folder ('' or a relative entry): a process ol did
     not start (a Dask worker a staff member launched) may hold it, and a folder it works in is not ol's."""
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder under a bounded name of its own
+    (`.ol-writing-*`, whatever `path`'s name), then renamed, so a reader sees the old file or the new one, never a part,
+    and two writers never share a temporary file. The file is its owner's alone (0600: grades, reports, pages and
+    fresh cases are staff's or hold answers). The temporary file is removed when the write fails; the error is the
+    caller's."""
+    fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=".ol-writing-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

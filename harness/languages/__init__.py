@@ -14,7 +14,6 @@ is its Language), found by `language(NAME)` as the built-in ones are.
 
 from dataclasses import dataclass, field
 import functools
-import importlib.util
 import os
 from pathlib import Path
 import sys
@@ -22,6 +21,7 @@ from typing import Any, Callable
 
 from ..kernel.errors import UsageError, Words
 from ..kernel.paths import REPO, isolated_argv
+from ..protocol.session import load_module
 from ..sandbox.confine import readable_copy, readable_file
 from . import python, rust, rust_image, stub
 from .python import INTERPRETER, INTERPRETER_FILE, OL_RUNTIME, RUN_MODULE, interpreter_version  # ol's own interpreter (version, staff commands, autograder image)
@@ -138,11 +138,10 @@ def plugged_in(entries: str) -> dict[str, Language]:
         fix = f"{PLUGINS_ENV} holds {entry!r}: each entry is NAME=FILE, FILE a Python module defining LANGUAGE, a Language named NAME"
         if not name.isidentifier() or not Path(file).is_file():
             raise UsageError(fix)
-        spec = importlib.util.spec_from_file_location(f"ol_language_{name}", file)
-        if spec is None or spec.loader is None:
-            raise UsageError(fix)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            module = load_module(Path(file), f"ol_language_{name}")
+        except ImportError as e:
+            raise UsageError(f"{fix} ({e})") from e
         lang = getattr(module, "LANGUAGE", None)
         if not isinstance(lang, Language) or lang.name != name:
             raise UsageError(fix)

@@ -4,13 +4,20 @@ Both transports run the chapter's ops (the pack's ops module) through a Session:
 process for trusted code, in the worker process for a submission. Objects that live between calls
 (a pool, a runner target) are held in `handles` and named by an integer; calls back into the judge
 (the judge's target, a token listener) go through `call_judge(method, args)`.
+
+`load_module` is ol's one way to load a module by its path: the chapter's ops (here and in the worker), the
+reference package (harness.subjects.reference), a language plugged in (harness.languages).
 """
 
 import copy
 import importlib
+import importlib.util
 import linecache
 import os
+from pathlib import Path
+import sys
 import traceback
+from types import ModuleType
 from typing import Callable
 
 from .wire import to_wire
@@ -20,6 +27,24 @@ TRACEBACK_CAP = 4000  # characters of a traceback sent back: the student's own f
 
 
 FRAMES_SHOWN = 3  # the innermost frames of the student's own files a failure shows
+
+
+def load_module(path: Path, name: str, package: bool = False) -> ModuleType:
+    """The module at `path` (with `package`: the package whose `__init__.py` it is, its relative imports found beside
+    it), executed under the name `name` and left in sys.modules (a package's submodules and a dataclass's annotations
+    find it there); removed again when it fails. ImportError when `path` is no module the interpreter loads."""
+    location = [str(Path(path).parent)] if package else None
+    spec = importlib.util.spec_from_file_location(name, path, submodule_search_locations=location)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be loaded as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
 
 
 class ArgumentChanged(Exception):

@@ -9,22 +9,12 @@ captures apart. It computes and returns plain data; it never sees an expected an
 """
 
 import argparse
-import importlib.util
 import os
 import sys
 
 # the harness and the ops are imported before the submission is on sys.path (main), so it cannot shadow them
-from .session import PROTOCOL_VERSION, Session
+from .session import PROTOCOL_VERSION, Session, load_module
 from .wire import dumps, loads, read_some
-
-
-def _load_ops(path: str):
-    spec = importlib.util.spec_from_file_location("ol_chapter_ops", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"the chapter's ops {path} cannot be loaded")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def main() -> None:
@@ -36,7 +26,7 @@ def main() -> None:
     ap.add_argument("--in", dest="fd_in", type=int, required=True)
     ap.add_argument("--out", dest="fd_out", type=int, required=True)
     a = ap.parse_args()
-    ops = _load_ops(a.ops)  # the chapter's ops, too, before the submission is on sys.path
+    ops = load_module(a.ops, "ol_chapter_ops")  # the chapter's ops, too, before the submission is on sys.path
 
     sys.path.insert(0, a.package_dir)
     inbox = _Lines(a.fd_in, read_some)

@@ -203,6 +203,16 @@ def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
     return out
 
 
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
+    """Send `sig` to the process group `pid` leads (a command started in a session of its own: it and whatever it
+    started there); False when the group is gone or not this user's to signal. ol's one process-group kill."""
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
 def kill_all(pids) -> int:
     n = 0
     for p in pids:

@@ -35,22 +35,20 @@ unless results.json says so, what run_autograder printed. So:
 from dataclasses import dataclass, field
 import io
 import json
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-from ..kernel.errors import BadSubmission, OlError
+from ..kernel.errors import BadSubmission, OlError, verdict_of
 from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
-from ..kernel.paths import REPO
+from ..kernel.paths import REPO, git_files
 from ..registry import load_chapter
 from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect
 
 SEED_FILE = ".ol-assignment-seed"  # in source/: the fresh cases' seed, fixed for the assignment when the bundle is built
 META_FILE = ".ol-gradescope.json"  # in source/: the chapter's tests and what to upload, for a results.json without a report
-SIGNALLED = 128  # bash's exit status for a process killed by signal N is 128 + N
 LISTED_NAMES = 5  # names of an upload's entries a rejection quotes back to the student: enough to recognise it
 
 # Gradescope's two scripts, bash with {placeholders} (_script fills them): read from scripts/ beside this module
@@ -83,10 +81,10 @@ def upload_hint(chapter) -> str:
 
 
 def _git_files(*args: str) -> list[str]:
-    r = subprocess.run(["git", "ls-files", "-z", *args], cwd=REPO, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise OlError(f"`git ls-files` failed in {REPO} ({r.stderr.strip()}): the bundle is built from a git checkout of ol")
-    return [f for f in r.stdout.split("\0") if f]
+    listed = git_files(*args)
+    if listed is None:
+        raise OlError(f"`git ls-files` failed in {REPO}: the bundle is built from a git checkout of ol")
+    return listed
 
 
 def _harness_files(out_zip: Path) -> tuple[list[str], list[str], list[str]]:
@@ -214,12 +212,13 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
     """(results.json, what happened) for an `ol check` that ended with `code`; (None, why) when the submission is
     ungraded (the grader failed): no results.json is written for it."""
     meta = json.loads((source / META_FILE).read_text())
-    if code in (0, 1):
+    verdict, sig = verdict_of(code)
+    if verdict == "graded":
         data = _report(report)
         if data is not None and data.get("extra_data", {}).get("ol") != "ungraded":
             return data, "graded"
         why = f"ol check ended with code {code} but left no readable report"
-    elif code == 2:
+    elif verdict == "refused":
         try:
             reason = _rejection(meta["chapter"], submission)
         except Exception as e:  # noqa: BLE001 -- the harness does not import: the grader is broken, not the upload
@@ -229,8 +228,8 @@ def results_for(source: Path, code: int, report: Path, submission: Path) -> tupl
             why = "ol check refused its own arguments (exit 2) though the upload is laid out right"
         if reason is not None:
             return upload_rejected(meta["tests"], meta["upload"], _listing(submission), reason), "rejected upload"
-    elif code > SIGNALLED:
-        return killed(meta["tests"], code - SIGNALLED), f"killed by signal {code - SIGNALLED}"
+    elif verdict == "killed" and sig is not None:
+        return killed(meta["tests"], sig), f"killed by signal {sig}"
     else:
         data = _report(report)
         fault = data.get("extra_data", {}).get("fault") if data is not None else None

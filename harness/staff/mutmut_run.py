@@ -37,7 +37,7 @@ from typing import Callable
 
 from ..kernel.errors import RegistryError
 from ..languages import in_process
-from ..kernel.paths import REPO
+from ..kernel.paths import REPO, git_files
 from ..registry import Chapter, load_chapter
 from ..subjects.reference import FROM_PATH_ENV
 
@@ -87,9 +87,10 @@ def load_equivalent(chapter: Chapter) -> dict[str, dict]:
 
 
 def _tracked_files() -> list[str]:
-    r = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                       capture_output=True, check=True)
-    return [f for f in r.stdout.decode().split("\0") if f]
+    listed = git_files("--cached", "--others", "--exclude-standard")
+    if listed is None:
+        raise RegistryError(f"`git ls-files` failed in {REPO}: `ol mutmut` copies a git checkout of ol")
+    return listed
 
 
 def _make_scratch(scratch: Path) -> None:

@@ -13,7 +13,6 @@ while `pristine(chapter)` stays the pristine copy: a mutant cannot move the expe
 """
 
 import importlib
-import importlib.util
 import os
 import sys
 import threading
@@ -21,6 +20,7 @@ from pathlib import Path
 
 from ..languages import in_process
 from ..kernel.paths import REFERENCE_DIR
+from ..protocol.session import load_module
 from ..registry import Chapter, load_chapter
 
 FROM_PATH_ENV = "OL_REFERENCE_FROM_PATH"  # set: `import <package>` is sys.path's (mutmut's mutated copy), see above
@@ -41,18 +41,7 @@ def load_package(package_dir: Path, alias: str):
     with _load_lock:
         if alias in sys.modules:
             return sys.modules[alias]
-        spec = importlib.util.spec_from_file_location(alias, package_dir / "__init__.py",
-                                                      submodule_search_locations=[str(package_dir)])
-        if spec is None or spec.loader is None:
-            raise ImportError(f"{package_dir / '__init__.py'} cannot be loaded as a package")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[alias] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[alias]
-            raise
-        return module
+        return load_module(package_dir / "__init__.py", alias, package=True)
 
 
 class Reference:

@@ -60,14 +60,17 @@ def files_digest(chapter) -> str:
     return h.hexdigest()
 
 
+def package_version(name: str) -> str | None:
+    """The installed version of the distribution `name`, None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 @lru_cache(maxsize=1)
 def _tools() -> dict:
-    packages: dict[str, str | None] = {}
-    for name in locked_names("student"):  # the judge's packages: a staff machine's extras decide no grade
-        try:
-            packages[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            packages[name] = None
+    packages = {name: package_version(name) for name in locked_names("student")}  # the judge's: a staff machine's extras decide no grade
     return {INTERPRETER: interpreter_version(), "packages": packages}
 
 

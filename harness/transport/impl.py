@@ -89,7 +89,6 @@ class Impl:
         self.transport = transport
         self.scratch: list[Path] = [scratch] if scratch else []  # scratch copies it serves from: removed at close
         self.label = label
-        self.calls: list[CallInfo] = []
         self.budget_end: float | None = None  # monotonic time the current test's budget runs out
         self.budget_s = 0.0
         self.check_s = check_limit_s()
@@ -108,7 +107,6 @@ class Impl:
     def start_budget(self, seconds: float) -> None:
         """Every call of the current test must end within `seconds` of now, all calls together."""
         self.budget_s, self.budget_end = seconds, time.monotonic() + seconds
-        self.calls = []
 
     def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
         """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
@@ -126,7 +124,6 @@ class Impl:
                               "(your code is too slow or stuck)")
             deadline_s = min(deadline_s, left)
         info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
-        self.calls.append(info)
         if info.error is not None:
             if isinstance(info.error, Raised):
                 language = info.error.language

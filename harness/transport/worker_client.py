@@ -25,7 +25,7 @@ from ..kernel.errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
 from ..sandbox.bwrap import Limits
-from ..sandbox.confine import Mode, confine, descendants, kill_all, own_folder, process_parents, reap
+from ..sandbox.confine import Mode, confine, descendants, kill_all, kill_group, own_folder, process_parents, reap
 from .error_answer import bounded, with_sources
 from .impl import CallInfo, describe_call
 
@@ -147,10 +147,7 @@ class WorkerTransport:
     def _kill(self) -> None:
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # bwrap: its PID namespace dies whole with it
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc.pid)  # bwrap: its PID namespace dies whole with it
         self.proc.wait()
         reap(self.mode)  # mode uid: the daemons it left (re-parented to this judge, a child subreaper)
         for fd in (self._to_worker, self._from_worker):
