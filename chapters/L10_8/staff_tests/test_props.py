@@ -150,3 +150,23 @@ def test_the_inputs_do_not_depend_on_the_modules_the_judge_imported(tmp_path, mo
     import ol_constants_probe  # noqa: F401  -- a local module whose constants Hypothesis would mix into its draws
     assert repr(list(drawn(properties.BLOCKS_FOR.domain, 3))) == before
     assert ALL == "all"
+
+
+def test_the_reference_is_asked_once_per_input_over_a_functions_two_tests():
+    """A function's answers and refusals are two tests drawing the same inputs from the grading seed: the second
+    reads the reference's answers the first asked (a check's time), and another seed asks anew."""
+    asked = []
+
+    class Counting:
+        def blocks_for(self, t, b):
+            asked.append((t, b))
+            return judge_reference().blocks_for(t, b)
+
+    ref = Counting()
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 5, ANSWERS) is None
+    first = len(asked)
+    assert first and len(set(asked)) == first, "each distinct input asked once"
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 5, REFUSALS) is None
+    assert len(asked) == first, "the refusals' test asked the reference again"
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 6, REFUSALS) is None
+    assert len(asked) > first, "another seed's inputs are asked"
