@@ -157,7 +157,7 @@ def _reference_answers(name: str, ref, seed: int) -> dict[str, object]:
     """The reference's answers of domain `name`'s inputs under `seed`, kept for the next check of the same domain,
     reference and seed: a function's answers and refusals are judged by two tests drawing the same inputs, and each
     asks the reference about every input (to know which it judges). One domain's latest seed is kept. Measured: the
-    20 property checks of L10.8 over the reference in this process, 1.4-1.9 s of CPU against 2.0-2.2 s asking twice
+    20 property checks of the first chapter over the reference in this process, 1.4-1.9 s of CPU against 2.0-2.2 s asking twice
     (a machine at load 12, two runs each); about a tenth of a check through the worker."""
     kept = _kept.get(name)
     if kept is None or kept[0] is not ref or kept[1] != seed:
