@@ -172,12 +172,28 @@ def reach(name: str, judge: str | None = None) -> set[str]:
     return set().union(*(got for (n, j), got in _reach.items() if n == name and judge in (None, j)))
 
 
-class Answers:
-    """Each distinct input's two answers, asked once per check: the search replays inputs (the functions are pure)."""
+_kept: dict[str, tuple[object, int, dict[str, object]]] = {}
 
-    def __init__(self, prop: Property, ref, impl) -> None:
+
+def _reference_answers(name: str, ref, seed: int) -> dict[str, object]:
+    """The reference's answers of domain `name`'s inputs under `seed`, kept for the next check of the same domain,
+    reference and seed: a function's answers and refusals are judged by two tests drawing the same inputs, and each
+    asks the reference about every input (to know which it judges). One domain's latest seed is kept. Measured: the
+    20 property checks of the first chapter over the reference in this process, 1.4-1.9 s of CPU against 2.0-2.2 s asking twice
+    (a machine at load 12, two runs each); about a tenth of a check through the worker."""
+    kept = _kept.get(name)
+    if kept is None or kept[0] is not ref or kept[1] != seed:
+        kept = _kept[name] = (ref, seed, {})
+    return kept[2]
+
+
+class Answers:
+    """Each distinct input's two answers, asked once per check (the reference's, once per seed: `_reference_answers`):
+    the search replays inputs (the functions are pure)."""
+
+    def __init__(self, prop: Property, ref, impl, seed: int) -> None:
         self.prop, self.ref, self.impl = prop, ref, impl
-        self.want: dict[str, object] = {}
+        self.want = _reference_answers(prop.domain.name, ref, seed)
         self.got: dict[str, object] = {}
 
     def expected(self, args: tuple):
@@ -208,7 +224,7 @@ def check(prop: Property, impl, reference, seed: int, judge: str = ALL, spell: S
     else the failure message naming the smallest input found. A SubmissionFailure on an input is re-raised with
     the input named. `spell`: how the submission's language writes the call and the answers, for the message only
     (the calls get the originals); default, the values' own repr."""
-    asked = Answers(prop, reference, impl)
+    asked = Answers(prop, reference, impl, seed)
     name = prop.domain.name
     reach_now = _reach[(name, judge)] = set()
     value = spell.value if spell is not None else (lambda v: v)

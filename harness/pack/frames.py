@@ -1,7 +1,13 @@
 """Inputs derived from a domain table (the category-partition method): each parameter of a function lists its
 categories, kinds of value the contract treats differently, each a small function drawing one value of its kind;
-a frame picks one category per parameter; the frames of a run cover every pair of categories of every two
-parameters (so every category at least once), then add random frames on top. Everything is drawn with
+a frame picks one category per parameter. The frames of a run:
+- base choice: every category of every parameter with each other parameter at its base (a valid, typical
+  category: `Param.base`, else its first), so that no category is judged only beside another that the contract
+  refuses first (a refusal of one argument masks a slip in the check of another); a domain's `modes` (the
+  parameters that switch the function between ways of working: temperature 0 or not, the draft kind) are crossed
+  with it: every category of every other parameter, the rest at base, once under each category of each mode;
+- pairwise: every pair of categories of every two parameters in some frame (built greedily);
+- random frames on top. Everything is drawn with
 `random.Random` from a seed: the same seed and table give the same inputs on every machine and with every
 library version, and nothing outside the table (no module the process imported) changes them.
 
@@ -25,24 +31,39 @@ Draw = Callable[[random.Random, dict], Any]  # (the generator, the values drawn 
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its categories in order, the simplest first (shrinking tries the first ones)."""
+    """One parameter: its categories in order, the simplest first (shrinking tries the first ones); `base`, the
+    valid, typical category the base-choice frames hold it at while another parameter varies (default: the first)."""
     name: str
     categories: dict[str, Draw]
+    base: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.base is not None and self.base not in self.categories:
+            raise ValueError(f"{self.name}: base {self.base!r} is none of its categories")
+
+    @property
+    def base_category(self) -> str:
+        return self.base if self.base is not None else next(iter(self.categories))
 
 
 @dataclass(frozen=True)
 class Domain:
     """A function's domain: its parameters in the order the call takes them (`assemble` builds the call's argument
     tuple from the values by name when that order or shape differs), and how many random frames a run adds on top
-    of the covering ones."""
+    of the covering ones; `modes`, the parameters whose every category the base-choice frames cross with every
+    category of every other parameter."""
     name: str
     params: tuple[Param, ...]
     assemble: Callable[[dict], tuple] | None = None
     random_frames: int = 30
+    modes: tuple[str, ...] = ()
     names: frozenset = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", frozenset(f"{p.name}:{c}" for p in self.params for c in p.categories))
+        unknown = set(self.modes) - {p.name for p in self.params}
+        if unknown:
+            raise ValueError(f"{self.name}: modes {sorted(unknown)} are none of its parameters")
 
     def args(self, frame: dict[str, str], rng: random.Random) -> tuple:
         """The call's arguments for `frame` (a category per parameter), each value drawn by its category."""
@@ -86,14 +107,29 @@ def covering(domain: Domain, rng: random.Random) -> list[dict[str, str]]:
     return frames
 
 
+def base_choice(domain: Domain) -> list[dict[str, str]]:
+    """Every category of every parameter with the others at base, under each category of each mode (or once, for
+    a domain without modes); each frame once, in order."""
+    base = {p.name: p.base_category for p in domain.params}
+    under = [{m: c} for m in domain.modes for c in next(p for p in domain.params if p.name == m).categories] or [{}]
+    frames: dict[tuple, dict[str, str]] = {}
+    for mode in under:
+        for p in domain.params:
+            for c in p.categories:
+                frame = {**base, **mode, p.name: c}
+                frames.setdefault(tuple(frame.items()), frame)
+    return list(frames.values())
+
+
 def random_frame(domain: Domain, rng: random.Random) -> dict[str, str]:
     return {p.name: rng.choice(list(p.categories)) for p in domain.params}
 
 
 def drawn(domain: Domain, seed: int) -> Iterator[tuple[dict[str, str], tuple]]:
-    """(frame, args) for a run from `seed`: the covering frames, then `domain.random_frames` random ones. The
-    generator is seeded from the seed and the domain's name (a string seed: hashed the same way everywhere)."""
+    """(frame, args) for a run from `seed`: the base-choice frames, the covering ones, then `domain.random_frames`
+    random ones. The generator is seeded from the seed and the domain's name (a string seed: hashed the same way
+    everywhere)."""
     rng = random.Random(f"{seed}:{domain.name}")
-    frames = covering(domain, rng) + [random_frame(domain, rng) for _ in range(domain.random_frames)]
+    frames = base_choice(domain) + covering(domain, rng) + [random_frame(domain, rng) for _ in range(domain.random_frames)]
     for frame in frames:
         yield frame, domain.args(frame, rng)

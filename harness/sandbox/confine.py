@@ -190,8 +190,40 @@ def process_parents() -> dict[int, int]:
     return out
 
 
+def children(pid: int) -> list[int] | None:
+    """The child processes of `pid`, from its threads' /proc/PID/task/TID/children (a few small reads, where a pass
+    over /proc reads every process of the machine: a worker's sweep after its calls took 12 of a loaded check's 32 s
+    of judge CPU); None where the kernel keeps no such file (CONFIG_PROC_CHILDREN), [] for a process gone."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    out: list[int] = []
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            if os.path.isdir(f"/proc/{pid}/task/{tid}"):
+                return None  # the thread is there, its children file is not: this kernel has none
+        except OSError:
+            continue  # a thread that ended meanwhile
+    return out
+
+
 def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
-    """Every process below `pid` (children, theirs, ...), from one pass over /proc (or `parents`)."""
+    """Every process below `pid` (children, theirs, ...): from the children files of the processes below it, or
+    (`parents` given, or a kernel without those files) from one pass over /proc."""
+    if parents is None:
+        out, todo = [], [pid]
+        while todo:
+            kids = children(todo.pop())
+            if kids is None:
+                break
+            out += kids
+            todo += kids
+        else:
+            return out
     below: dict[int, list[int]] = {}
     for p, parent in (parents or process_parents()).items():
         below.setdefault(parent, []).append(p)

@@ -25,7 +25,7 @@ from ..kernel.errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
 from ..sandbox.bwrap import Limits
-from ..sandbox.confine import Mode, confine, descendants, kill_all, kill_group, own_folder, process_parents, reap
+from ..sandbox.confine import Mode, children, confine, descendants, kill_all, kill_group, own_folder, process_parents, reap
 from .error_answer import bounded, with_sources
 from .impl import CallInfo, describe_call
 
@@ -282,14 +282,15 @@ class WorkerTransport:
         if self.proc is None or (not force and now - self._swept < SWEEP_EVERY_S):
             return
         self._swept = now
-        parents = process_parents()
         worker = self.proc.pid  # uid and none: the process started is the worker
         if self.mode.name == "bwrap":  # the worker is the one child of the bwrap process (its sandbox's init)
-            kids = [p for p, parent in parents.items() if parent == worker]
+            kids = children(worker)
+            if kids is None:
+                kids = [p for p, parent in process_parents().items() if parent == worker]
             if len(kids) != 1:
                 return
             worker = kids[0]
-        kill_all(descendants(worker, parents))
+        kill_all(descendants(worker))
         reap(self.mode, known={self.proc.pid})  # uid: the daemons it left, re-parented to this judge
 
     def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str | Callable[[], str]):

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from harness.sandbox.bwrap import Limits, available, sandboxed
+from harness.sandbox.confine import children, descendants, process_parents
 
 REPO = Path(__file__).resolve().parents[2]
 SETTLE_S = 30.0  # how long a test waits for an event (a process started, or gone): a wait that ends when it happens
@@ -397,3 +398,21 @@ def test_namespaces_are_new():
     for ns in ("user", "mnt", "pid", "net", "ipc", "uts", "cgroup"):
         if os.path.exists(f"/proc/self/ns/{ns}"):
             assert inside[ns] != os.readlink(f"/proc/self/ns/{ns}"), ns
+
+
+def test_a_process_descendants_from_its_children_files_are_those_of_a_pass_over_proc():
+    """The worker's sweep finds the processes below it from /proc/PID/task/TID/children (a few reads), not from a
+    pass over every process of the machine: the same processes, a child's children included."""
+    if children(os.getpid()) is None:
+        pytest.skip("this kernel keeps no /proc/PID/task/TID/children")
+    proc = subprocess.Popen(["bash", "-c", "sleep 30 & bash -c 'sleep 31 & wait' & wait"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while len(descendants(proc.pid, process_parents())) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        below = sorted(descendants(proc.pid, process_parents()))
+        assert len(below) == 3, below  # sleep 30, the inner bash, its sleep 31
+        assert sorted(descendants(proc.pid)) == below
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -8,7 +8,11 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
 - floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
   each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1), NaN and +-inf;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
-  every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V).
+  every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V);
+- indexes and ids: each bound of [0, V) and one past it on both sides (V; -1, and i32's or i64's minimum);
+- a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature,
+  propose's draft kind): every category is also judged with every other argument valid, under each mode, so that
+  no refused argument masks the check of another (harness.pack.frames.base_choice).
 Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
 bounds past 2^16, NaN or +inf in a verify row the walk may skip, a reached row that is -inf everywhere, top_p's
 boundary. Each category is a small function (rng, values drawn so far) -> value (harness.pack.frames).
@@ -100,12 +104,12 @@ def _len(g, key: str = "ctx") -> int:
 
 
 LOOKUP = Domain("prompt_lookup", (
-    Param("ctx", CTX),
+    Param("ctx", CTX, base="periodic"),
     Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": lambda r, g: _len(g) + r.randint(1, 3),
-                **NARROW, **NEGATIVE}),
+                **NARROW, **NEGATIVE}, base="small"),
     Param("max_ngram", {"one": just(1), "small": ints(2, 4), "the context's length": lambda r, g: max(1, _len(g)),
                         "the context's length + 1": lambda r, g: _len(g) + 1, "past the context": lambda r, g: _len(g) + r.randint(2, 5),
-                        "the domain's end": just(NGRAM_MAX), "zero": just(0), **NEGATIVE}),
+                        "the domain's end": just(NGRAM_MAX), "zero": just(0), **NEGATIVE}, base="small"),
     Param("min_ngram", {"one": just(1), "equal to max_ngram": lambda r, g: g["max_ngram"],
                         "between": lambda r, g: r.randint(1, max(1, min(g["max_ngram"], 4))), "zero": just(0),
                         "max_ngram + 1": lambda r, g: g["max_ngram"] + 1, "minus one": just(-1), "u64 max": just(U64_MAX)}),
@@ -117,11 +121,11 @@ def _ngram_k(r, g) -> int:  # k bounded: a repetitive context drafts k tokens, s
 
 
 NGRAM = Domain("ngram_draft", (
-    Param("ctx", {**CTX, "tied followers": _tied_followers}),
-    Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": _ngram_k, **NEGATIVE}),
+    Param("ctx", {**CTX, "tied followers": _tied_followers}, base="periodic"),
+    Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": _ngram_k, **NEGATIVE}, base="small"),
     Param("n", {"one": just(1), "two": just(2), "three": just(3), "small": ints(4, 6),
                 "past the context": lambda r, g: _len(g) + r.randint(1, 2), "the domain's end": just(NGRAM_MAX),
-                "zero": just(0), **NEGATIVE}),
+                "zero": just(0), **NEGATIVE}, base="three"),
 ), random_frames=20)
 
 
@@ -132,19 +136,21 @@ PARSE = Domain("SpecConfig.parse", (
     Param("draft", {"none": just("none"), "ngram": just("ngram"), "prompt_lookup": just("prompt_lookup"),
                     "another case": pick("NGRAM", "Prompt_Lookup", "None", "NONE"),
                     "padded": pick(" ngram", "ngram ", "prompt_lookup\n", "\tnone"),
-                    "a near miss": pick("prompt-lookup", "ngrams", "ngarm", "promptlookup"), "empty": just("")}),
+                    "a near miss": pick("prompt-lookup", "ngrams", "ngarm", "promptlookup"), "empty": just("")}, base="ngram"),
     Param("k", {"one": just(1), "MAX_K": just(16), "zero": just(0), "MAX_K + 1": just(17), "between": ints(2, 15),
                 "minus one": just(-1), "i64 max": just(2**63 - 1), "i64 min": just(-(2**63)), "u64 max": just(U64_MAX),
                 "truncates into 1..16 in 32 bits": lambda r, g: 2**32 + r.randint(1, 16),
                 "truncates into 1..16 in 63 bits": lambda r, g: 2**63 + r.randint(1, 16),
-                "a float equal to an integer": pick(1.0, 4.0, 16.0), "a fractional float": just(1.5), "a bool": pick(True, False)}),
+                "a float equal to an integer": pick(1.0, 4.0, 16.0), "a fractional float": just(1.5), "a bool": pick(True, False)},
+          base="between"),
     Param("max_ngram", {"absent": just(None), "one": just(1), "MAX_NGRAM": just(8), "MAX_NGRAM + 1": just(9),
                         "between": ints(2, 7), "zero": just(0), "minus one": just(-1), "i64 min": just(-(2**63)),
-                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + r.randint(1, 8), "u64 max": just(U64_MAX)}),
+                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + r.randint(1, 8), "u64 max": just(U64_MAX)},
+          base="between"),
     Param("min_ngram", {"absent": just(None), "one": just(1), "equal to max_ngram": lambda r, g: _MAX(g),
                         "between": lambda r, g: r.randint(1, max(1, min(_MAX(g), 8))), "zero": just(0),
                         "max_ngram + 1": lambda r, g: _MAX(g) + 1, "minus one": just(-1),
-                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + 1}),
+                        "truncates into 1..8 in 32 bits": lambda r, g: 2**32 + 1}, base="one"),
 ), random_frames=30)
 
 
@@ -181,11 +187,12 @@ CTX_FOR_PROPOSE: dict[str, Callable[[random.Random, dict], Any]] = {"a suffix se
 PROPOSE = Domain("propose", (
     Param("cfg", {"none": _cfg("none"), "ngram": _cfg("ngram"), "prompt_lookup": _cfg("prompt_lookup"),
                   "ngram built with bad bounds": _cfg("ngram", True),
-                  "prompt_lookup built with bad bounds": _cfg("prompt_lookup", True)}),  # none with bad bounds: free (R-PR-10)
+                  "prompt_lookup built with bad bounds": _cfg("prompt_lookup", True)},  # none with bad bounds: free (R-PR-10)
+          base="prompt_lookup"),
     Param("ctx", CTX_FOR_PROPOSE),
     Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "above cfg.k": lambda r, g: g["cfg"]["k"] + r.randint(1, 3),
-                "minus one": just(-1), "i64 min": just(-(2**63))}),
-), random_frames=30)
+                "minus one": just(-1), "i64 min": just(-(2**63))}, base="small"),
+), random_frames=30, modes=("cfg",))  # each draft kind at each edge of k
 
 
 # ---- distributions and uniforms ------------------------------------------------------------------------------
@@ -258,7 +265,7 @@ Q = {  # q beside p: one length, unless a category says otherwise
     "negative": lambda r, g: [-0.25] + probs(r, max(0, len(g["p"]) - 1)),
 }
 
-RESIDUAL = Domain("residual", (Param("p", DIST), Param("q", Q)), random_frames=20)
+RESIDUAL = Domain("residual", (Param("p", DIST, base="sums to one"), Param("q", Q)), random_frames=20)
 
 
 def _running(g) -> list:
@@ -280,7 +287,8 @@ U_AT_SUMS = {
     "one ulp below a running sum": lambda r, g: down(r.choice(_running(g))),
     "one ulp above a running sum": lambda r, g: up(r.choice(_running(g))),
 }
-SAMPLE = Domain("sample_dense", (Param("p", DIST), Param("u", {**U, **U_AT_SUMS})), random_frames=20)
+SAMPLE = Domain("sample_dense", (Param("p", DIST, base="sums to one"), Param("u", {**U, **U_AT_SUMS}, base="uniform")),
+                random_frames=20)
 
 
 def _ratio(g) -> float:
@@ -292,14 +300,15 @@ def _ratio(g) -> float:
 
 
 STEP = Domain("speculative_step", (
-    Param("p", DIST), Param("q", Q),
+    Param("p", DIST, base="sums to one"), Param("q", Q, base="equal to p"),
     Param("x", {"first": just(0), "last": lambda r, g: max(0, len(g["p"]) - 1), "any": lambda r, g: r.randint(0, max(0, len(g["p"]) - 1)),
                 "where q is zero": lambda r, g: next((i for i, v in enumerate(g["q"]) if v == 0.0), len(g["p"])),
-                "len(p)": lambda r, g: len(g["p"]), "truncates to 0 in 32 bits": just(2**32), "u64 max": just(U64_MAX)}),
+                "len(p)": lambda r, g: len(g["p"]), "truncates to 0 in 32 bits": just(2**32), "u64 max": just(U64_MAX),
+                **NEGATIVE}, base="any"),  # an index: 0 - 1 and i64's minimum below its lower bound, len(p) at its upper
     Param("u_accept", {**U, "at the acceptance boundary": lambda r, g: _ratio(g),
                        "one ulp below the boundary": lambda r, g: down(_ratio(g)),
-                       "one ulp above the boundary": lambda r, g: up(_ratio(g))}),
-    Param("u_resample", U),
+                       "one ulp above the boundary": lambda r, g: up(_ratio(g))}, base="uniform"),
+    Param("u_resample", U, base="uniform"),
 ), random_frames=20)
 
 
@@ -307,7 +316,7 @@ STEP = Domain("speculative_step", (
 
 KNOBS = (
     Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "below one": just(0.5), "one": just(1.0),
-                          "above one": just(2.0)}),
+                          "above one": just(2.0)}, base="one"),
     Param("top_k", {"off": just(0), "one": just(1), "two": just(2), "V": lambda r, g: vocab(g),
                     "past V": lambda r, g: vocab(g) + 1}),
     Param("min_p", {"off": just(0.0), "between": just(0.5), "one": just(1.0)}),
@@ -350,18 +359,22 @@ def vocab(g) -> int:
 
 
 def _ids():
+    """Ids below V: empty, one, repeats, several; at each bound of [0, V) and one past it (V; -1 and i32's minimum,
+    which a port's u32 cannot hold)."""
     v = vocab
     return {"empty": just([]), "one id": lambda r, g: [r.randint(0, v(g) - 1)],
             "repeats": lambda r, g: [r.randint(0, v(g) - 1)] * r.randint(2, 4),
             "several": lambda r, g: [r.randint(0, v(g) - 1) for _ in range(r.randint(2, 5))],
-            "the last id": lambda r, g: [v(g) - 1], "the id V": lambda r, g: [0, v(g)]}
+            "the last id": lambda r, g: [v(g) - 1], "the id V": lambda r, g: [0, v(g)],
+            "a negative id": lambda r, g: [0, r.choice((-1, -(2**31)))]}
 
 
 def _knobs(g) -> dict:
     return {name: g[name] for name in KNOB_NAMES}
 
 
-DENSE = Domain("dense_distribution", (Param("logits", LOGITS), *KNOBS, Param("prompt", _ids()), Param("output", _ids())),
+DENSE = Domain("dense_distribution", (Param("logits", LOGITS, base="several"), *KNOBS, Param("prompt", _ids(), base="several"),
+                                        Param("output", _ids(), base="several")),
                assemble=lambda g: (g["logits"], _knobs(g), g["prompt"], g["output"]), random_frames=20)
 
 
@@ -403,7 +416,8 @@ def _draft_agreeing(r, g) -> list:
 
 DRAFT = {"agrees with the argmax": _draft_agreeing, "any ids": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"])],
          "repeats one id": lambda r, g: [r.randint(0, g["V"] - 1)] * g["m"],
-         "the id V": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"] - 1)] + [g["V"]] if g["m"] else [g["V"]]}
+         "the id V": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"] - 1)] + [g["V"]] if g["m"] else [g["V"]],
+         "a negative id": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"] - 1)] + [-1] if g["m"] else [-1]}
 
 
 def _qs(r, g) -> list:
@@ -438,25 +452,25 @@ SEED = {"zero": just(0), "small": ints(1, 2**16), "any 64-bit": ints(0, U64_MAX)
         "truncates in 32 bits": lambda r, g: 2**32 + r.randint(0, 6)}
 
 VERIFY = Domain("verify_draft", (
-    Param("V", {"one": just(1), "two": just(2), "several": ints(3, 5)}),
-    Param("m", {"empty": just(0), "one": just(1), "several": ints(2, 3)}),
-    Param("rows", ROWS), Param("draft", DRAFT), Param("draft_probs", DRAFT_PROBS),
+    Param("V", {"one": just(1), "two": just(2), "several": ints(3, 5)}, base="several"),
+    Param("m", {"empty": just(0), "one": just(1), "several": ints(2, 3)}, base="several"),
+    Param("rows", ROWS), Param("draft", DRAFT, base="any ids"), Param("draft_probs", DRAFT_PROBS, base="valid"),
     Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "one": just(1.0), "other": pick(0.5, 2.0)}),
     *(p for p in KNOBS if p.name != "temperature"),
-    Param("prompt", {**_ids(), "the id V": lambda r, g: [g["V"]]}),
-    Param("output", {**_ids(), "the id V": lambda r, g: [g["V"]]}),
-    Param("seed", SEED),
+    Param("prompt", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
+    Param("output", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
+    Param("seed", SEED, base="small"),
 ), assemble=lambda g: (g["rows"], g["draft"], g["draft_probs"], _knobs(g), g["prompt"], g["output"], g["seed"]),
-    random_frames=20)
+    random_frames=20, modes=("temperature",))  # greedy and sampled: every argument's check at every temperature
 
 # ---- blocks_for -------------------------------------------------------------------------------------------------------
 
 BLOCKS = Domain("blocks_for", (
-    Param("block_tokens", {"one": just(1), "small": ints(2, 9), "zero": just(0), **NARROW, **NEGATIVE}),
+    Param("block_tokens", {"one": just(1), "small": ints(2, 9), "zero": just(0), **NARROW, **NEGATIVE}, base="small"),
     Param("tokens", {"zero": just(0), "one": just(1), "small": ints(2, 100),
                      "a multiple of block_tokens": lambda r, g: _multiple(r, g, 0),
                      "one past a multiple": lambda r, g: _multiple(r, g, 1), "one below a multiple": lambda r, g: _multiple(r, g, -1),
-                     **NARROW, "any u64": ints(0, U64_MAX), **NEGATIVE}),
+                     **NARROW, "any u64": ints(0, U64_MAX), **NEGATIVE}, base="small"),
 ), assemble=lambda g: (g["tokens"], g["block_tokens"]), random_frames=20)
 
 

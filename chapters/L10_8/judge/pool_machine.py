@@ -1,6 +1,7 @@
 """The pool and `rollback` as a stateful differential check (issue 37, item 3): seeded sequences of operations on a
 real pool (start a sequence, write positions, share a sequence's full blocks with a new one, roll back to a drawn
-keep, end a sequence), run on the implementation's pool and on the judge's reference's side by side, the rollback's
+keep, reserve a block ahead of the positions as a round does for its draft and then roll back, end a sequence), with
+blocks of 4 positions and then one sequence for each other category of the block size's type (B_EDGES), run on the implementation's pool and on the judge's reference's side by side, the rollback's
 answer and the pool's whole state (every block's reference count and fill, the free count, each sequence's table)
 compared after every step. On a difference the sequence is shrunk (an operation left out while the difference
 stays) and the message lists the smallest sequence found, step by step, with the two states where they part.
@@ -29,6 +30,9 @@ from ..spelling import Spelling, spelling
 KEEPS_ANY = ("cut", "any", "zero", "whole", "above")  # a keep's kinds (cut: a rejected draft, the common case)
 KEEPS_SHARED = ("aligned",)  # block boundaries at or below the cached positions
 MAX_REPLAYS = 120  # replays the shrinker may spend (each a fresh pair of pools)
+# the pool's block size B, a usize: the drawn sequences use 4; one sequence more for each other category of its type:
+# the bound 1, a value a u32 truncates to 0, and the limits where len(table) * B overflows (a table of two blocks)
+B_EDGES = (1, 2**32, 2**63, 2**64 - 1)
 
 
 @lru_cache(maxsize=1)
@@ -39,7 +43,7 @@ def judge_reference() -> Client:
 
 @dataclass(frozen=True)
 class Op:
-    kind: str  # start, write, fork, rollback, end
+    kind: str  # start, write, fork, rollback, end, reserve (a block allocated ahead of the positions: room for a draft)
     seq: int = 0  # which live sequence (modulo how many are live)
     n: int = 0  # write/start: positions; fork: which full-block prefix; rollback: the keep's draw
     keep: str = ""  # rollback: the keep's kind
@@ -67,10 +71,10 @@ def draw_sequences(seed_text: str, count: int, length: int, shared: bool) -> lis
     for i in range(count):
         seq = [Op("start", 0, rng.randint(1, 9))]
         for _ in range(length - 1):
-            kinds = ["write"] * 3 + ["rollback"] * 4 + ["start", "end"] + (["fork"] * 2 if shared else [])
+            kinds = ["write"] * 3 + ["rollback"] * 4 + ["start", "end", "reserve"] + (["fork"] * 2 if shared else [])
             kind = rng.choice(kinds)
-            seq.append(Op(kind, rng.randrange(4), rng.randrange(1000) if kind in ("rollback", "fork") else rng.randint(1, 9),
-                          keeps[(i + len(seq)) % len(keeps)] if kind == "rollback" else ""))
+            seq.append(Op(kind, rng.randrange(4), rng.randrange(1000) if kind in ("rollback", "fork", "reserve") else rng.randint(1, 9),
+                          keeps[(i + len(seq)) % len(keeps)] if kind in ("rollback", "reserve") else ""))
         out.append(seq)
     return out
 
@@ -132,6 +136,12 @@ def _run(op: Op, side: Side, b: int, free: int, spell: Spelling):
             pool.retain(block)
         seqs.append((list(table[:j]), j * b))
         return f"a new sequence {len(seqs) - 1} shares the first {j} full blocks of sequence {s} ({table[:j]}, each retained)", None
+    reserved = ""
+    if op.kind == "reserve":  # a round reserved a block for its draft (a last block holding no position), then rolls back
+        if free < 1:
+            return "skip", None
+        table = table + [pool.alloc()]
+        reserved = f"reserves block {table[-1]} ahead of its {_positions(cached)}, then "
     keep = 0 if op.kind == "end" else _keep(op, table, cached, b)
     got = _answer(lambda: pool.impl.rollback(pool, table, keep))
     if op.kind == "end" or not isinstance(got, dict):
@@ -140,7 +150,7 @@ def _run(op: Op, side: Side, b: int, free: int, spell: Spelling):
         seqs[s] = (list(got["table"]), keep)
     what = "ends: " if op.kind == "end" else ""
     call = spell.words("rollback", {"pool": Bare("pool"), "table": table, "keep": keep})
-    return f"sequence {s} {what}{call} of {cached} cached positions", got
+    return f"sequence {s} {what}{reserved}{call} of {cached} cached positions", got
 
 
 def replay(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Step], int | None]:
@@ -192,7 +202,9 @@ def check(impl, seed_text: str, shared: bool, count: int = 10, length: int = 14,
           b: int = 4) -> str | None:
     """None when the implementation's rollback keeps its pool as the reference's does on every drawn sequence; else
     the smallest sequence found, step by step, and what differs after its last step."""
-    for i, sequence in enumerate(draw_sequences(seed_text, count, length, shared)):
+    runs = [(sequence, b) for sequence in draw_sequences(seed_text, count, length, shared)]
+    runs += list(zip(draw_sequences(f"{seed_text}:B", len(B_EDGES), length, shared), B_EDGES))
+    for i, (sequence, b) in enumerate(runs):
         steps, bad = replay(impl, sequence, num_blocks, b)
         if bad is None:
             continue
@@ -200,7 +212,7 @@ def check(impl, seed_text: str, shared: bool, count: int = 10, length: int = 14,
         bad = bad if shrunk_bad is None else shrunk_bad  # the shrink keeps only sequences that still part
         lines = "\n".join(f"  {j + 1}. {s.text}" for j, s in enumerate(steps[:bad + 1]))
         return (f"rollback, step by step on a pool of {num_blocks} blocks of {b} positions, against the reference's "
-                f"rollback on the same steps (sequence {i} of {count} drawn from the grading seed, shrunk to "
+                f"rollback on the same steps (sequence {i} of {len(runs)} drawn from the grading seed, shrunk to "
                 f"{bad + 1} steps):\n{lines}\n  after step {bad + 1} your pool parts from the reference's:\n"
                 f"{_differences(steps[bad].want, steps[bad].got)}")
     return None

@@ -111,7 +111,7 @@ def test_a_timeout_is_its_own_outcome_naming_the_input():
     def hangs(t, b):
         raise Timeout("blocks_for: the deadline passed")
     fake.blocks_for = hangs
-    with pytest.raises(Timeout, match=r"blocks_for\(0, block_tokens=.*the deadline passed"):
+    with pytest.raises(Timeout, match=r"blocks_for\(\d+, block_tokens=\d+\): blocks_for: the deadline passed"):  # the first input drawn
         properties.blocks_for(fake, GOLDEN)
 
 
@@ -150,3 +150,42 @@ def test_the_inputs_do_not_depend_on_the_modules_the_judge_imported(tmp_path, mo
     import ol_constants_probe  # noqa: F401  -- a local module whose constants Hypothesis would mix into its draws
     assert repr(list(drawn(properties.BLOCKS_FOR.domain, 3))) == before
     assert ALL == "all"
+
+
+def test_the_reference_is_asked_once_per_input_over_a_functions_two_tests():
+    """A function's answers and refusals are two tests drawing the same inputs from the grading seed: the second
+    reads the reference's answers the first asked (a check's time), and another seed asks anew."""
+    asked = []
+
+    class Counting:
+        def blocks_for(self, t, b):
+            asked.append((t, b))
+            return judge_reference().blocks_for(t, b)
+
+    ref = Counting()
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 5, ANSWERS) is None
+    first = len(asked)
+    assert first and len(set(asked)) == first, "each distinct input asked once"
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 5, REFUSALS) is None
+    assert len(asked) == first, "the refusals' test asked the reference again"
+    assert check(properties.BLOCKS_FOR, judge_reference(), ref, 6, REFUSALS) is None
+    assert len(asked) > first, "another seed's inputs are asked"
+
+
+def test_every_category_is_drawn_with_every_other_argument_at_its_base_under_each_mode():
+    """No refused argument masks the check of another: each category of each parameter is in a frame whose other
+    parameters are at their base (a valid, typical category), once under each category of each of the domain's
+    modes (verify's temperature, propose's draft kind); a frame that strays from the base is seen missing."""
+    for prop in PROPERTIES.values():
+        dom = prop.domain
+        frames = [frame for frame, _ in drawn(dom, 11)]
+        base = {p.name: p.base_category for p in dom.params}
+        unders = [{m: c} for m in dom.modes for c in next(p for p in dom.params if p.name == m).categories] or [{}]
+        for under in unders:
+            for p in dom.params:
+                for c in p.categories:
+                    assert {**base, **under, p.name: c} in frames, f"{dom.name}: {p.name}:{c} under {under} never beside the base"
+    toy = Domain("toy", (Param("a", {"bad": lambda r, g: -1, "ok": lambda r, g: 1}, base="ok"),
+                         Param("b", {"bad": lambda r, g: -1, "ok": lambda r, g: 1, "edge": lambda r, g: 2}, base="ok")))
+    assert {"a": "ok", "b": "edge"} in [f for f, _ in drawn(toy, 1)]
+    assert {"a": "bad", "b": "ok"} in [f for f, _ in drawn(toy, 1)]
