@@ -42,12 +42,19 @@ def _f64(x) -> str:
     return text if ("." in text or "e" in text) else text + ".0"
 
 
+def _knob(k: str, v) -> str:
+    """A knob's value as Rust writes it; a value no knob takes (a string, NaN: a refused input) written as itself."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return repr(rust_value(v))
+    return str(int(v)) if k == "top_k" and float(v).is_integer() else _f64(v)
+
+
 def params_rust(p: dict) -> str:
     fields = []
     for k in KNOBS:
         v = p.get(k)
         if v is not None:
-            fields.append(f"{k}: {int(v) if k == 'top_k' else _f64(v)}")
+            fields.append(f"{k}: {_knob(k, v)}")
     rest = "" if len(fields) == len(KNOBS) else ", ..Default::default()"
     return "SamplingParams { " + ", ".join(fields) + rest + " }"
 

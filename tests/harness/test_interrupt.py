@@ -83,9 +83,11 @@ def test_ctrl_c_during_cargo_test_says_interrupted_and_prints_no_verdict(tmp_pat
 @needs_cargo
 @pytest.mark.slow(s=60)
 def test_ctrl_c_during_ol_diff_of_a_rust_port_is_exit_130_and_no_json(tmp_path):
-    """A Rust port through its worker (its build, then its cases and property checks)."""
+    """A Rust port through its worker, interrupted in its build: an empty cache folder, so the build is a cold one,
+    longer than the 4 s before Ctrl-C on any machine (a warm build and its cases can end within them)."""
+    env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     code, raw, typed = at_a_pty([*OL, "diff", "L10.8", "--submission", "mutant:s01", "--lang", "rust", "--json",
-                                 str(tmp_path / "d.json")], REPO, ENV, interrupt_after=4.0, timeout=600)
+                                 str(tmp_path / "d.json")], REPO, env, interrupt_after=4.0, timeout=600)
     assert_interrupted(code, raw, typed, tmp_path)
     assert "cases diverge" not in text_of(raw), text_of(raw)[-3000:]
 

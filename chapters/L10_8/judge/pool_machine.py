@@ -33,6 +33,8 @@ MAX_REPLAYS = 120  # replays the shrinker may spend (each a fresh pair of pools)
 # the pool's block size B, a usize: the drawn sequences use 4; one sequence more for each other category of its type:
 # the bound 1, a value a u32 truncates to 0, and the limits where len(table) * B overflows (a table of two blocks)
 B_EDGES = (1, 2**32, 2**63, 2**64 - 1)
+KEEP_MAX = 2**64 - 1  # keep is a usize in the Rust contract: a capacity past it is saturated there (spec/rust.md), so
+# the keeps drawn stay within it, where both languages' rollback take the same keep (2 blocks of 2**63: keep 2**64 - 1)
 
 
 @lru_cache(maxsize=1)
@@ -80,7 +82,7 @@ def draw_sequences(seed_text: str, count: int, length: int, shared: bool) -> lis
 
 
 def _keep(op: Op, table: list, cached: int, b: int) -> int:
-    cap = len(table) * b
+    cap = min(len(table) * b, KEEP_MAX)
     if op.keep == "cut":  # a round's draft cut: keep between the last pending token and all that was cached
         lo = max(0, cached - 9)
         return lo + op.n % (cached - lo + 1)
