@@ -202,7 +202,7 @@ def _next_step(ch, rep, ctx) -> str:
     again = f"`ol check {ch.chapter}{flags} -k {failed}`" + words.rerun.format(failed=failed)
     case = words.case.format(file=Path(ch.language(lang).student_file).name)
     return (f"next ({lang.capitalize()}): {again} reruns {failed} alone; `ol diff {ch.chapter}{flags}` shows the golden cases "
-            f"you get wrong, `ol diff {ch.chapter} --case ID` prints one as {case}")
+            f"you get wrong, `ol diff {ch.chapter} --case ID{'' if lang == OWN else ' --lang ' + lang}` prints one as {case}")
 
 
 def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:

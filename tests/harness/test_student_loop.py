@@ -13,6 +13,7 @@ import pytest
 from harness.check.runner import CheckOptions, run_check, select
 from harness.kernel.errors import UsageError
 from harness.kernel.outcomes import Outcome
+from harness.languages import rust
 from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -295,6 +296,17 @@ def test_a_failing_check_ends_with_the_next_step_in_its_language(tmp_path):
     assert r.returncode == 1 and last.startswith(
         "next (Python): `ol check L10.8 --submission mutant:s08 -k hand_example_greedy_verify` reruns"), r.stdout[-1500:]
     assert "a pytest function" in last and "cargo" not in last
+    assert "`ol diff L10.8 --case ID` prints one as" in last, last
+
+
+@pytest.mark.slow(s=30)
+@pytest.mark.skipif(rust.missing() is not None, reason="needs cargo and rustc")
+def test_a_failing_rust_check_names_the_rust_case_command(tmp_path):
+    """`ol diff --case ID` prints a #[test] for spec.rs only with --lang rust: the next step says so."""
+    r = ol("check", "L10.8", "--submission", "mutant:s08", "--lang", "rust", "-k", "greedy_verify", cwd=tmp_path)
+    last = r.stdout.strip().splitlines()[-1]
+    assert r.returncode == 1 and last.startswith("next (Rust): "), r.stdout[-1500:]
+    assert "`ol diff L10.8 --case ID --lang rust` prints one as a #[test]" in last, last
 
 
 @pytest.mark.slow(s=4)
