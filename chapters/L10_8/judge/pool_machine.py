@@ -34,7 +34,8 @@ MAX_REPLAYS = 120  # replays the shrinker may spend (each a fresh pair of pools)
 # the bound 1, a value a u32 truncates to 0, and the limits where len(table) * B overflows (a table of two blocks)
 B_EDGES = (1, 2**32, 2**63, 2**64 - 1)
 KEEP_MAX = 2**64 - 1  # keep is a usize in the Rust contract: a capacity past it is saturated there (spec/rust.md), so
-# the keeps drawn stay within it, where both languages' rollback take the same keep (2 blocks of 2**63: keep 2**64 - 1)
+# the keeps drawn stay within it, where both languages' rollback take the same keep (2 blocks of 2**63: keep 2**64 - 1);
+# so do the positions a write reaches (the rest of a sequence after a keep of 2**64 - 1 writes nothing more)
 
 
 @lru_cache(maxsize=1)
@@ -128,7 +129,7 @@ def _run(op: Op, side: Side, b: int, free: int, spell: Spelling):
     s = op.seq % len(seqs)
     table, cached = seqs[s]
     if op.kind == "write":
-        if _blocks_needed(cached, op.n, table, b) > free:
+        if _blocks_needed(cached, op.n, table, b) > free or cached + op.n > KEEP_MAX:  # positions are a usize too
             return "skip", None
         seqs[s] = (pool.write(table, cached, op.n, b), cached + op.n)
         return f"sequence {s} writes {_positions(op.n)} after its {cached}", None
