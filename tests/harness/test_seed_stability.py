@@ -4,10 +4,9 @@ grading seeds, the shipped cases' included."""
 
 import pytest
 
-from harness.languages import rust
-
 from harness.check.golden import fresh_golden
 from harness.check.runner import CheckOptions, run_check
+from harness.languages import rust
 from harness.registry import load_chapter
 
 SEEDS = (None, 1, 2)  # None: the shipped cases
