@@ -6,11 +6,13 @@ Anything a pack needs that is not here is a change to this list, not an import o
 """
 
 from ..kernel.errors import Raised, SubmissionFailure, Timeout
+from ..kernel.memo import remembered
 from ..kernel.paths import REPO
 from ..protocol.wire import to_wire
 from ..registry import load_chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
+from ..subjects.version import version_of
 from ..transport.feedback import Bare, brief, expected_got, where_differ
 from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
@@ -20,5 +22,5 @@ from .oracle_kit import MASK64, Rand, exact_logprob, f32, splitmix64
 
 __all__ = ["ALL", "ANSWERS", "Bare", "Domain", "Explicit", "Impl", "InProcess", "MASK64", "Param", "Property",
            "REFUSALS", "REPO", "Raised", "Rand", "SubmissionFailure", "Timeout", "brief", "check", "close", "drawn",
-           "exact_logprob", "expected_got", "f32", "load_chapter", "open_impl", "pristine", "reach", "splitmix64",
-           "to_wire", "where_differ"]
+           "exact_logprob", "expected_got", "f32", "load_chapter", "open_impl", "pristine", "reach", "remembered",
+           "splitmix64", "to_wire", "version_of", "where_differ"]

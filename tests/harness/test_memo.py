@@ -201,3 +201,24 @@ def test_a_fresh_case_set_of_another_harness_version_is_built_again(tmp_path, mo
     monkeypatch.setattr(golden, "version_of", lambda chapter: other)
     golden.fresh_golden(ch, 11, tmp_path)
     assert built == [11, 11], "the same seed under another harness version is built, not read back"
+
+
+def test_the_block_of_a_grading_seed_is_found_once_and_read_back(tmp_path, monkeypatch):
+    """block_of walks from the grading seed's block to the first the reference passes: the reference's SEEDS verify
+    calls each time, so it is kept on disk by seed and harness version; a second judge process reads it back (here:
+    this process's memory forgotten, and any further chi-square a failure) and gets the same block."""
+    from chapters.L10_8.judge import properties, stats
+    from harness.pack import pristine
+
+    ref = pristine("L10.8")
+    reference, seed = properties.judge_reference(), 90210
+    walked = 1 + stats.splitmix64(seed) % 2**40
+    while stats.first_token_chi_square(reference, ref, walked).p_value <= stats.ALPHA:
+        walked += 1
+    assert stats.block_of(seed, reference, ref) == walked
+    assert len(list((tmp_path / "xdg" / "ol" / "chi-square-block").iterdir())) == 1, "kept on disk, one file"
+    memo.forget()
+    monkeypatch.setattr(stats, "first_token_chi_square", lambda *a: pytest.fail("the block was walked again"))
+    assert stats.block_of(seed, reference, ref) == walked
+    assert stats.block_of(stats.MASTER_SEED, reference, ref) == 0, "the shipped cases' seed: block 0, nothing kept"
+    memo.forget()

@@ -152,3 +152,4 @@ def test_the_checks_pearson_statistic_is_scipys_chisquare(expected_counts, seed)
     got = stats.pearson(o, e)
     assert got[0] == pytest.approx(float(want.statistic), rel=1e-12, abs=1e-12)
     assert got[1] == pytest.approx(float(want.pvalue), rel=1e-9, abs=1e-300)
+
