@@ -1,7 +1,7 @@
 """One slip, one cost, whatever the seed: the set of failing tests of every sample and mutant on N grading seeds.
 
     python bench/seed_stability.py [--seeds N] [--rows s01,x03,...] [--sets extra,blind] [--lang python|rust] [--jobs J]
-                                   [--quick] [--out F.json]
+                                   [--resume] [--quick] [--out F.json]
 
 Rows: the samples of examples/submissions (of the language), the default mutant set (s01-s13) and every row of
 the further sets named by --sets (default extra and blind, as issue 37 asks; batch_a on request) ported to the
@@ -9,8 +9,11 @@ language. The sealed set batch_b is refused: its figure is taken once, by `ol mu
 (fresh cases and property inputs of the seed S, as `ol grade --seed S` grades) for the seeds 1..N, and its
 failing tests are compared across seeds. The table prints each row's failing tests, or every distinct set with
 the seeds that gave it when they vary; exit 1 when any row's set varies (or a check cannot run).
-Cost: rows x seeds checks (about 160 x 40 in Python, a few seconds each over J processes): a long bench;
---quick checks 3 seeds of the samples and s01-s13.
+Cost: rows x seeds checks (132 x 40 in Python, 134 x 40 in Rust, a few seconds each over J processes): hours on
+two cores, so each finished check is appended to a log beside the figures (F.jsonl: row, seed, failing tests and the
+harness version) and `--resume` keeps the log's checks of this harness version and runs only the others. The checks
+go seed by seed, so a run stopped early has whole seeds 1..m for every row. --quick checks 3 seeds of the samples
+and s01-s13.
 """
 
 import argparse
@@ -28,6 +31,7 @@ from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/
 from harness.check.golden import fresh_golden  # noqa: E402
 from harness.check.runner import CheckOptions, run_check  # noqa: E402
 from harness.registry import DEFAULT_SET, load_chapter  # noqa: E402
+from harness.subjects.version import version_of  # noqa: E402
 from harness.staff.mutants import ported  # noqa: E402
 
 CHAPTER = "L10.8"
@@ -55,6 +59,17 @@ def failing(subject: str, seed: int, language: str) -> tuple[str, ...]:
     return tuple(sorted(t.name for t in rep.tests if not t.outcome.passed))
 
 
+def _logged(log: Path) -> list[dict]:
+    """The log's finished checks (a line cut short by an interrupted run is left out)."""
+    found = []
+    for line in log.read_text().splitlines() if log.exists() else []:
+        try:
+            found.append(json.loads(line))
+        except ValueError:
+            continue
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seeds", type=int, default=40, help="grading seeds 1..N (default 40)")
@@ -62,6 +77,7 @@ def main() -> int:
     ap.add_argument("--sets", default="extra,blind", help="the further mutant sets (default extra,blind)")
     ap.add_argument("--lang", default="python", help="the language of the samples and mutant ports (default python)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--resume", action="store_true", help="keep the log's checks of this harness version, run the rest")
     add_common(ap, "seed_stability", "3 seeds of the samples and s01-s13")
     a = ap.parse_args()
     seeds = list(range(1, (3 if a.quick else a.seeds) + 1))
@@ -74,16 +90,27 @@ def main() -> int:
         subjects = [s for s in subjects if s.removeprefix("mutant:") in wanted or Path(s).name in wanted]
     sets: dict[str, dict[tuple, list[int]]] = {s: {} for s in subjects}
     errors = []
-    with ProcessPoolExecutor(max_workers=a.jobs) as pool:
+    version = version_of(load_chapter(CHAPTER))["digest"]
+    log = out_path(a, "seed_stability").with_suffix(f".{a.lang}.jsonl")
+    done = {(d["row"], d["seed"]): tuple(d["failing"]) for d in _logged(log) if d.get("version") == version} if a.resume else {}
+    for (s, seed), failed in done.items():
+        if s in sets and seed in seeds:
+            sets[s].setdefault(failed, []).append(seed)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with ProcessPoolExecutor(max_workers=a.jobs) as pool, log.open("a" if a.resume else "w") as out:
         # seed by seed: a seed's fresh cases are built once and read back by every row (harness.kernel.memo keeps
         # FRESH_KEPT seeds; row by row, 40 seeds would evict each other and every check would build them again)
-        futures = {pool.submit(failing, s, seed, a.lang): (s, seed) for seed in seeds for s in subjects}
+        futures = {pool.submit(failing, s, seed, a.lang): (s, seed) for seed in seeds for s in subjects if (s, seed) not in done}
         for f in as_completed(futures):
             s, seed = futures[f]
             try:
-                sets[s].setdefault(f.result(), []).append(seed)
+                failed = f.result()
             except Exception as e:  # noqa: BLE001 -- a check that cannot run is a row of the table, not a crash
                 errors.append(f"{s} seed {seed}: {type(e).__name__}: {e}")
+                continue
+            sets[s].setdefault(failed, []).append(seed)
+            out.write(json.dumps({"row": s, "seed": seed, "failing": list(failed), "version": version}) + "\n")
+            out.flush()
     varies = [s for s, got in sets.items() if len(got) > 1]
     print(f"{'row':40} failing tests on seeds {seeds[0]}..{seeds[-1]}")
     for s, got in sets.items():

@@ -198,7 +198,11 @@ def pytest_args(chapter: Chapter, submission: str, options: CheckOptions) -> lis
     """pytest's command line for the chapter's tests; which of them run is the collector's (`only`)."""
     args = [*map(str, chapter.tests_files), "-p", "harness.check.pytest_plugin", "--noconftest", "-p", "no:cacheprovider", "-q",
             "--no-header", "-p", "no:hypothesispytest", *UNUSED_PLUGINS, "--import-mode=importlib", "--chapter", chapter.chapter,
-            "--impl", submission, "--transport", options.transport, "-W", "ignore::pytest.PytestAssertRewriteWarning",
+            "--impl", submission, "--transport", options.transport,
+            # no assertion rewriting: every assert of a pack's test says its own sentence (see _message), and pytest's
+            # import hook iterates a set that its own start-up grows, while the loader's thread imports through it
+            # (RuntimeError: Set changed size during iteration: an `ol mutants --set extra` failed so, once)
+            "--assert=plain",
             "--capture=sys",  # not the descriptors: the build's progress, from the loader's thread, reaches the terminal
             f"--rootdir={chapter.pack_dir}"]
     if options.ref_deps:

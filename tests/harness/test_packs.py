@@ -337,3 +337,35 @@ def test_the_registry_refuses_a_course_source_that_is_missing_or_misplaced(tmp_p
     with pytest.raises(RegistryError, match="malformed chapter table") as e:
         load_chapter("T0.1")
     assert says in str(e.value)
+
+
+def test_every_assert_of_a_registered_chapters_tests_says_its_sentence():
+    """A check runs pytest with --assert=plain (harness.check.runner: no import hook racing the loader's thread), so
+    an assert's own message is all a student reads of its failure: every assert of every pack's tests has one."""
+    import ast
+
+    from harness.registry import known_chapters, load_chapter
+
+    bare = [f"{f}:{n.lineno}" for name in known_chapters() for f in load_chapter(name).tests_files
+            for n in ast.walk(ast.parse(Path(f).read_text())) if isinstance(n, ast.Assert) and n.msg is None]
+    assert not bare, "asserts without a message (a student would read a bare AssertionError): " + ", ".join(bare)
+
+
+def test_a_check_installs_no_assertion_rewriting_hook(tmp_path):
+    """pytest's rewriting hook iterates a set its start-up grows while the loader's thread imports through it: an `ol
+    mutants --set extra` once ended in "internal error: RuntimeError: Set changed size during iteration". A check in
+    a fresh interpreter (as `ol check` runs) makes no such hook."""
+    script = textwrap.dedent("""
+        import sys
+        from _pytest.assertion import rewrite
+        made = []
+        real = rewrite.AssertionRewritingHook.__init__
+        rewrite.AssertionRewritingHook.__init__ = lambda self, *a, **k: (made.append(1), real(self, *a, **k))[1]
+        from harness.check.runner import CheckOptions, run_check
+        from harness.registry import load_chapter
+        report = run_check(load_chapter("L10.8"), "mutant:s01", CheckOptions(only=["hand_example_prompt_lookup"]))
+        print(len(report.tests), len(made))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.split() == ["1", "0"], r.stdout + r.stderr[-3000:]
