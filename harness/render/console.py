@@ -85,11 +85,12 @@ VERDICT_STYLE = {"caught": "green", "caught elsewhere": "yellow", "timeout": "ye
 
 def _matrix_table(result) -> Table:
     """x = the test fails; X = a test meant to catch the mutant fails (its named test, or one it is expected_by);
-    ! = a test meant to catch it passes."""
+    ! = a test meant to catch it passes; blank = not run (--fast: its expected_by caught it)."""
     lang = "" if result.own_language else f" ({result.language})"
     meant = "the named test" if result.set is None else "a test it is expected_by; ! = an expected test passes"
     where = "" if result.set is None else f", mutant set {result.set}"
-    t = Table(title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant})")
+    unrun = "; blank = not run" if any(m.ran for m in result.mutants) else ""
+    t = Table(title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant}{unrun})")
     t.add_column("subject")
     for i in range(len(result.tests)):
         t.add_column(str(i + 1), justify="center")
@@ -98,7 +99,7 @@ def _matrix_table(result) -> Table:
               "[green]passes all[/]" if result.reference_passes else "[red]FAILS[/]")
     for m in result.mutants:
         cells = [("[bold]X[/]" if n in m.expected else "x") if n in m.failed_tests else
-                 ("[red]![/]" if n in m.expected else ".") for n in result.tests]
+                 " " if m.ran and n not in m.ran else ("[red]![/]" if n in m.expected else ".") for n in result.tests]
         if result.set is None:
             verdict = f"[{'green' if m.killed_by_named else 'red'}]{m.verdict.value}[/]" + ("" if m.killed_by_named else f" ({m.must_fail})")
         else:

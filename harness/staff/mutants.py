@@ -5,6 +5,10 @@ when it is graded as a submission (harness.check.hints: from the golden file's r
 `--set NAME` runs a further mutant set instead (chapter.toml's `mutant_sets`): there a mutant is killed
 when any test fails, the set passes at SET_KILL_THRESHOLD killed, and a mutant killed only by tests
 outside its `expected_by` is a finding (caught elsewhere), reported but not a catch by its rule's test.
+`named_first` (`--fast`) runs each such mutant on its expected_by tests first and on every test only when they
+all pass: its verdict, the kill figure, the findings and the survivors are those of the whole matrix (a verdict
+is decided by the expected_by tests whenever one fails), and a mutant caught there runs 1 or 2 tests of 16, not
+all (CI's four set runs: see .ci/run).
 """
 
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -39,10 +43,10 @@ def _pool_process() -> None:
     signal.signal(signal.SIGINT, _on_interrupt)
 
 
-def _check_one(chapter_name: str, subject: str, language: str) -> Report:
+def _check_one(chapter_name: str, subject: str, language: str, only: tuple[str, ...]) -> Report:
     if _interrupted:
         raise KeyboardInterrupt
-    return run_check(load_chapter(chapter_name), subject, CheckOptions(language=language))
+    return run_check(load_chapter(chapter_name), subject, CheckOptions(language=language, only=only))
 
 
 def verdict(report: Report | None, must_fail: str) -> MutantVerdict:
@@ -91,6 +95,7 @@ class MutantRow:
     misconception: str = ""
     expected_by: tuple[str, ...] = ()
     differs_on: str = ""
+    ran: tuple[str, ...] = ()  # the tests it ran, when not every one (named_first: its expected_by caught it)
 
     @property
     def expected(self) -> tuple[str, ...]:
@@ -117,7 +122,7 @@ class MutantRow:
         return {"id": self.id, "rule": self.rule, "misconception": self.misconception, "expected_by": list(self.expected_by),
                 "differs_on": self.differs_on, "verdict": self.verdict.value, "failed_tests": list(self.failed_tests),
                 "killed": self.killed, "killed_by_expected": [t for t in self.failed_tests if t in self.expected_by],
-                "problem": self.problem}
+                "problem": self.problem} | ({"tests_run": list(self.ran)} if self.ran else {})
 
 
 @dataclass(frozen=True)
@@ -195,11 +200,12 @@ class KillMatrix:
         return data | {"ok": self.ok, "duration_s": self.duration_s}
 
 
-def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, language: str) -> tuple[dict, dict]:
+def _run(chapter: Chapter, subjects: dict[str, tuple[str, ...]], jobs: int | None, on_done, language: str) -> tuple[dict, dict]:
+    """Each subject checked on its tests (() = every test), in parallel processes: its report, or why it is unviable."""
     reports: dict[str, Report | None] = {}
     problems: dict[str, str] = {}
     with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, initializer=_pool_process) as pool:
-        futures = {pool.submit(_check_one, chapter.chapter, s, language): s for s in subjects}
+        futures = {pool.submit(_check_one, chapter.chapter, s, language, only): s for s, only in subjects.items()}
         try:
             for f in as_completed(futures):
                 try:
@@ -211,12 +217,16 @@ def _run(chapter: Chapter, subjects: list[str], jobs: int | None, on_done, langu
         except KeyboardInterrupt:  # no matrix: what is queued is dropped, what runs ends (its process got Ctrl-C too)
             pool.shutdown(wait=True, cancel_futures=True)
             raise
+    return reports, problems
+
+
+def _checked(reports: dict, problems: dict) -> None:
+    """No verdict stands unless the reference was checked and the judge's own code never failed."""
     if reports["reference"] is None:
         raise OlError(f"the reference could not be checked: {problems['reference']}")
     faulted = [f"{s}: {r.ungraded}" for s, r in reports.items() if r is not None and r.ungraded]
     if faulted:  # a fault of the judge's own code: no verdict stands, caught or missed (exit 3)
         raise OlError("the grader failed, so no mutant's verdict stands: " + " | ".join(faulted[:3]))
-    return reports, problems
 
 
 def _failed(rep: Report | None) -> tuple[str, ...]:
@@ -224,22 +234,32 @@ def _failed(rep: Report | None) -> tuple[str, ...]:
 
 
 def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, language: str | None = None,
-                mutant_set: str = DEFAULT_SET) -> KillMatrix:
+                mutant_set: str = DEFAULT_SET, named_first: bool = False) -> KillMatrix:
     """Run the reference and every mutant of the set in `language` (in parallel processes; a compiled
-    language's reference and mutants each build first, confined; default: ol's own); `on_done(label)` after each."""
+    language's reference and mutants each build first, confined; default: ol's own); `on_done(label)` after each.
+    `named_first`: a further set's mutant runs its expected_by tests first, the rest only if none fails."""
     language = language or in_process().name
     chapter.language(language)
     further = mutant_set != DEFAULT_SET
     every = chapter.mutant_set(mutant_set) if further else chapter.mutants
     mutants = ported(chapter, language, mutant_set)
-    reports, problems = _run(chapter, ["reference"] + [f"mutant:{m.id}" for m in mutants], jobs, on_done, language)
+    first = further and named_first
+    subjects = {"reference": ()} | {f"mutant:{m.id}": tuple(m.expected_by) if first else () for m in mutants}
+    reports, problems = _run(chapter, subjects, jobs, on_done, language)
+    if first:  # not caught by its expected_by: every test, as without named_first
+        again = {s: () for s, only in subjects.items() if only and reports[s] is not None and not _failed(reports[s])}
+        more, more_problems = _run(chapter, again, jobs, on_done, language) if again else ({}, {})
+        reports, problems = reports | more, problems | more_problems
+    _checked(reports, problems)
     ref = reports["reference"]
     rows = []
     for m in mutants:
         rep, problem = reports[f"mutant:{m.id}"], problems.get(f"mutant:{m.id}", "")
         if further:
+            ran = tuple(t.name for t in rep.tests) if rep is not None and len(rep.tests) < len(chapter.tests) else ()
             rows.append(MutantRow(m.id, set_verdict(rep, m.expected_by), _failed(rep), problem, rule=m.rule,
-                                  misconception=m.misconception, expected_by=tuple(m.expected_by), differs_on=m.differs_on))
+                                  misconception=m.misconception, expected_by=tuple(m.expected_by), differs_on=m.differs_on,
+                                  ran=ran))
         else:
             hints = () if rep is None else tuple(h["id"] for h in rep.pitfall_matches)
             rows.append(MutantRow(m.id, verdict(rep, m.must_fail), _failed(rep), problem, pitfall=m.pitfall,

@@ -113,6 +113,35 @@ def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path
     assert "2 of 3 mutants killed (66.7 %" in r.stdout and "survivor x3" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
+def test_fast_runs_a_caught_mutant_on_its_expected_tests_alone_and_gives_the_whole_matrixs_figures(tmp_path):
+    """--fast (CI's set runs): x1 is caught by its expected_by test and runs it alone; x2 (a finding) and x3 (a
+    survivor) pass theirs and run every test; the verdicts, kill figure, findings and survivors are the full run's."""
+    manifest = SET_MANIFEST + """
+    [[mutant]]
+    id = "x3"
+    rule = "double(x) is 2 * x, written either way"
+    misconception = "none: an equivalent rewrite, which no test can kill"
+    expected_by = "doubles_match_the_golden_cases"
+    differs_on = "none"
+    """
+    packs = make_pack(tmp_path / "packs", _with_set(manifest, {"x1.patch": X1, "x2.patch": X2, "x3.patch": X3}))
+    got = {}
+    for how in ("full", "fast"):
+        r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "extra", "--json", f"{how}.json", *(["--fast"] if how == "fast" else []))
+        assert r.returncode == 1 and "2 of 3 mutants killed (66.7 %" in r.stdout and "survivor x3" in r.stdout, r.stdout + r.stderr
+        got[how] = json.loads((tmp_path / f"{how}.json").read_text())
+    figures = lambda m: {k: m[k] for k in ("killed", "total", "kill_rate", "findings", "survivors", "unviable", "ok")}
+    assert figures(got["fast"]) == figures(got["full"])
+    verdicts = lambda m: {row["id"]: (row["verdict"], row["killed"]) for row in m["mutants"]}
+    assert verdicts(got["fast"]) == verdicts(got["full"])
+    fast = {row["id"]: row for row in got["fast"]["mutants"]}
+    assert fast["x1"]["tests_run"] == ["doubles_match_the_golden_cases"], "caught by its expected_by test, run on it alone"
+    assert "tests_run" not in fast["x2"] and "tests_run" not in fast["x3"], "not caught there: every test"
+    assert fast["x2"]["failed_tests"] == ["doubles_match_the_golden_cases"], "the finding's killing test, as in the full run"
+    assert not any("tests_run" in row for row in got["full"]["mutants"])
+
+
 def test_a_mistake_a_language_cannot_make_is_left_out_of_its_count_with_the_reason(tmp_path):
     manifest = SET_MANIFEST + """
     [[mutant]]
