@@ -244,10 +244,11 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, languag
     every = chapter.mutant_set(mutant_set) if further else chapter.mutants
     mutants = ported(chapter, language, mutant_set)
     first = further and named_first
-    subjects = {"reference": ()} | {f"mutant:{m.id}": tuple(m.expected_by) if first else () for m in mutants}
+    every_test: tuple[str, ...] = ()
+    subjects = {"reference": every_test} | {f"mutant:{m.id}": tuple(m.expected_by) if first else every_test for m in mutants}
     reports, problems = _run(chapter, subjects, jobs, on_done, language)
     if first:  # not caught by its expected_by: every test, as without named_first
-        again = {s: () for s, only in subjects.items() if only and reports[s] is not None and not _failed(reports[s])}
+        again = {s: every_test for s, only in subjects.items() if only and reports[s] is not None and not _failed(reports[s])}
         more, more_problems = _run(chapter, again, jobs, on_done, language) if again else ({}, {})
         reports, problems = reports | more, problems | more_problems
     _checked(reports, problems)
