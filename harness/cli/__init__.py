@@ -137,7 +137,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
               help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
                    "(e.g. -k example, -k 'one and not two'; `ol tests CHAPTER` lists the names)")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
-              help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
+              help="run only this test, its exact name (repeatable; what a language's test front end passes for an exact filter)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
           lang, keyword, exact) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict.
@@ -207,8 +207,8 @@ def _next_step(ch, rep, ctx) -> str:
 
 def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:
     """The tests -k and --test choose (both: the tests either names), in the chapter's order; None: all of them.
-    A --test name that is no test is left out (cargo test passes its filters, some naming the student's own
-    #[test]s); none chosen at all is a usage error naming the tests."""
+    A --test name that is no test is left out (a language's test front end passes its filters, some naming the
+    student's own tests); none chosen at all is a usage error naming the tests."""
     from ..check.runner import select  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     if keyword is None and not exact:
@@ -223,8 +223,8 @@ def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | N
 
 
 def _default_submission(ch, lang: str | None, console) -> str | None:
-    """With no --submission: this folder when it is a workspace (e.g. a cargo workspace, where `cargo test` runs
-    the check), else the chapter's workspace folder of each language that exists here, the chapter's own language
+    """With no --submission: this folder when it is a workspace (where a language's test front end runs the
+    check), else the chapter's workspace folder of each language that exists here, the chapter's own language
     first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
     if (root := _enclosing_workspace(ch, langs)) is not None:
@@ -243,8 +243,8 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
 
 
 def _enclosing_workspace(ch, langs: list[str]) -> str | None:
-    """This folder, or the nearest folder above it, holding a language's chapter file (as cargo finds its workspace
-    from any folder inside it): "." here, else that folder's path."""
+    """This folder, or the nearest folder above it, holding a language's chapter file (as a build tool finds its
+    workspace from any folder inside it): "." here, else that folder's path."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         if any((folder / ch.language(n).student_file).is_file() for n in langs):

@@ -15,7 +15,7 @@ Nothing fails quietly. Every output path is checked before anyone is graded. An 
 submission (the layout function, harness.subjects.layout, refuses it: empty, misnamed, an unreadable archive,
 a link, past a cap) is *rejected*: a score of 0 and the reason, a verdict as the Gradescope bundle
 gives it; so is one its judge refuses as malformed once the layout check passed (exit 2 with the
-refusal's one JSON line on stdout: a crate without src/lib.rs), with the judge's one-line reason. A submission whose judge gave no trustworthy report (it exited with a usage or harness
+refusal's one JSON line on stdout: a package missing a file its language needs), with the judge's one-line reason. A submission whose judge gave no trustworthy report (it exited with a usage or harness
 error, was killed, ran out of time, or wrote an unreadable report) is *ungraded*, with the reason:
 never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3. Each report is
 written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.

@@ -81,7 +81,7 @@ def refusal_in(text: str) -> str | None:
 
 def _refusal(code: int, stdout: str) -> str | None:
     """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
-    refusal (a usage error, a machine without cargo: the grader's failure, ungraded)."""
+    refusal (a usage error, a machine without a language's toolchain: the grader's failure, ungraded)."""
     return refusal_in(stdout) if verdict_of(code)[0] == "refused" else None
 
 

@@ -9,8 +9,8 @@ so they grade the same bytes.
 What is walked, and refused, is harness.subjects.upload's rule (the same as the layout check's): a symbolic link
 anywhere in the entry, or the entry itself a link, a FIFO or another special file, more than ENTRY_CAP
 entries or DEPTH_CAP levels, is a ParcelError naming it (the submission is rejected, with the reason);
-`__pycache__/` and `.git/` folders, and a folder holding cargo's `CACHEDIR.TAG` (a `target/` of build
-output: every submission of a compiled language builds clean), are not shipped. A parcel holds at most SHIP_CAP bytes of
+`__pycache__/` and `.git/` folders, and a folder holding a `CACHEDIR.TAG` (build output: every submission of a
+compiled language builds clean), are not shipped. A parcel holds at most SHIP_CAP bytes of
 files: source code is kilobytes, and a submission past that is rejected, with the reason.
 
 A name need not be UTF-8 (what unzip makes of a Latin-1 archive): the zip names each entry by its bytes,

@@ -130,7 +130,7 @@ class _Run:
 
     def env_for(self, name: str) -> dict[str, str]:
         """What this run made for the judges of a submission in language `name` (Language.run_env: a compiled language's build of
-        the given crates, in bwrap), made by the first such judge, then shared."""
+        the given code, in bwrap), made by the first such judge, then shared."""
         with self.language_lock:
             if name not in self.language_env:
                 hook = languages.language(name).run_env

@@ -6,7 +6,7 @@ requirements file a role, with hashes: what `./ol`, the Gradescope setup.sh and 
 nothing else (`pip install --require-hashes --no-deps -r locks/ROLE.txt`, then ol itself, editable, with no
 dependencies):
 
-* student (the default, pyproject's `dependencies`): `ol check`, `start`, `diff`, `tests`, `cargo test`, and so
+* student (the default, pyproject's `dependencies`): `ol check`, `start`, `diff`, `tests`, a language's test front end, and so
   the Gradescope image, which grades one upload with `ol check`;
 * staff (the `staff` extra): + grading a class (`ol grade`, `report`, `similar`: Dask, matplotlib, copydetect),
   `ol mutmut`, dask-jobqueue: the staff's machines and every Dask worker;

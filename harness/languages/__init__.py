@@ -66,6 +66,7 @@ class Language:
     judge_env: dict[str, str] = field(default_factory=dict)  # what every judge of a class's run holds, for this language
     image: ImageSteps = ImageSteps()
     words: Words = Words()  # how its failures read (the stub's function, a frame of the student's code)
+    tools: tuple[str, ...] = ()  # the words naming its tools and units, which the engine never says (tests/harness/test_imports.py)
     in_process: bool = False  # ol's own language: a trusted subject (the reference, a mutant) can run in ol's process
     # `ol start`: (chapter, language name, workspace, force, the `ol check` flags for it, the student map's path) ->
     # the workspace written, and the lines `ol start` prints of it
@@ -116,6 +117,7 @@ LANGUAGES = {"python": Language("python", _python_worker, words=python.WORDS, in
                               ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY),
                               Words(rust.stub_hit, rust.frame, rerun=" (or `cargo test -- {failed}` in the workspace)",
                                     case="a #[test] for {file}", case_short="a #[test]", label="Rust"),
+                              tools=rust.TOOLS,
                               start=stub.start_rust)}
 
 

@@ -44,6 +44,7 @@ BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a
 BUILD_LIMITS = Limits(address_space=4 << 30, cpu_seconds=600, file_size=256 << 20, processes=256, open_files=1024)
 BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
 LINKER_PATHS = ("/etc/alternatives",)  # Debian's `cc` is /usr/bin/cc -> /etc/alternatives/cc -> gcc
+TOOLS = ("cargo", "rustc", "rustup", "crate")  # the words of Rust's tools and units, said only here (Language.tools)
 MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
 
 class BuildFailed(errors.BuildFailed):

@@ -21,8 +21,8 @@ unless results.json says so, what run_autograder printed. So:
 * `-m harness.staff.gradescope` (run_autograder's last step) writes results.json from the check's
   exit code: the report for 0 or 1; for 2 with an upload the layout function rejects (no submission
   in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.subjects.upload) or that the
-  judge refused as malformed once the layout check passed (a crate without src/lib.rs: the reason it
-  wrote in place of the results), a score of 0 and one sentence saying what to upload, as `ol grade`
+  judge refused as malformed once the layout check passed (a package missing a file its language needs: the
+  reason it wrote in place of the results), a score of 0 and one sentence saying what to upload, as `ol grade`
   rejects it; for a killed check (the submission may have killed it), that. Otherwise the grader failed (exit 3:
   a fault of the judge's own code, named in its report, harness.check.runner; no report; an exit it cannot
   explain): the submission is *ungraded*, and results.json is not written at all. Gradescope's specification has
@@ -188,7 +188,7 @@ def _rejection(chapter: str, submission: Path) -> str | None:
 
 
 def _refused(report: Path, submission: Path) -> str | None:
-    """The judge's reason for refusing an upload the layout function accepted (a crate without src/lib.rs):
+    """The judge's reason for refusing an upload the layout function accepted (a package missing a file):
     the one object `ol check --gradescope` writes on a BadSubmission, in the judge's private folder."""
     try:
         reason = refusal_in(report.read_text())

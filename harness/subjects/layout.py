@@ -167,7 +167,7 @@ def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
 
 def _walked(found: Path, top: Path) -> bool:
     """Is `found` (from an rglob below `top`) a path harness.subjects.upload.walk checked, not one in a folder it skips
-    (.git/, __pycache__/, a cargo target/), where a link may be?"""
+    (.git/, __pycache__/, a build's output), where a link may be?"""
     here = top
     for part in found.relative_to(top).parts[:-1]:
         here = here / part
@@ -188,10 +188,10 @@ def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
     return None
 
 
-def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
-    """The package folder of a nested package name (a crate `eng/` whose place in the workspace is
-    `crates/eng`) holding the chapter's file: `path` itself, or the shallowest one below it (the folder an
-    upload lands in, /autograder/submission/eng, or an archive of the crate); else None."""
+def _package_folder(lang: LanguageSpec, path: Path) -> Path | None:
+    """The package folder of a nested package name (`eng/` whose place in the workspace is
+    `libs/eng`) holding the chapter's file: `path` itself, or the shallowest one below it (the folder an
+    upload lands in, /autograder/submission/eng, or an archive of it); else None."""
     pkg = Path(lang.package)
     if len(pkg.parts) < 2:
         return None
@@ -215,9 +215,9 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
         with upload.reading(path.name):  # looking into the upload: any failure is its rejection
             bare = [path / name for name in lang.uploads if (path / name).is_file()]
             located = _locate(lang, path)
-            crate = _crate_folder(lang, path) if located is None else None
-        if crate is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
-            _copy_in(crate, scratch() / lang.package, crate.name)
+            folder = _package_folder(lang, path) if located is None else None
+        if folder is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
+            _copy_in(folder, scratch() / lang.package, folder.name)
             return Submission(lang.name, path, scratch(), "package")
         if located is not None:
             root, layout = located

@@ -11,7 +11,7 @@ no link and refuses, with a one-line reason naming the entry:
   files a few folders deep, as it is kilobytes (the byte cap, harness.subjects.layout.ZIP_CAP).
 
 Folders no step reads are not walked (nor read, nor copied): `__pycache__/`, `.git/`, `node_modules/`, a
-folder holding a `CACHEDIR.TAG` (cargo's `target/`, pytest's, mypy's and ruff's caches) and a folder holding
+folder holding a `CACHEDIR.TAG` (a build's `target/`, pytest's, mypy's and ruff's caches) and a folder holding
 a `pyvenv.cfg` (a virtual environment, whose links to the interpreter are the student's tools, not the
 upload): a workspace a student works in is graded as it is. A name need not be UTF-8: it is a str with surrogate escapes
 (os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
