@@ -1,17 +1,14 @@
 """The results directory is the ledger of a class's grades: `ol grade` resumes from it.
 
-Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long for a file name, not
-UTF-8, or beginning with `~` is `~<its digest>.json` instead), written atomically the moment it is graded, with
-its key: the digest of the files graded (harness.grading.parcel), the fresh-case seed, --ref-deps, and the
-harness version's digest (harness.subjects.version). A later run over the same folder skips every submission
-whose entry has the run's key and a grade (an ungraded entry is graded again: its cause was the
-judge's or the machine's, and may be gone), unless told to regrade. `summary.json` records the run's
-seed from its start, so the same command resumes on the same cases.
+Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long, not UTF-8 or beginning with
+`~` is `~<its digest>.json`), written atomically as it is graded, with its key: the digest of the files graded,
+the seed, --ref-deps and the harness version's digest. A later run skips every entry with the run's key and a
+grade (an ungraded one is graded again: its cause may be gone), unless told to regrade. `summary.json` records
+the run's seed from its start, so the same command resumes on the same cases.
 
-grades.csv and summary.json are rewritten, atomically, after every grade and at the end of the run:
-from the ledger's entries for the class's submissions (rows by name). An entry is checked against the report's
-schema when read, once for its bytes: `.validated.json` keeps the digests of those that passed (Entries).
-Nothing here prints.
+grades.csv and summary.json are rewritten atomically after every grade, from the ledger's entries (rows by name).
+An entry is checked against the report's schema when read, once for its bytes: `.validated.json` keeps the
+digests of those that passed (Entries). Nothing here prints.
 
 What `.validated.json` saves (issue 40: a record stays only with a measured saving of a second or more, in the
 user's layout): every later read of the ledger validates only entries it has not seen. `bench/report_build.py --records`

@@ -1,19 +1,16 @@
 """`ol mutmut CHAPTER`: mutmut 3 over the reference's chapter files, against the chapter's own tests.
 
-The hand-written mutants (`mutants/<chapter>/`) prove each named pitfall is caught; this measures
-what the chapter's tests miss beyond them. mutmut mutates every function of the chapter's files and
-reruns the tests that reach each mutated function; a mutant no test fails is a survivor.
+The hand-written mutants prove each named pitfall is caught; this measures what the tests miss beyond them.
+mutmut mutates every function of the chapter's files and reruns the tests that reach it; a mutant no test
+fails is a survivor.
 
-mutmut works in a `mutants/` directory of its own, which must never meet ours, so everything runs in
-a scratch copy of the tree: our `mutants/` is left out, and `reference/` becomes `src/`, because
-mutmut names a mutant by its file's path with only a leading `src.` stripped (and puts `mutants/src`
-first on sys.path). With that layout `import <package>` in the tests is mutmut's mutated copy and the
-mutant names (`<package>.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
+mutmut works in a `mutants/` directory of its own, which must never meet ours, so it runs in a scratch copy of
+the tree without ours, `reference/` renamed `src/` (mutmut strips only a leading `src.` from a mutant's name and
+puts `mutants/src` first on sys.path): `import <package>` in the tests is then the mutated copy.
 
-Survivors judged equivalent (no test could ever tell them apart from the reference) are recorded in
-the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
-and why; a later run flags only new survivors. An entry whose diff no longer matches (mutmut numbers
-mutants per function, so editing a function renumbers them) counts as new again.
+Survivors judged equivalent are recorded in the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name
+with the diff it was judged on and why; a later run flags only new survivors (an entry whose diff no longer
+matches, as mutmut renumbers an edited function's mutants, is new again).
 
 Library code: nothing is printed; `on_progress(line)` receives mutmut's progress lines.
 """

@@ -1,25 +1,20 @@
 """Which language a submission is in and where its files are: the one layout function.
 
-`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
-package is `pkg` and whose chapter file is `pkg/sub/file.ext` (chapter.toml's `package` and
-`student_files`), it accepts:
+`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose package is
+`pkg` and whose chapter file is `pkg/sub/file.ext` (chapter.toml's `package` and `student_files`), it accepts:
 
     DIR/pkg/...                  a course workspace (its `default_workspace`), or an upload of the package folder
     DIR (DIR named pkg)          the package folder itself
-    DIR/file.ext, or file.ext    the chapter's file alone (a bare upload): the rest comes from the
-                                 reference, as with --ref-deps
+    DIR/file.ext, or file.ext    the chapter's file alone (a bare upload): the rest comes from the reference
     DIR/.../pkg/sub/file.ext     the package one or more folders down (an archive's top folder)
-    a .zip of any of these       extracted into a scratch folder first (names are checked: no
-                                 absolute paths, no `..`, no link entries; bounded size, entry
-                                 count and depth; an encrypted, unknown or corrupt archive refused)
+    a .zip of any of these       extracted into a scratch folder first (no absolute names, no `..`, no link
+                                 entries; bounded size, count and depth; an encrypted or corrupt one refused)
 
-A package one folder deep in its workspace (a package `libs/eng`, chapter file `libs/eng/sub/file.ext`)
-is also accepted as its own last folder: DIR named eng, or DIR/.../eng/sub/file.ext (an upload folder or
-archive holding the package), copied into libs/eng of a scratch folder.
+A package one folder deep in its workspace (`libs/eng`) is also accepted as its own last folder: DIR named eng,
+or DIR/.../eng/sub/file.ext, copied into libs/eng of a scratch folder.
 
-Nothing of the upload is read before harness.subjects.upload.walk accepted it: no link below the path named
-(the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
-entries and DEPTH_CAP levels. Anything else is a BadSubmission that says what to hand in.
+Nothing of the upload is read before harness.subjects.upload.walk accepted it. Anything else is a BadSubmission
+that says what to hand in.
 """
 
 from dataclasses import dataclass, field
