@@ -1,14 +1,11 @@
 """A chapter's golden file: regenerate it, check it byte for byte, make fresh case sets, and refuse a
 damaged one before any test runs.
 
-Every pack's oracle module has the same interface: `build(ref, master_seed=MASTER_SEED) -> dict`,
-`dumps(doc) -> bytes`, `check(path, ref) -> str | None` (None when the file is what a fresh build
-writes, else where it first differs). `ref` is the judge's pristine reference (harness.subjects.reference).
-
-Whoever writes a golden file (`ol fixtures`, fresh cases) writes its sha256 beside it
-(`<name>.sha256`). Before a check, `verify` compares the digest (a millisecond); a file without one
-(one a user names with --golden) is validated against the chapter's schema instead (a second or two).
-A truncated, emptied or edited file is a harness error, never a failing grade for the code under test.
+Every pack's oracle has `build(ref, master_seed=MASTER_SEED) -> dict`, `dumps(doc) -> bytes` and
+`check(path, ref) -> str | None` (None when the file is what a fresh build writes, else where it first differs);
+`ref` is the judge's pristine reference. Whoever writes a golden file writes its sha256 beside it; `verify`
+compares it (a millisecond), and validates a file without one (--golden) against the chapter's schema instead.
+A truncated or edited file is a harness error, never a failing grade for the code under test.
 """
 
 from functools import lru_cache

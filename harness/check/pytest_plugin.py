@@ -125,12 +125,10 @@ def classify(excinfo) -> Outcome:
 
 
 def judge_fault(e: BaseException) -> BaseException | None:
-    """The exception of the judge's own making in `e`, or None. The implementation's failures reach a test only as
-    a SubmissionFailure (harness.transport: Impl.call raises nothing else for what the code under test did), and
-    a wrong answer as an assertion or pytest.fail; anything else was raised by the judge's code (a chapter's helper,
-    the golden file's reader, the client, a library it calls, an invariant it checks): a fault of the grader, never
-    a verdict on the code. A group (Hypothesis's FlakyFailure, an ExceptionGroup) is the judge's when any of its
-    leaves is."""
+    """The exception of the judge's own making in `e`, or None. What the code under test did reaches a test only as
+    a SubmissionFailure (Impl.call), a wrong answer as an assertion or pytest.fail; anything else was raised by the
+    judge's code: a fault of the grader, never a verdict. A group (FlakyFailure, ExceptionGroup) is the judge's
+    when any of its leaves is."""
     if isinstance(e, BaseExceptionGroup):
         return next((f for leaf in e.exceptions if (f := judge_fault(leaf)) is not None), None)
     if isinstance(e, (SubmissionFailure, AssertionError, pytest.fail.Exception)):

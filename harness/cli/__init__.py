@@ -206,9 +206,8 @@ def _next_step(ch, rep, ctx) -> str:
 
 
 def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:
-    """The tests -k and --test choose (both: the tests either names), in the chapter's order; None: all of them.
-    A --test name that is no test is left out (a language's test front end passes its filters, some naming the
-    student's own tests); none chosen at all is a usage error naming the tests."""
+    """The tests -k or --test choose, in the chapter's order; None: all. A --test name that is no test is left out (a
+    language's test front end passes the student's own tests' names too); none chosen is a usage error."""
     from ..check.runner import select  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     if keyword is None and not exact:
@@ -223,9 +222,8 @@ def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | N
 
 
 def _default_submission(ch, lang: str | None, console) -> str | None:
-    """With no --submission: this folder when it is a workspace (where a language's test front end runs the
-    check), else the chapter's workspace folder of each language that exists here, the chapter's own language
-    first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
+    """With no --submission: this folder when it is a workspace, else the chapter's workspace folder of a language
+    that exists here, the chapter's own language first; None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
     if (root := _enclosing_workspace(ch, langs)) is not None:
         return root

@@ -1,12 +1,9 @@
 """The class report and the feedback pages as data, read from the results directory alone (`ol report`).
 
-Everything comes from the ledger (harness.grading.ledger): each entry's JSON report and time to verdict, summary.json
-(the run's settings, its roster match) and `.similarity.json` (harness.staff.similar, written by `ol grade`
-or `ol similar --results-dir`; a name no entry can have: entries never begin with a dot). So the report of a
-results directory is the same whenever it is built, and `ol report` rebuilds what `ol grade` wrote.
-`write_report` writes the class page (default beside the results directory, as `ol grade` writes it beside
-its CSV) and one feedback page per entry beside its JSON report (`<name>.html`, or `~<digest>.html`).
-Nothing here prints.
+Everything comes from the ledger (harness.grading.ledger): each entry's JSON report, summary.json (the run's
+settings, its roster match) and `.similarity.json` (harness.staff.similar; entries never begin with a dot), so
+`ol report` rebuilds what `ol grade` wrote. `write_report` writes the class page (beside the results directory)
+and one feedback page per entry beside its JSON report. Nothing here prints.
 
 What `.pages.json` (PAGES) saves (issue 40: a record stays only with a measured saving of a second or more, in the
 user's layout): a page whose inputs did not change is not rendered again. `bench/report_build.py --records`

@@ -79,10 +79,8 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
 
 
 def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events: Events | None = None) -> dict:
-    """Grade every submission of the folder not already graded with this run's key in the ledger (`regrade`: every
-    one), each a Task (harness.grading.task) run by `jobs` threads here or by the `cluster`'s Dask workers. The sandbox
-    is chosen where each is graded (harness.sandbox.confine); a machine that cannot confine refuses, unless
-    `unconfined_ok`. The roster, when given, is written into the CSV and summary.json. `events` hears the progress.
+    """Grade every submission of the folder the ledger does not hold graded with this run's key (`regrade`: every
+    one), each a Task run by `jobs` threads here or the `cluster`'s Dask workers; `events` hears the progress.
     Returns the ledger's result."""
     events = events or Events()
     seed, ref_deps, unconfined_ok = options.seed, options.ref_deps, options.unconfined_ok
@@ -140,10 +138,8 @@ def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events
 
 
 def _run_here(tasks: list, jobs: int, started, done) -> None:
-    """The local default: `jobs` threads, each task's judge a process of its own; done() in finishing order.
-    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges.
-    The threads run harness.grading.task.run side by side, as a Dask worker's do (what they share: harness.grading.task);
-    done() and so the ledger run in this, the caller's, thread only; started() from the pool's threads."""
+    """The local default: `jobs` threads running harness.grading.task.run side by side; done() (and so the ledger) in
+    this thread, in finishing order; started() from the pool's. Stopped, it drops the queue and kills the judges."""
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = {}
     try:

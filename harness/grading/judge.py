@@ -68,9 +68,8 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def refusal_in(text: str) -> str | None:
-    """The reason in the one object `ol check` writes when it refuses its submission as malformed (a
-    BadSubmission: `{"refused": reason}`, on stdout for `--json -`, in place of the results for
-    `--gradescope`); None for anything else."""
+    """The reason in `{"refused": reason}`, what `ol check` writes (on stdout for `--json -`, in place of the results
+    for `--gradescope`) when it refuses its submission as malformed; None for anything else."""
     try:
         said = json.loads(text)
     except ValueError:
@@ -119,11 +118,9 @@ class JudgeOptions:
 
 
 def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) -> tuple[Report, float]:
-    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
-    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
-    `scratch`: the submission's own folder, which the judge's temporary files go in.
-    `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
-    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine."""
+    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over its
+    stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1. `scratch`: the
+    folder for the judge's temporary files. `shown`: the path a failed judge's reason names instead of `sub`."""
     uids = options.uids
     uid = uids.take() if uids is not None else None
     try:

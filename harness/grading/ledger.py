@@ -108,11 +108,9 @@ VALIDATED_FORMAT = 1
 
 
 class Entries:
-    """The ledger's entries as read, each entry's bytes parsed and validated against the report's schema once: the
-    sha256 of the bytes that passed is kept in VALIDATED (`save`), and a later run parses those very bytes without
-    validating them again (the same bytes under the same schema pass the same). VALIDATED is trusted only when it
-    parses, names this schema's digest, and its check (a sha256 over the rest) matches: else every entry is
-    validated, and `note` says why when the file was corrupt or edited."""
+    """The ledger's entries as read, each entry's bytes validated against the report's schema once: VALIDATED keeps
+    the sha256 of the bytes that passed (`save`). It is trusted only when it parses, names this schema's digest and
+    its check (a sha256 over the rest) matches; else every entry is validated, and `note` says why."""
 
     def __init__(self, results_dir: Path, trust: bool = True) -> None:
         self.results_dir = results_dir

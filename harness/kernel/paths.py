@@ -57,11 +57,9 @@ def own_import_path() -> None:
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder under a bounded name of its own
-    (`.ol-writing-*`, whatever `path`'s name), then renamed, so a reader sees the old file or the new one, never a part,
-    and two writers never share a temporary file. The file is its owner's alone (0600: grades, reports, pages and
-    fresh cases are staff's or hold answers). The temporary file is removed when the write fails; the error is the
-    caller's."""
+    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder (`.ol-writing-*`, a name of its
+    own) and renamed, so a reader sees the old file or the new one. The file is 0600 (grades, reports and fresh
+    cases are staff's or hold answers); a failed write removes the temporary file and raises."""
     fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=".ol-writing-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -84,16 +84,14 @@ def toolchain() -> Toolchain:
             raise UsageError(f"grading Rust needs cargo, and this machine has rustc ({rustc}) but no cargo: {install}")
         cargo = Path(os.path.realpath(found))
     major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
-    major_minor = (major, minor)
-    if major_minor < MINIMUM_RUST:
+    if (major, minor) < MINIMUM_RUST:
         raise UsageError(f"rustc {version} is older than the course's minimum {'.'.join(map(str, MINIMUM_RUST))}: {install}")
     real_rustc = sysroot / "bin" / "rustc"
-    return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, major_minor)
+    return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, (major, minor))
 
 
 def missing() -> str | None:
-    """Why this machine cannot grade Rust (toolchain()'s message), or None when it can: the one question
-    `ol` and its tests ask."""
+    """Why this machine cannot grade Rust (toolchain()'s message), or None when it can."""
     try:
         toolchain()
     except UsageError as e:
@@ -105,9 +103,8 @@ SCRATCH_PREFIXES = ("ol-impl-", "ol-submission-")  # ol's own scratch copies (th
 
 
 def cache_dir(package_dir: Path, lang) -> Path | None:
-    """Where the build of one workspace keeps its workspace and target between checks, so an edit rebuilds
-    in a second or two: keyed by the folder's path, or for one of ol's scratch copies (the reference, a
-    mutant) by its sources' content. None (a clean build) under OL_RUST_CACHE=0, which `ol grade` sets.
+    """Where the build of one workspace keeps its workspace and target between checks: keyed by the folder's path,
+    or for ol's scratch copies (the reference, a mutant) by their sources. None under OL_RUST_CACHE=0 (`ol grade`).
     What it saves (issue 40: a cache stays only with a measured saving of a second or more, in the user's layout):
     `bench/check_speed.py --quick`, a student's workspace made by `ol start`: a check after a one-line edit with this
     cache warm took 15.6 s and 46.0 s against 18.8 s and 50.7 s with it empty, two runs (2026-12-07, this project's
@@ -122,7 +119,7 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
             key.update(str(path.relative_to(real)).encode() + b"\0" + path.read_bytes() + b"\0")
         for place, source in sorted(judge_sources(lang).items()):  # the pack's op table: an edit is another build
             key.update(f"course:{place}".encode() + b"\0" + source.read_bytes() + b"\0")
-    return _cache_root() / key.hexdigest()[:16]
+    return cache_folders.folder("rust") / key.hexdigest()[:16]  # this user's (a uid-mode worker cannot reach it)
 
 
 CACHE_KEPT = 24  # builds the cache keeps (each tens of MB): a student's workspaces and ol's copies, the most recently used
@@ -130,16 +127,9 @@ CACHE_GRACE_S = 6 * 3600  # a build used this recently is never pruned, however 
 
 
 def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE_S) -> list[Path]:
-    """Remove the least recently used builds of the cache beyond the `kept` newest, unless used within `grace_s`
-    (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
-    build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.kernel.cache.prune:
-    marked; never a link, the templates' folder, anything else). Returns what it removed."""
+    """Remove the least recently used builds past the `kept` newest, unless used within `grace_s` (every mutant and
+    scratch copy leaves a build keyed by its content); only builds ol marked (harness.kernel.cache.prune)."""
     return cache_folders.prune(root, kept, grace_s)
-
-
-def _cache_root() -> Path:
-    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.kernel.cache."""
-    return cache_folders.folder("rust")
 
 
 def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
@@ -238,7 +228,8 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
 
     def deadline() -> None:
         timed_out.set()
-        _kill(proc, mode)
+        kill_group(proc.pid)
+        proc.wait()
 
     killer = threading.Timer(BUILD_DEADLINE_S, deadline)
     killer.start()
@@ -338,11 +329,6 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final
-
-
-def _kill(proc: subprocess.Popen, mode: Mode) -> None:
-    kill_group(proc.pid)
-    proc.wait()
 
 
 def worker_files(built: Path, home: Path) -> Path:

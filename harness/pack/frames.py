@@ -44,10 +44,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Domain:
-    """A function's domain: its parameters in the order the call takes them (`assemble` builds the call's argument
-    tuple from the values by name when that order or shape differs), and how many random frames a run adds on top
-    of the covering ones; `modes`, the parameters whose every category the base-choice frames cross with every
-    category of every other parameter."""
+    """A function's domain: its parameters in the call's order (`assemble` builds the arguments by name when the
+    call's order or shape differs), the random frames a run adds, and its `modes` (crossed with base choice)."""
     name: str
     params: tuple[Param, ...]
     assemble: Callable[[dict], tuple] | None = None
@@ -123,8 +121,7 @@ def random_frame(domain: Domain, rng: random.Random) -> dict[str, str]:
 
 def drawn(domain: Domain, seed: int) -> Iterator[tuple[dict[str, str], tuple]]:
     """(frame, args) for a run from `seed`: the base-choice frames, the covering ones, then `domain.random_frames`
-    random ones. The generator is seeded from the seed and the domain's name (a string seed: hashed the same way
-    everywhere)."""
+    random ones, drawn from the seed and the domain's name (a string seed: the same everywhere)."""
     rng = random.Random(f"{seed}:{domain.name}")
     frames = base_choice(domain) + covering(domain, rng) + [random_frame(domain, rng) for _ in range(domain.random_frames)]
     for frame in frames:

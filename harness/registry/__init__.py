@@ -189,9 +189,8 @@ def known_chapters() -> list[str]:
 
 
 def _tables() -> dict[str, dict]:
-    """chapter name -> its chapter.toml, for every pack whose table parses: what the help texts read at start-up. A
-    pack that does not parse is left out here, never raised: the command that loads it says what is wrong
-    (load_chapter, exit 3), where `ol --help` and every other chapter still work."""
+    """chapter name -> its chapter.toml, for the help texts at start-up: a pack that does not parse is left out (the
+    command that loads it says what is wrong; `ol --help` and every other chapter still work)."""
     found: dict[str, dict] = {}
     for d in search_dirs():
         for toml in sorted(d.glob("*/chapter.toml")):
@@ -269,9 +268,8 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
 
 
 def _course_sources(table: dict, pack: Path, package: str) -> dict[str, Path]:
-    """`course_sources` (the pack's file -> a path in a workspace) as {workspace path: pack file}; a file that is
-    missing, or a place outside the workspace or inside the submission's package (the student's: the course's files
-    there are `given`), is a ValueError (a malformed table)."""
+    """`course_sources` (the pack's file -> a path in a workspace) as {workspace path: pack file}; a missing file, or a
+    place outside the workspace or inside the submission's package (those are `given`), is a ValueError."""
     out: dict[str, Path] = {}
     for source, place in table.items():
         path = (pack / source).resolve()

@@ -56,13 +56,10 @@ _PREFIXED = re.compile(f"(^|[{re.escape(SEPARATORS)}])([ \"]*)'")
 
 
 def csv_cell(value):
-    """A CSV cell (grades.csv): a text's every character str.isprintable() refuses but the newline spelled out as
-    `visible` does (a bidi override U+202E, a zero-width joiner, a control, a name's byte that is not UTF-8: a
-    cell reads as its characters, never reordered or hidden); then a `'` (which spreadsheets read as "this is
-    text") before every place a field could begin that begins as a formula or with `'`: the cell's start, and
-    just after each separator-like character (SEPARATORS: a sheet opened with `;` or a tab as its separator splits
-    the cell there), past any spaces and double quotes. Numbers and empty cells are unchanged. `csv_text` gives
-    the (spelled-out) text back."""
+    """A CSV cell (grades.csv): `text` spelled out as `visible` spells it, then a `'` (spreadsheets read it as "this
+    is text") before every place a field could begin (the cell's start, and after each of SEPARATORS, past spaces
+    and double quotes) that begins as a formula or with `'`. Numbers and empty cells are unchanged; `csv_text`
+    gives the (spelled-out) text back."""
     if not isinstance(value, str) or not value:
         return value
     return _FIELD_START.sub(lambda m: m.group(1) + m.group(2) + "'", visible(value))

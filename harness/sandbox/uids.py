@@ -150,10 +150,8 @@ def _kill_if_owned(pid: int, uid: int) -> None:
 
 
 class UidPool:
-    """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again);
-    a uid that will not clear is dropped for the run and replaced by a fresh one (slot_uids).
-    Every uid it holds is leased (`lease`) until `close` or the process's end: no other pool, in this process or
-    another, has it meanwhile."""
+    """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again); one that
+    will not clear is replaced (slot_uids). Each is leased (`lease`) until `close` or the process's end."""
 
     def __init__(self, n: int) -> None:
         self._free: queue.Queue = queue.Queue()

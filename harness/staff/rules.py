@@ -6,13 +6,10 @@ The table is data, `<pack>/tests/rules.toml` ([[rule]] rows); `<pack>/tests/RULE
     RUN_MODULE harness.staff.rules CHAPTER            # rewrite RULES.md from rules.toml (RUN_MODULE: ol's interpreter -m)
     RUN_MODULE harness.staff.rules CHAPTER --check    # exit 1 if RULES.md is stale or a row is malformed
 
-`problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; every row of
-exactly one kind (tested: `test` and `input`; free: `free`; elsewhere: `elsewhere`); a test that exists;
-golden cases that exist and that the row's test reads; every test of the chapter named by some row.
-
-The table also holds the domain of every contract function ([[domain]] rows, `domain_problems`): what it
-admits (integers up to their type's limit, empty and one-element sequences, every float class), what it
-refuses and how, what is free, and the test whose property check draws from that domain.
+`problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; each row of exactly one
+kind (tested: `test` and `input`; `free`; `elsewhere`); tests and golden cases that exist, the cases read by the
+row's test; every test named by some row. [[domain]] rows (`domain_problems`) state each contract function's
+domain: what it admits, what it refuses and how, what is free, and the test whose property check draws from it.
 """
 
 import ast

@@ -54,9 +54,8 @@ def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
 
 
 def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tuple[list[dict], list[dict]]:
-    """Each submission's own source files as one document per submission, and the entries not compared (why);
-    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission). An entry that
-    cannot be read, whatever the error, is named with it; the others are compared."""
+    """Each submission's own source files as one document, and the entries not compared, with why (an entry that
+    cannot be read, whatever the error); `only`: these entries alone (`ol grade` leaves out those it rejected)."""
     docs, skipped = [], []
     for path in submissions_in(chapter, submissions_dir):
         if only is not None and path.name not in only:

@@ -78,11 +78,9 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
 
 def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None,
                  sandbox: Mode | None = None) -> Impl:
-    """The chapter's client over a confined worker of `lang` serving package_dir, built first when the
-    language has a build step (into a scratch folder of its own, confined like the worker); every scratch
-    folder goes when the Impl closes. A build that fails is data: the Impl's every call fails with it, so
-    `ol check` reports it on every test, as a submission that does not load. `sandbox`: the mode
-    (harness.sandbox.confine.choose() when not given)."""
+    """The chapter's client over a confined worker of `lang` serving package_dir, built first (confined too) when the
+    language builds; the scratch goes when the Impl closes. A failed build is data: every call fails with it, as
+    for a submission that does not load. `sandbox`: the mode (default harness.sandbox.confine.choose())."""
     spec = language(lang)
     mode = sandbox or choose()
     impl = _client(chapter)(None, label, scratch=scratch)

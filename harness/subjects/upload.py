@@ -230,10 +230,8 @@ def check(root: Path) -> None:
 
 
 def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
-    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
-    harness.subjects.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
-    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
-    its entries are not: an entry that is a link is rejected when it is packed (harness.grading.parcel)."""
+    """The folder's submissions: every subfolder and zip, and every bare chapter file (not a README, a roster). The
+    folder is resolved (the user's path), its entries are not: a link is rejected when packed."""
     if not submissions_dir.is_dir():
         raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
     uploads = {name for lang in chapter.languages.values() for name in lang.uploads}
