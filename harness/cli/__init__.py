@@ -1,10 +1,8 @@
 """The `ol` command line: parse, call the library, render, exit. Only this package prints (the student's and the
 class's commands here and in grade.py, the staff's in staff.py).
 
-Exit codes (harness.kernel.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
-chapter, missing path, malformed submission), 3 a harness error. Every command ends through
-`OlGroup.invoke`: an OlError prints its one-line message and exits with its code; any other
-exception is a harness error, exit 3, with its traceback only under `ol --debug`.
+Every command ends through `OlGroup.invoke`: an OlError prints its one-line message and exits with its code
+(harness.kernel.errors); any other exception is a harness error, exit 3, its traceback only under `ol --debug`.
 """
 
 import os

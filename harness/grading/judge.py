@@ -1,10 +1,9 @@
 """One submission's judge: `ol check --json -` in a process of its own, and the report it gives back.
 
-What a judge is, for `ol grade` (harness.grading.grade) and its tasks (harness.grading.task), wherever they run: the command
-(JUDGE_MAIN with `check CHAPTER --submission S --golden G --json -`), what its zygote imports before forking it
-(JUDGE_PRELOAD; harness.grading.zygote is told both, and knows no command line), the environment every judge shares
-(`judge_env`), and how its exit becomes a report: trusted only from a judge that exited 0 or 1; a refusal
-(exit 2 with one JSON line) a rejected report; anything else an ungraded one, with the reason.
+The command (JUDGE_MAIN with `check CHAPTER --submission S --golden G --json -`), what its zygote imports before
+forking it (JUDGE_PRELOAD), the environment every judge shares (`judge_env`), and how its exit becomes a report:
+trusted only from a judge that exited 0 or 1; a refusal (exit 2 with one JSON line) a rejected report; anything
+else an ungraded one, with the reason.
 """
 
 from dataclasses import dataclass, field

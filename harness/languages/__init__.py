@@ -1,14 +1,11 @@
 """The languages ol grades, as the engine sees them: how a submission's worker is started.
 
-A language is a worker launcher and, for compiled languages, a build step that turns a submission
-into something the worker runs. The launcher is given the chapter, the submission's (built) folder and
-an empty folder of the worker's own, and returns a WorkerLaunch: the argv (given the protocol's pipe
-pair), the read-only paths the worker may see, and its environment. It copies what the worker needs
-into that folder, world-readable (harness.sandbox.confine.readable_copy), so a confined worker reads copies,
-never the submission's or the project's own files. What a student writes in a language for a chapter
-(the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its chapter.toml);
-adding a language adds an entry here and a table in each pack that grades it. A language kept outside the
-project is one entry of OL_LANGUAGES instead (`NAME=FILE`, os.pathsep-separated: FILE a module whose LANGUAGE
+A language is a worker launcher and, for compiled languages, a build step. The launcher is given the chapter, the
+submission's (built) folder and an empty folder of the worker's own, copies what the worker needs there
+world-readable (harness.sandbox.confine.readable_copy: a confined worker reads copies, never the originals), and
+returns a WorkerLaunch: the argv (given the protocol's pipe pair), the read-only paths it may see, its environment.
+What a student writes in a language is the chapter's data (`[language.<name>]` in chapter.toml). A language kept
+outside the project is one entry of OL_LANGUAGES (`NAME=FILE`, os.pathsep-separated: FILE a module whose LANGUAGE
 is its Language), found by `language(NAME)` as the built-in ones are.
 """
 

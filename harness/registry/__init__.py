@@ -1,20 +1,15 @@
 """Chapter packs: a chapter is one folder of data, ops, judge helpers, tests, oracle and mutants.
 
-A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table, in the way of
-gradelib's checks) and an `__init__.py`; `<Name>` is an identifier and the pack's modules are
-imported as `chapters.<Name>.<module>`. Packs are found in the project's `chapters/` and in every
-folder named by OL_CHAPTERS_PATH (os.pathsep-separated), so a new chapter needs no edit of the engine.
-Paths inside `chapter.toml` are relative to the pack's folder.
+A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table; its paths relative to the pack)
+and an `__init__.py`; its modules are imported as `chapters.<Name>.<module>`. Packs are found in the project's
+`chapters/` and in every folder of OL_CHAPTERS_PATH (os.pathsep-separated): a new chapter needs no engine edit.
 
-Loading checks the pack before any test runs: every key present and of the right kind, no duplicate
-test or mutant, every mutant's named test a test of the chapter, and the tests file and the table
-agreeing both ways (a test function with no row, or a row with no function, is a RegistryError that
-names both).
+Loading checks the pack before any test runs: every key present and of the right kind, no duplicate test or
+mutant, every mutant's named test a test of the chapter, and the tests files and the table agreeing both ways.
 
-Mutants come in sets. The default set (`mutants = "..."`, rows of MutantSpec) holds the chapter's named
-pitfalls, each caught by its named test. Further sets (`mutant_sets = { name = "<manifest>" }`, rows of
-RuleMutantSpec) each break one rule of the contract and are killed by any failing test; `expected_by`
-names the tests meant to catch each. Mutant ids are unique across all sets (`mutant:ID` names one).
+Mutants come in sets. The default set (`mutants = "..."`, MutantSpec rows) holds the named pitfalls, each caught
+by its named test. Further sets (`mutant_sets = { name = "<manifest>" }`, RuleMutantSpec rows) each break one rule
+and are killed by any failing test; `expected_by` names the tests meant to catch each. Ids are unique across sets.
 """
 
 from dataclasses import dataclass, field, replace

@@ -187,8 +187,8 @@ def _diff_properties(out, result: dict) -> None:
         out.print(f"the golden cases and the property checks shown all agree; the check fails elsewhere: {tests} "
                   f"(`ol diff {chapter} --only {elsewhere[0]['section']}` shows its smallest input)", markup=False)
     else:
-        out.print(f"no golden case diverges and every property check agrees; the hand examples and the loop and pool "
-                  f"tests run only in `ol check {chapter}`, which names any that fails", markup=False)
+        out.print(f"no golden case diverges and every property check agrees; the chapter's other tests run only in "
+                  f"`ol check {chapter}`, which names any that fails", markup=False)
 
 
 def grades(out, chapter: str, result: dict) -> None:

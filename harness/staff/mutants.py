@@ -1,10 +1,8 @@
-"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), each mutant's
-verdict (caught, missed, unviable, timeout), and whether `ol check`'s pitfall hint names the mutant
-when it is graded as a submission (harness.check.hints: from the golden file's recorded answers).
+"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), each mutant's verdict (caught,
+missed, unviable, timeout), and whether `ol check`'s pitfall hint names the mutant graded as a submission.
 
-`--set NAME` runs a further mutant set instead (chapter.toml's `mutant_sets`): there a mutant is killed
-when any test fails, the set passes at SET_KILL_THRESHOLD killed, and a mutant killed only by tests
-outside its `expected_by` is a finding (caught elsewhere), reported but not a catch by its rule's test.
+`--set NAME` runs a further set (chapter.toml's `mutant_sets`): a mutant is killed when any test fails, the set
+passes at SET_KILL_THRESHOLD, and one killed only outside its `expected_by` is a finding (caught elsewhere).
 """
 
 from concurrent.futures import ProcessPoolExecutor, as_completed

@@ -28,7 +28,7 @@ import tempfile
 import time
 import tomllib
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -233,8 +233,7 @@ class Survivor:
     reason: str
 
     def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "diff": self.diff, "disposition": self.disposition,
-                "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -263,13 +262,9 @@ class MutmutResult:
         return [s for s in self.survived if s.disposition == "new"]
 
     def to_json(self) -> dict:
-        out = {"chapter": self.chapter, "score": self.score, "total": self.total, "killed": self.killed,
-               "timed_out": self.timed_out, "equivalent": self.equivalent, "no_tests": self.no_tests,
-               "survived": [x.to_json() for x in self.survived], "other": list(self.other),
-               "stale_equivalent": list(self.stale_equivalent), "deselected": list(self.deselected),
-               "duration_s": self.duration_s, "command": self.command}
-        if self.scratch is not None:
-            out["scratch"] = self.scratch
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+        if self.scratch is None:
+            del out["scratch"]
         return out
 
 

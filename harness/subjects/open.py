@@ -1,10 +1,8 @@
 """Open the implementation under test: `reference`, `mutant:ID`, or a submission (any layout).
 
-The reference and mutants are trusted and run in-process (a mutant is the reference copied and
-patched, loaded under a name of its own, once per process); `transport="worker"` sends them through
-the worker as a submission would go. A submission always runs in a worker of its language. Every
-scratch copy is removed: a worker's when its Impl closes, an in-process mutant's as soon as all its
-modules are imported.
+The reference and mutants are trusted and run in-process (a mutant: the reference copied, patched and loaded under
+a name of its own, once per process); `transport="worker"` sends them through a worker too. A submission always
+runs in a worker of its language. Every scratch copy is removed (a worker's when its Impl closes).
 """
 
 import importlib
