@@ -56,9 +56,8 @@ def check_fixtures(chapter: Chapter) -> str | None:
 
 
 def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
-    """A golden file of new cases from `seed`, with the shipped file's case design (and its digest). Built once per
-    seed and harness version (harness.kernel.memo, FRESH_KEPT of them; harness.subjects.version: every file of ol, the pack
-    and the reference, the interpreter and the libraries): a second check or class graded on the seed reads it back."""
+    """A golden file of new cases from `seed`, with the shipped file's case design (and its digest), built once per
+    seed and harness version (harness.kernel.memo, FRESH_KEPT of them): a second check on the seed reads it back."""
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
     ref = pristine(chapter)

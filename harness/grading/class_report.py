@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
-from ..kernel.paths import write_atomic
+from ..kernel.paths import read_json, write_atomic
 from ..subjects.version import package_version, version_of
 from ..render import html
 from ..kernel.report import Report
@@ -50,13 +50,13 @@ def feedback_file(results_dir: Path, name: str) -> Path:
 def load(results_dir: Path) -> dict:
     """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity",
     "note": why the record of validated entries was not trusted, or None}."""
-    settings = _json(results_dir / SUMMARY) or {}
+    settings = read_json(results_dir / SUMMARY) or {}
     entries, unreadable = [], []
     reader = Entries(results_dir)  # each entry validated against the report's schema once, ever (ledger.VALIDATED)
     for path in sorted(results_dir.glob("*.json")):
         if path.name == SUMMARY or path.name.startswith("."):
             continue
-        data = _json(path)
+        data = read_json(path)
         name = data.get("submission") if isinstance(data, dict) else None
         entry = reader.read(name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
         if entry is None:
@@ -65,14 +65,7 @@ def load(results_dir: Path) -> dict:
         entries.append((entry[0], entry[1]))
     reader.save()
     return {"settings": settings, "entries": sorted(entries, key=lambda e: e[0].submission), "unreadable": unreadable,
-            "similarity": _json(results_dir / SIMILARITY), "note": reader.note}
-
-
-def _json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+            "similarity": read_json(results_dir / SIMILARITY), "note": reader.note}
 
 
 def status_of(r: Report) -> str:

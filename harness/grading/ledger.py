@@ -27,7 +27,7 @@ import os
 from pathlib import Path
 
 from ..kernel.errors import OlError, UsageError
-from ..kernel.paths import write_atomic
+from ..kernel.paths import read_json, write_atomic
 from ..render.csv import grades_csv
 from ..kernel.report import Report, schema_digest
 
@@ -87,10 +87,7 @@ def entry_file(results_dir: Path, name: str) -> Path:
 
 def recorded_seed(results_dir: Path) -> int | None:
     """The fresh-case seed of the ledger's last run, None when it has none (or graded on the shipped cases)."""
-    try:
-        data = json.loads((results_dir / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return None
+    data = read_json(results_dir / SUMMARY)
     seed = data.get("seed") if isinstance(data, dict) and data.get("fresh") else None
     return seed if isinstance(seed, int) else None
 

@@ -1,6 +1,7 @@
 """Where the generic engine's own things live, and the one way ol writes a file whole (`write_atomic`). A chapter's
 paths come from its pack (harness.registry)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -54,6 +55,14 @@ def own_import_path() -> None:
     """Drop from this process's sys.path what names the current folder ('' or a relative entry): a process ol did
     not start (a Dask worker a staff member launched) may hold it, and a folder it works in is not ol's."""
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
+
+
+def read_json(path: Path):
+    """The JSON value in the file `path`; None when it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

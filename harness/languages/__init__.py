@@ -38,10 +38,9 @@ class WorkerLaunch:
 
 @dataclass(frozen=True)
 class ImageSteps:
-    """What an autograder image (Gradescope's setup.sh and run_autograder) does for a language, as bash: `setup`
-    after ol's Python environment is made, `after_private` once the answers are the grader's alone, `run_env` before
-    each `ol check`; `summary` is the middle of the sentence `ol gradescope` says about what setup.sh installs.
-    "{chapter}" in them is the chapter's name."""
+    """What an autograder image does for a language, as bash ("{chapter}": the chapter's name): `setup` after ol's
+    environment is made, `after_private` once the answers are the grader's alone, `run_env` before each `ol check`;
+    `summary`: what `ol gradescope` says setup.sh installs, the middle of its sentence."""
 
     setup: str = ""
     after_private: str = ""

@@ -16,6 +16,16 @@ outside every student tree (cargo reads `.cargo/config.toml` from the working di
 ancestors: a `rustc-wrapper` there would run any command), in the dev profile (overflow checks:
 a panic with its line, not a wrapped number), under the worker's limits and a deadline.
 A compile error is data: BuildFailed, with rustc's first error (file, line, message).
+
+What the machine template (machine_template: the reference's build every bwrap upload's build starts from) saves
+(issue 40: a cache stays only with a measured saving of a second or more, in the user's layout): each Rust upload's
+build. `ol grade L10.8 DIR --ref-deps --seed 1 --no-similar` over 4 Rust uploads (examples/submissions/rust-*), run
+alternately with the template and with it turned off (2026-12-07, this project's 2-core machine, shared, load 2.6
+to 9): an upload's judge took 1.5 to 7.6 s less on average, five pairs of runs (--jobs 1: 7.5 and 7.2 s against
+9.1 and 11.8 s, whole runs 35.8 and 32.5 s against 40.5 and 53.7 s; --jobs 2: 20.8, 19.1 and 11.0 s against 24.6,
+21.2 and 18.6 s, whole runs 51.7, 51.1 and 27.6 s against 71.1, 51.5 and 41.5 s). Its one build costs a run
+about 18 s once per harness version and machine (51.9 s with an empty XDG_CACHE_HOME, against about 34 s warm); a
+Gradescope image builds it in setup.sh, and every upload is then graded from it.
 """
 
 from __future__ import annotations
@@ -167,9 +177,8 @@ FIXED_WS, FIXED_TARGET = "/ol/ws", "/ol/target"
 
 
 def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = True) -> Path:
-    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. With
-    OL_RUST_TEMPLATE (bwrap), the build starts from a copy of that build's workspace and target: the given
-    crates are built already, and rustc's incremental data covers the modules the submission did not change."""
+    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. With OL_RUST_TEMPLATE
+    (bwrap), it starts from a copy of that build: the given crates built, the unchanged modules' incremental data."""
     tc = toolchain()
     lang = chapter.language("rust")
     template = Path(os.environ[TEMPLATE_ENV]) if mode.name == "bwrap" and os.environ.get(TEMPLATE_ENV) else None
@@ -265,12 +274,9 @@ def _follow(stream, cold: bool) -> str:
 
 
 def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
-    """The grading run's template (bwrap), built clean into `dest` at the fixed paths; every submission's build
-    then copies it (set OL_RUST_TEMPLATE=dest for the judges). Returns dest.
-
-    A submission's build sees its copy, so the template holds nothing a student must not have: its spec.rs is
-    the contract's stub (every body todo!()), not the reference's, beside the modules `ol start` hands out
-    (L10.1's and the given ones); and its built worker is removed (only the libraries are reused)."""
+    """The grading run's template (bwrap), built clean into `dest` at the fixed paths, which every submission's build
+    copies (OL_RUST_TEMPLATE=dest). It holds nothing a student must not have: the chapter's file is the contract's
+    stub, not the reference's, beside the files `ol start` hands out; its built worker is removed. Returns dest."""
     lang = chapter.language("rust")
     src = lang.copy_reference(Path(tempfile.mkdtemp(prefix="ol-impl-")))
     for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
@@ -296,13 +302,10 @@ _template_lock = threading.Lock()
 
 
 def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
-    """prebuild_template's build for this harness version and toolchain, made once per machine and kept in
-    its cache (XDG_CACHE_HOME/ol/rust/templates, the grading user's own): every grading run of that version
-    here (a regrade, each Dask worker process of the machine) starts from it instead of building it again.
-    It holds nothing of any student's (the stub, the given crates' build); runs that race build it apart and
-    the first to finish is kept. A change of harness (the reference, the course's crates) or of rustc is a
-    new key, so a template is never stale. One at a time in this process (_template_lock): two grading runs'
-    threads here wait for one build, not make two."""
+    """prebuild_template's build for this harness version and toolchain, made once per machine and kept in the
+    grading user's cache (ol/rust/templates): every grading run of that version here starts from it. Runs that race
+    build it apart and the first to finish is kept; another harness or rustc is another key (never stale). One at
+    a time in this process (_template_lock): two runs' threads wait for one build."""
     with _template_lock:
         return _machine_template(chapter, mode, version_digest)
 

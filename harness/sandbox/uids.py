@@ -139,9 +139,7 @@ def _kill_if_owned(pid: int, uid: int) -> None:
     except OSError:  # gone already
         return
     try:
-        with open(f"/proc/{pid}/status") as f:
-            owner = next((int(line.split()[1]) for line in f if line.startswith("Uid:")), None)
-        if owner == uid:
+        if uid_of(pid) == uid:
             signal.pidfd_send_signal(fd, signal.SIGKILL)
     except (OSError, ValueError):
         pass

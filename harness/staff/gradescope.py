@@ -31,7 +31,7 @@ from pathlib import Path
 from ..kernel.errors import BadSubmission, OlError, verdict_of
 from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
-from ..kernel.paths import REPO, git_files
+from ..kernel.paths import REPO, git_files, read_json
 from ..registry import load_chapter
 from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect
@@ -189,10 +189,7 @@ def _refused(report: Path, submission: Path) -> str | None:
 
 
 def _report(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    data = read_json(path)
     ok = isinstance(data, dict) and isinstance(data.get("tests"), list) and data["tests"] and "score" in data
     return data if ok else None
 

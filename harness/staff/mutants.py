@@ -65,18 +65,16 @@ def set_verdict(report: Report | None, expected_by: tuple[str, ...]) -> MutantVe
 
 
 def ported(chapter: Chapter, language: str, mutant_set: str = DEFAULT_SET) -> list:
-    """The set's mutants that have a port in `language` (in the chapter's mutant language: every one with a plain patch),
-    but for a row whose `<language>_none` leaves it out there (a slip the language cannot make, or one its contract made
-    equivalent)."""
+    """The set's mutants that have a port in `language` (in the mutant language: every one with a plain patch), but
+    for those its `<language>_none` leaves out (a slip the language cannot make)."""
     return [m for m in chapter.mutant_set(mutant_set) if language not in getattr(m, "not_applicable", {})  # (s01..: none)
             and chapter.patch_of(m, language) is not None]
 
 
 @dataclass(frozen=True)
 class MutantRow:
-    """One mutant's line of a kill matrix. A named pitfall (the default set) has its `pitfall` and the test that
-    `must_fail`; a further set's mutant has its `rule`, `misconception`, the tests it is `expected_by` and the input
-    it `differs_on`."""
+    """One mutant's line of a kill matrix: a named pitfall's `pitfall` and `must_fail`, or a further set's mutant's
+    `rule`, `misconception`, `expected_by` and `differs_on`."""
 
     id: str
     verdict: MutantVerdict
@@ -120,9 +118,8 @@ class MutantRow:
 
 @dataclass(frozen=True)
 class KillMatrix:
-    """A mutant set against the chapter's tests in one language: the reference's line and each mutant's. `set` is
-    None for the named pitfalls (each must be caught by its named test), else a further set's name (passing at
-    SET_KILL_THRESHOLD killed by any test)."""
+    """A mutant set against the chapter's tests in one language: the reference's line and each mutant's. `set`: None
+    for the named pitfalls, else a further set's name."""
 
     chapter: str
     language: str

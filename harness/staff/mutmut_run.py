@@ -146,9 +146,8 @@ def _write_config(scratch: Path, package: str, mutate: tuple[str, ...], tests_di
 def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
     """The chapter's tests on the unmutated reference in the scratch layout; mutmut needs them green."""
     junit = scratch / ".ol-baseline.xml"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(scratch / "src")
-    env[FROM_PATH_ENV] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
+    # the implementation is sys.path's package; the judge keeps reference/
+    env = {**os.environ, "PYTHONPATH": str(scratch / "src"), FROM_PATH_ENV: "1"}
     subprocess.run([sys.executable, "-m", "pytest", tests_dir, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                    cwd=scratch, env=env, capture_output=True, text=True)
     if not junit.is_file():
@@ -170,9 +169,8 @@ def _mutmut_command(max_children: int) -> list[str]:
 
 
 def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONUNBUFFERED"] = "1"
-    env[FROM_PATH_ENV] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
+    # mutmut's mutated package is the implementation; reference/ is the judge's
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONUNBUFFERED": "1", FROM_PATH_ENV: "1"}
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = p.stdout
     assert out is not None  # stdout=PIPE
@@ -262,10 +260,7 @@ class MutmutResult:
         return [s for s in self.survived if s.disposition == "new"]
 
     def to_json(self) -> dict:
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
-        if self.scratch is None:
-            del out["scratch"]
-        return out
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k != "scratch" or v is not None}
 
 
 def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,
