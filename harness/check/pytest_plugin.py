@@ -116,7 +116,7 @@ def classify(excinfo) -> Outcome:
     is ERROR here: the check that sees one marks its whole run ungraded (harness.check.runner)."""
     if excinfo is None:
         return Outcome.PASS
-    e = _first_leaf(excinfo.value)
+    e = first_leaf(excinfo.value)
     if isinstance(e, SubmissionFailure):
         return e.outcome
     if isinstance(e, (AssertionError, pytest.fail.Exception)):
@@ -136,7 +136,8 @@ def judge_fault(e: BaseException) -> BaseException | None:
     return e
 
 
-def _first_leaf(e: BaseException) -> BaseException:
+def first_leaf(e: BaseException) -> BaseException:
+    """The first failure of an exception group (Hypothesis's FlakyFailure), else `e` itself."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
     return e

@@ -29,7 +29,7 @@ from ..subjects.open import open_impl
 from ..transport.impl import Impl
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
-from .pytest_plugin import classify, judge_fault
+from .pytest_plugin import classify, first_leaf, judge_fault
 
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
@@ -175,8 +175,7 @@ def _fault(name: str, when: str, e: BaseException) -> str:
 
 
 def _plain(e: BaseException) -> str:
-    while isinstance(e, BaseExceptionGroup) and e.exceptions:  # Hypothesis's FlakyFailure: its first failure
-        e = e.exceptions[0]
+    e = first_leaf(e)
     text = str(e)
     if isinstance(e, AssertionError) and "\nassert " in text:  # keep our sentence, drop pytest's rewritten expression
         text = text.split("\nassert ", 1)[0]

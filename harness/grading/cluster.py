@@ -43,8 +43,7 @@ class ClusterError(OlError):
 
 
 class Cluster:
-    """An existing Dask scheduler, by address (tcp://host:8786) or by the file `dask scheduler
-    --scheduler-file` writes."""
+    """An existing Dask scheduler, by address (tcp://host:8786) or its `--scheduler-file`."""
 
     def __init__(self, address: str | None = None, scheduler_file: Path | None = None) -> None:
         if (address is None) == (scheduler_file is None):

@@ -130,8 +130,7 @@ def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) ->
 
 
 def start_zygote(chapter: str, sandbox: str, home: Path) -> zygote.Zygote:
-    """The zygote a grading run's judges are forked from: it imports what a judge imports (JUDGE_PRELOAD) under
-    the judges' environment, and each fork runs JUDGE_MAIN."""
+    """The zygote a run's judges fork from: JUDGE_PRELOAD imported under the judges' environment; a fork runs JUDGE_MAIN."""
     return zygote.Zygote(chapter, judge_env(sandbox), home, preload=JUDGE_PRELOAD, main=JUDGE_MAIN)
 
 

@@ -101,8 +101,7 @@ def pack(entry: Path) -> Parcel:
 
 
 def _zip_name(rel: str) -> str:
-    """A shipped path's zip name: its bytes percent-encoded (ASCII, whatever the name's encoding; a folder's
-    trailing / kept)."""
+    """A shipped path's zip name: its bytes percent-encoded (ASCII whatever its encoding; a folder's / kept)."""
     return quote(os.fsencode(rel), safe="/")
 
 

@@ -226,8 +226,7 @@ def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
-    """Send `sig` to the process group `pid` leads (a command started in a session of its own); False when the
-    group is gone or not this user's to signal. ol's one process-group kill."""
+    """ol's one process-group kill: `sig` to the group `pid` leads; False when it is gone or not this user's."""
     try:
         os.killpg(pid, sig)
         return True
@@ -335,8 +334,7 @@ def exposed(path: Path) -> bool:
 
 
 def answers_exposed(chapter, mode: Mode) -> list[Path]:
-    """The chapter's answer trees (its pack: golden files, tests, mutants; each language's reference) that a
-    worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
+    """The chapter's answer trees (its pack, each language's reference) a uid-mode worker could read; else none."""
     if mode.name != "uid":
         return []
     trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples

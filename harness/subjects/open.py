@@ -29,8 +29,7 @@ def _scratch() -> Path:
 
 
 def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str | None = None) -> Path:
-    """Copy the reference of `lang` (default: ol's own, harness.languages.in_process) to `into/` and apply the
-    mutant's patch for it; returns `into`."""
+    """The reference of `lang` (default: ol's own) copied to `into/`, the mutant's patch for it applied."""
     lang = lang or in_process().name
     m = chapter.mutant(mid)
     patch = chapter.patch_of(m, lang)
@@ -101,8 +100,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
 
 
 def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, sandbox: Mode | None = None) -> Impl:
-    """An Impl over a detected submission, in a worker of its language. A bare chapter file always
-    takes the rest from the reference (there is nothing else it could mean)."""
+    """An Impl over a detected submission, in a worker of its language (a bare file: the rest from the reference)."""
     if ref_deps or sub.bare:
         how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
         into = with_reference_deps(chapter, sub, _scratch())
@@ -111,8 +109,7 @@ def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, s
 
 
 def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
-    """Refuse a subject that cannot be opened (an unknown mutant, a path that is no submission) with one
-    UsageError, before any test runs."""
+    """Refuse a subject that cannot be opened (an unknown mutant, no submission) before any test runs."""
     if subject == "reference":
         return
     if subject.startswith("mutant:"):
