@@ -35,7 +35,7 @@ from ..check.golden import fresh_golden, verify as verify_golden
 from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit
 from ..languages import LANGUAGES, in_process, language
 from ..kernel import cache
-from ..kernel.paths import REPO
+from ..kernel.paths import shown
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
@@ -291,7 +291,7 @@ def _demo(ch) -> None:
     show.report(out, ref)
     ok = ref.ok
     if ch.demo is not None and ch.demo.exists():
-        out.print(f"\n[bold]The sample submission[/] {ch.demo.relative_to(REPO) if ch.demo.is_relative_to(REPO) else ch.demo} "
+        out.print(f"\n[bold]The sample submission[/] {shown(ch.demo)} "
                   f"(its bug: {ch.demo.name}):\n")
         bad = run_check(ch, str(ch.demo), CheckOptions(ref_deps=True))  # the sample holds only its chapter file
         show.report(out, bad)

@@ -16,6 +16,11 @@ SHIPPED = ("harness", "chapters", "course", "reference", "spec", "config", "otel
            "examples", "bench", "docs", "scripts")
 
 
+def shown(path: Path) -> str:
+    """A path as the user reads it: relative to ol's folder when inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def own_files_under(folder: Path) -> list[str]:
     """The files of ol's own copy that writing into `folder` could replace, relative to ol's folder: the files git
     tracks there (every shipped folder when this copy is no git checkout); ["."] when `folder` holds ol's folder."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..languages import RUN_MODULE
-from ..kernel.paths import REPO
+from ..kernel.paths import shown
 from ..registry import Chapter, load_chapter
 
 ID = re.compile(r"^R-[A-Z]{2}-\d{2}$")
@@ -57,10 +57,6 @@ class Domain:
 
 def rules_path(ch: Chapter) -> Path:
     return ch.pack_dir / "tests" / "rules.toml"
-
-
-def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def markdown_path(ch: Chapter) -> Path:
@@ -180,7 +176,7 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
         f"{load_sources(ch)} state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
         "contract leaves free (any answer passes); **elsewhere** names where a rule outside this chapter's",
-        f"interface is graded. The chapter's tests live in `{_shown(rules_path(ch).parent)}/`.",
+        f"interface is graded. The chapter's tests live in `{shown(rules_path(ch).parent)}/`.",
         "",
         f"{len(rules)} rules: {counts['test']} tested, {counts['free']} free, {counts['elsewhere']} graded elsewhere.",
         "",
