@@ -1,8 +1,7 @@
 """The pytest side of `ol`: options naming the implementation, its fixtures, and per-test budgets.
 
-`pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the
-same tests elsewhere. `ol check` runs pytest with this plugin and reads the outcomes back. A test's
-chapter is `--chapter`, or else the pack its file lives in (the folder above it holding chapter.toml).
+`pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the same tests
+elsewhere; `ol check` runs pytest with this plugin. A test's chapter is `--chapter`, else its file's pack.
 """
 
 import hashlib

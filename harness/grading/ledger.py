@@ -212,16 +212,18 @@ class Ledger:
         self.skipped.append(name)
         return True
 
-    def record(self, report: Report, wall: float, digest: str, where: str) -> None:
-        """One submission graded: its entry written atomically, then the CSV and the summary."""
-        key = self.key(digest)
-        data = {**report.to_json(), "seed": self.seed, "wall_s": round(wall, 2), "key": key, "graded_on": where}
+    def _keep(self, report: Report, wall: float, key: dict, where: str) -> None:
+        """`report`'s entry, written atomically. The Report was validated where it crossed from its judge: the bytes
+        written from it need no second validation when this run's class report reads them back."""
+        data = {**report.to_json(), "seed": self.seed, "wall_s": wall, "key": key, "graded_on": where}
         text = json.dumps(data, indent=2) + "\n"
         write_atomic(entry_file(self.results_dir, report.submission), text)
-        # the Report was validated where it crossed from its judge (harness.grading.grade): the bytes written from it
-        # need no second validation when this run's class report reads them back
         self.reader.valid.add(hashlib.sha256(text.encode()).hexdigest())
-        self.entries[report.submission] = (report, round(wall, 2), key)
+        self.entries[report.submission] = (report, wall, key)
+
+    def record(self, report: Report, wall: float, digest: str, where: str) -> None:
+        """One submission graded: its entry written atomically, then the CSV and the summary."""
+        self._keep(report, round(wall, 2), self.key(digest), where)
         self.write()
 
     def fill(self, reason: str) -> None:
@@ -229,12 +231,7 @@ class Ledger:
         graded: its row says so, and a rerun grades it), then the CSV and the summary: the class counts whole."""
         for name in self.names:
             if name not in self.entries:
-                report = Report.for_ungraded(self.chapter, name, self.ref_deps, reason)
-                data = {**report.to_json(), "seed": self.seed, "wall_s": 0.0, "key": self.key(""), "graded_on": "client"}
-                text = json.dumps(data, indent=2) + "\n"
-                write_atomic(entry_file(self.results_dir, name), text)
-                self.reader.valid.add(hashlib.sha256(text.encode()).hexdigest())
-                self.entries[name] = (report, 0.0, self.key(""))
+                self._keep(Report.for_ungraded(self.chapter, name, self.ref_deps, reason), 0.0, self.key(""), "client")
         self.write()
 
     @property
