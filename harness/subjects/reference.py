@@ -1,15 +1,13 @@
 """The course's reference implementation, loaded by path (never installed), in its two parts.
 
-    pristine(chapter)  the judge's answer key: a copy of the chapter's reference package in ol's own language
-                    (chapter.toml's `reference` and `package`) loaded under the private name `ol_judge_<package>`,
-                    which no implementation under test can be. Loaded the first time it is asked for, then the
-                    same object; the judge helpers, the oracles and the benchmarks all get the reference through
-                    it (never through sys.path).
-    use_reference() makes `import <package>` in this process the reference, for the in-process
-                    implementation under test `reference` and the reference's own unit tests.
+    pristine(chapter)  the judge's answer key: the reference package in ol's own language, loaded under the private
+                       name `ol_judge_<package>`, which no implementation under test can be; loaded once, then the
+                       same object for the judge helpers, the oracles and the benchmarks (never through sys.path).
+    use_reference()    makes `import <package>` in this process the reference, for the in-process implementation
+                       under test `reference` and the reference's own unit tests.
 
-With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path already gives (mutmut's mutated copy),
-while `pristine(chapter)` stays the pristine copy: a mutant cannot move the expected answers with it.
+With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path gives (mutmut's mutated copy), while
+`pristine(chapter)` stays pristine: a mutant cannot move the expected answers with it.
 """
 
 import importlib
