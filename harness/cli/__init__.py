@@ -20,7 +20,6 @@ def one_blas_thread() -> None:
 one_blas_thread()
 
 import atexit  # noqa: E402
-import json
 import shutil
 import sys
 import tempfile

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import functools
 import os
 from pathlib import Path
-import sys
 from typing import Any, Callable
 
 from ..kernel.errors import UsageError, Words
