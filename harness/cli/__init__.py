@@ -8,7 +8,6 @@ Every command ends through `OlGroup.invoke`: an OlError prints its one-line mess
 import os
 
 
-
 def one_blas_thread() -> None:
     """The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
     for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one). Set

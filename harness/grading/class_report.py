@@ -207,7 +207,6 @@ def _renderer(chapter) -> dict:
             **{name: package_version(name) for name in ("jinja2", "markupsafe", "matplotlib")}}
 
 
-
 def _key(renderer: dict, kind: str, data: dict) -> str | None:
     """The sha256 of a page's inputs; None when they are not plain data (the page is then rendered every time)."""
     try:

@@ -25,8 +25,7 @@ MARK = ".ol-made"  # written by ol into each entry it makes: pruning removes no 
 
 
 class CacheRefused(UsageError):
-    """A folder of ol's cache that is a link, another user's, or open to others: ol neither writes there nor removes
-    anything of it (exit 2)."""
+    """A folder of ol's cache that is a link, another user's, or open to others: never written nor pruned (exit 2)."""
 
     def __init__(self, path: Path, why: str) -> None:
         self.path = path

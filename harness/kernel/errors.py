@@ -144,8 +144,7 @@ class Raised(SubmissionFailure):
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
     def where(self) -> str:
-        """The innermost lines of the student's own files, as the language shows them (a traceback's lines, a
-        compiler's arrows)."""
+        """The innermost lines of the student's own files, as the language shows them (a traceback, a compiler's arrows)."""
         return "".join(self.words.frame(f) for f in self.frames)
 
     def describe(self) -> str:
@@ -170,8 +169,7 @@ class Timeout(SubmissionFailure):
 
 
 class WrongType(SubmissionFailure):
-    """The implementation's function returned a value of the wrong type or shape (k = 4.0 where an int is due):
-    a wrong answer, told as such."""
+    """The implementation returned a value of the wrong type or shape (4.0 where an int is due): a wrong answer."""
 
     outcome = Outcome.FAIL
 

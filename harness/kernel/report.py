@@ -69,8 +69,7 @@ class Report:
 
     @classmethod
     def for_ungraded(cls, chapter, name: str, ref_deps: bool, reason: str) -> "Report":
-        """The report of a submission its judge could not grade (harness.registry.Chapter `chapter`): every test an
-        error, the reason in each."""
+        """The report of a submission its judge could not grade: every test of `chapter` an error, with the reason."""
         tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, reason, 0.0, t.points) for t in chapter.tests]
         return cls(chapter.chapter, name, ref_deps, tests, ungraded=reason)
 

@@ -44,7 +44,6 @@ class Lookup:
     note: str | None  # why a kept result was not trusted (a corrupt or edited file), for the staff to read
 
 
-
 def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] | None = None) -> str | None:
     """The sha256 of what the similarity of the entries of `submissions_dir` (`only`: these alone) depends on; None
     when an entry's content digest cannot be made."""
@@ -76,7 +75,7 @@ def lookup(chapter, submissions_dir: Path, results_dir: Path, threshold: float =
 
 def _read(results_dir: Path) -> tuple[tuple[str, dict] | None, str | None]:
     """((key, result), None) when the key file parses and the result is the bytes recorded with it; else (None, why),
-    the why None when there is simply no key file (a first run, --no-similar, `ol similar` without a class key)."""
+    why None when there is no key file."""
     try:
         raw_key = (results_dir / KEY).read_bytes()
     except FileNotFoundError:
