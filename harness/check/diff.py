@@ -15,10 +15,9 @@ from ..subjects.reference import pristine
 
 def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_path=None, language: str | None = None,
              only: str | None = None) -> dict:
-    """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or the
-    contract function whose cases it is), and the property checks of those sections that fail (`properties`; with
-    `elsewhere`, those of the other sections when the ones shown all agree). A submission that does not load (or compile) is one `load_error`,
-    as `ol check` tells it, and no case is run."""
+    """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or its
+    function), and the failing property checks (`properties`; `elsewhere`: the other sections', when those shown
+    agree). A submission that does not load (or compile) is one `load_error`, and no case is run."""
     from .runner import LOAD_DEADLINE_S  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
 
     golden = json.loads(open(golden_path or chapter.golden).read())
@@ -44,9 +43,8 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
 
 
 def _properties(cases, impl, golden: dict, shown: tuple[str, ...], sections: dict) -> tuple[list[dict], list[dict]]:
-    """The failing property checks of the sections shown (the chapter's `diff_properties`: each its section, function,
-    test and message, the smallest input where the answers differ); when those and the golden cases all agree, the
-    failing property checks of the other sections (where the check fails elsewhere)."""
+    """The failing property checks (the chapter's `diff_properties`: section, function, test, and the smallest input
+    where the answers differ) of the sections shown; when those and the cases agree, those of the other sections."""
     if not hasattr(cases, "diff_properties"):
         return [], []
     failed = cases.diff_properties(impl, golden, shown)

@@ -1,14 +1,11 @@
 """A chapter's golden file: regenerate it, check it byte for byte, make fresh case sets, and refuse a
 damaged one before any test runs.
 
-Every pack's oracle module has the same interface: `build(ref, master_seed=MASTER_SEED) -> dict`,
-`dumps(doc) -> bytes`, `check(path, ref) -> str | None` (None when the file is what a fresh build
-writes, else where it first differs). `ref` is the judge's pristine reference (harness.subjects.reference).
-
-Whoever writes a golden file (`ol fixtures`, fresh cases) writes its sha256 beside it
-(`<name>.sha256`). Before a check, `verify` compares the digest (a millisecond); a file without one
-(one a user names with --golden) is validated against the chapter's schema instead (a second or two).
-A truncated, emptied or edited file is a harness error, never a failing grade for the code under test.
+Every pack's oracle has `build(ref, master_seed=MASTER_SEED) -> dict`, `dumps(doc) -> bytes` and
+`check(path, ref) -> str | None` (None when the file is what a fresh build writes, else where it first differs);
+`ref` is the judge's pristine reference. Whoever writes a golden file writes its sha256 beside it; `verify`
+compares it (a millisecond), and validates a file without one (--golden) against the chapter's schema instead.
+A truncated or edited file is a harness error, never a failing grade for the code under test.
 """
 
 from functools import lru_cache
@@ -59,9 +56,8 @@ def check_fixtures(chapter: Chapter) -> str | None:
 
 
 def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
-    """A golden file of new cases from `seed`, with the shipped file's case design (and its digest). Built once per
-    seed and harness version (harness.kernel.memo, FRESH_KEPT of them; harness.subjects.version: every file of ol, the pack
-    and the reference, the interpreter and the libraries): a second check or class graded on the seed reads it back."""
+    """A golden file of new cases from `seed`, with the shipped file's case design (and its digest), built once per
+    seed and harness version (harness.kernel.memo, FRESH_KEPT of them): a second check on the seed reads it back."""
     oracle = oracle_of(chapter)
     path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
     ref = pristine(chapter)

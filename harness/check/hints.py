@@ -1,10 +1,8 @@
 """Pitfall hints from recorded answers: "your answers match pitfall sNN" only when they truly do.
 
-The chapter's golden file records, for every case, the answer of each pitfall that shows on it
-(`"pitfalls": {"s07": <answer>}`), written by the oracle. During a check the chapter's tests record
-the submission's answer to each golden case they ask (`Impl.record`). A pitfall is named when the
-submission answers exactly as the pitfall does on at least HINT_SHARE of the cases where it shows,
-and on at least HINT_MIN_CASES of them. Nothing is re-run: the hint costs no call into student code.
+The golden file records each pitfall's answer on every case where it shows (`"pitfalls": {"s07": <answer>}`);
+the tests record the submission's answers (`Impl.record`). A pitfall is named when the submission answers as it
+does on at least HINT_SHARE, and HINT_MIN_CASES, of those cases. Nothing is re-run.
 """
 
 HINT_SHARE = 0.8  # most of the pitfall's cases, so a submission with that bug and another small one still gets it

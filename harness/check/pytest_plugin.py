@@ -1,8 +1,7 @@
 """The pytest side of `ol`: options naming the implementation, its fixtures, and per-test budgets.
 
-`pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the
-same tests elsewhere. `ol check` runs pytest with this plugin and reads the outcomes back. A test's
-chapter is `--chapter`, or else the pack its file lives in (the folder above it holding chapter.toml).
+`pytest` on the repository grades the reference; `--impl mutant:s06` or `--impl DIR` points the same tests
+elsewhere; `ol check` runs pytest with this plugin. A test's chapter is `--chapter`, else its file's pack.
 """
 
 import hashlib
@@ -116,7 +115,7 @@ def classify(excinfo) -> Outcome:
     is ERROR here: the check that sees one marks its whole run ungraded (harness.check.runner)."""
     if excinfo is None:
         return Outcome.PASS
-    e = _first_leaf(excinfo.value)
+    e = first_leaf(excinfo.value)
     if isinstance(e, SubmissionFailure):
         return e.outcome
     if isinstance(e, (AssertionError, pytest.fail.Exception)):
@@ -125,12 +124,10 @@ def classify(excinfo) -> Outcome:
 
 
 def judge_fault(e: BaseException) -> BaseException | None:
-    """The exception of the judge's own making in `e`, or None. The implementation's failures reach a test only as
-    a SubmissionFailure (harness.transport: Impl.call raises nothing else for what the code under test did), and
-    a wrong answer as an assertion or pytest.fail; anything else was raised by the judge's code (a chapter's helper,
-    the golden file's reader, the client, a library it calls, an invariant it checks): a fault of the grader, never
-    a verdict on the code. A group (Hypothesis's FlakyFailure, an ExceptionGroup) is the judge's when any of its
-    leaves is."""
+    """The exception of the judge's own making in `e`, or None. What the code under test did reaches a test only as
+    a SubmissionFailure (Impl.call), a wrong answer as an assertion or pytest.fail; anything else was raised by the
+    judge's code: a fault of the grader, never a verdict. A group (FlakyFailure, ExceptionGroup) is the judge's
+    when any of its leaves is."""
     if isinstance(e, BaseExceptionGroup):
         return next((f for leaf in e.exceptions if (f := judge_fault(leaf)) is not None), None)
     if isinstance(e, (SubmissionFailure, AssertionError, pytest.fail.Exception)):
@@ -138,7 +135,8 @@ def judge_fault(e: BaseException) -> BaseException | None:
     return e
 
 
-def _first_leaf(e: BaseException) -> BaseException:
+def first_leaf(e: BaseException) -> BaseException:
+    """The first failure of an exception group (Hypothesis's FlakyFailure), else `e` itself."""
     while isinstance(e, BaseExceptionGroup) and e.exceptions:
         e = e.exceptions[0]
     return e

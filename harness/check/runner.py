@@ -29,7 +29,7 @@ from ..subjects.open import open_impl
 from ..transport.impl import Impl
 from .golden import verify as verify_golden
 from .hints import pitfall_matches
-from .pytest_plugin import classify, judge_fault
+from .pytest_plugin import classify, first_leaf, judge_fault
 
 MESSAGE_CAP = 4000  # characters of one test's message kept in reports
 
@@ -53,10 +53,9 @@ class CheckOptions:
 
 
 class _Loader:
-    """The submission opened (a compiled language's build included), its worker started and its code loaded, in a
-    thread of its own, so that all of it overlaps the judge's own start (pytest, the chapter's tests and helpers).
-    The thread stays until `release`: bwrap's --die-with-parent follows the thread that started the worker.
-    `wait` gives the load's failure, or None; the judge's own error (a sandbox that cannot start) is re-raised."""
+    """The submission opened (built), its worker started and its code loaded in a thread of its own, overlapping the
+    judge's own start; it stays until `release` (bwrap's --die-with-parent follows the thread that started the
+    worker). `wait` gives the load's failure, or None, and re-raises the judge's own error."""
 
     def __init__(self, open_impl: Callable[[], Impl], on_stage: Callable[[str], None] | None) -> None:
         self.impl: Impl | None = None
@@ -103,9 +102,8 @@ class _Loader:
 
 
 class _Collector:
-    """The plugin run_check hands pytest: the facts it derived once (the chapter, the golden document, the loaded
-    implementation) go to the fixtures of every test module; `only` selects the tests; each test's outcome comes
-    back (to `on_result` too, as each finishes)."""
+    """The plugin run_check hands pytest: the chapter, the golden document and the loaded implementation for every
+    test module's fixtures; `only` selects the tests; each outcome comes back (to `on_result` as it finishes)."""
 
     def __init__(self, loader: _Loader, only: Sequence[str] = (),
                  on_result: Callable[[str, Outcome, float, str], None] | None = None, chapter: Chapter | None = None,
@@ -177,8 +175,7 @@ def _fault(name: str, when: str, e: BaseException) -> str:
 
 
 def _plain(e: BaseException) -> str:
-    while isinstance(e, BaseExceptionGroup) and e.exceptions:  # Hypothesis's FlakyFailure: its first failure
-        e = e.exceptions[0]
+    e = first_leaf(e)
     text = str(e)
     if isinstance(e, AssertionError) and "\nassert " in text:  # keep our sentence, drop pytest's rewritten expression
         text = text.split("\nassert ", 1)[0]
@@ -289,11 +286,9 @@ def sandbox_of(impl: Impl) -> str:
 def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOptions(),
               on_result: Callable[[str, Outcome, float, str], None] | None = None,
               on_stage: Callable[[str], None] | None = None) -> Report:
-    """Run the chapter's tests on `submission`; the Report holds one TestResult per registry test (per test of
-    `options.only` when given), and says how the code ran (a worker's sandbox mode, or in-process).
-    `on_result(name, outcome, seconds, message)` is called as each test finishes, from this thread; `on_stage(text)`
-    hears what runs before the tests (a build's progress). A damaged golden file stops it before any test runs
-    (harness.check.golden.verify)."""
+    """Run the chapter's tests (`options.only`'s when given) on `submission`: one TestResult each, and how the code
+    ran. `on_result(name, outcome, seconds, message)` hears each test as it finishes, from this thread; `on_stage`
+    what runs before the tests (a build's progress). A damaged golden file stops it before any test runs."""
     golden = str(verify_golden(chapter, options.golden))
     options = replace(options, golden=golden)  # the verified file, which the tests' pytest arguments name
     doc = json.loads(Path(golden).read_text())  # the golden document, parsed once: the tests' and the hints'

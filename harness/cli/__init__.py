@@ -1,14 +1,11 @@
 """The `ol` command line: parse, call the library, render, exit. Only this package prints (the student's and the
 class's commands here and in grade.py, the staff's in staff.py).
 
-Exit codes (harness.kernel.errors): 0 success, 1 the thing checked is wrong, 2 bad input (usage, unknown
-chapter, missing path, malformed submission), 3 a harness error. Every command ends through
-`OlGroup.invoke`: an OlError prints its one-line message and exits with its code; any other
-exception is a harness error, exit 3, with its traceback only under `ol --debug`.
+Every command ends through `OlGroup.invoke`: an OlError prints its one-line message and exits with its code
+(harness.kernel.errors); any other exception is a harness error, exit 3, its traceback only under `ol --debug`.
 """
 
 import os
-
 
 
 def one_blas_thread() -> None:
@@ -22,7 +19,6 @@ def one_blas_thread() -> None:
 one_blas_thread()
 
 import atexit  # noqa: E402
-import json
 import shutil
 import sys
 import tempfile
@@ -37,7 +33,7 @@ from ..check.golden import fresh_golden, verify as verify_golden
 from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit
 from ..languages import LANGUAGES, in_process, language
 from ..kernel import cache
-from ..kernel.paths import REPO
+from ..kernel.paths import shown
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
 from ..render.check_progress import CheckProgress
@@ -137,7 +133,7 @@ def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str |
               help="run only the tests whose name matches, as pytest's -k: a substring of the name, with and, or, not "
                    "(e.g. -k example, -k 'one and not two'; `ol tests CHAPTER` lists the names)")
 @click.option("--test", "exact", multiple=True, metavar="NAME",
-              help="run only this test, its exact name (repeatable; what `cargo test -- NAME --exact` passes)")
+              help="run only this test, its exact name (repeatable; what a language's test front end passes for an exact filter)")
 def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_path, junit, gradescope, html_path, fresh, golden,
           lang, keyword, exact) -> None:
     """Run the chapter's tests on a submission; the exit code is the verdict.
@@ -206,9 +202,8 @@ def _next_step(ch, rep, ctx) -> str:
 
 
 def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | None:
-    """The tests -k and --test choose (both: the tests either names), in the chapter's order; None: all of them.
-    A --test name that is no test is left out (cargo test passes its filters, some naming the student's own
-    #[test]s); none chosen at all is a usage error naming the tests."""
+    """The tests -k or --test choose, in the chapter's order; None: all. A --test name that is no test is left out (a
+    language's test front end passes the student's own tests' names too); none chosen is a usage error."""
     from ..check.runner import select  # here: it imports pytest, 0.36 s measured, which only a check needs
 
     if keyword is None and not exact:
@@ -223,9 +218,8 @@ def _selection(ch, keyword: str | None, exact: tuple[str, ...]) -> list[str] | N
 
 
 def _default_submission(ch, lang: str | None, console) -> str | None:
-    """With no --submission: this folder when it is a workspace (e.g. a cargo workspace, where `cargo test` runs
-    the check), else the chapter's workspace folder of each language that exists here, the chapter's own language
-    first (a student may hold an earlier chapter's workspace of another language too); None: nothing to grade."""
+    """With no --submission: this folder when it is a workspace, else the chapter's workspace folder of a language
+    that exists here, the chapter's own language first; None: nothing to grade."""
     langs = [lang] if lang else list(ch.languages)
     if (root := _enclosing_workspace(ch, langs)) is not None:
         return root
@@ -243,8 +237,8 @@ def _default_submission(ch, lang: str | None, console) -> str | None:
 
 
 def _enclosing_workspace(ch, langs: list[str]) -> str | None:
-    """This folder, or the nearest folder above it, holding a language's chapter file (as cargo finds its workspace
-    from any folder inside it): "." here, else that folder's path."""
+    """This folder, or the nearest folder above it, holding a language's chapter file (as a build tool finds its
+    workspace from any folder inside it): "." here, else that folder's path."""
     here = Path.cwd()
     for folder in (here, *here.parents):
         if any((folder / ch.language(n).student_file).is_file() for n in langs):
@@ -295,7 +289,7 @@ def _demo(ch) -> None:
     show.report(out, ref)
     ok = ref.ok
     if ch.demo is not None and ch.demo.exists():
-        out.print(f"\n[bold]The sample submission[/] {ch.demo.relative_to(REPO) if ch.demo.is_relative_to(REPO) else ch.demo} "
+        out.print(f"\n[bold]The sample submission[/] {shown(ch.demo)} "
                   f"(its bug: {ch.demo.name}):\n")
         bad = run_check(ch, str(ch.demo), CheckOptions(ref_deps=True))  # the sample holds only its chapter file
         show.report(out, bad)

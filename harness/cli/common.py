@@ -9,7 +9,6 @@ from typing import Any
 from rich.console import Console
 
 from ..kernel.errors import UsageError
-from ..kernel.paths import REPO
 
 
 def _out_options() -> dict[str, Any]:
@@ -52,8 +51,3 @@ def seed(text: str, option: str = "--fresh") -> int:
     if not 0 <= seed < 2**64:
         raise UsageError(f"{option} must be a 64-bit unsigned integer, got {seed}")
     return seed
-
-
-def shown(path: Path) -> str:
-    """A path as the user reads it: relative to ol's folder when inside it."""
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)

@@ -1,9 +1,6 @@
-"""`ol grade`, `ol report` and `ol similar`: the command line of class grading (the CLI's, so it prints); the work is
-harness.grading.grade's, harness.grading.class_report's (the HTML report, from the results directory alone) and
-harness.staff.similar's (copydetect). The report and the similarity are imported where used: they bring
-matplotlib, jinja2 and copydetect, which no other command needs.
-
-harness.cli adds the three commands to its group; the consoles, the verdict and the seed parser are harness.cli.common's.
+"""`ol grade`, `ol report` and `ol similar`: the command line of class grading; the work is harness.grading.grade's,
+harness.grading.class_report's and harness.staff.similar's, the last two imported where used (matplotlib, jinja2
+and copydetect, which no other command needs).
 """
 
 import json

@@ -13,10 +13,9 @@ from .common import write_json
 
 
 def check_writable(**paths) -> None:
-    """Refuse (exit 2, naming the option and the path) any output that could not be written: `json_path="x.json"`
-    is checked as `--json x.json`, a name ending in `_dir` as a folder; None and "-" (stdout) are skipped. Nothing
-    is created: the file is opened for appending when it exists, else a probe is made and removed in the nearest
-    folder that exists."""
+    """Refuse (exit 2, naming the option and the path) any output that could not be written (`json_path="x.json"` as
+    `--json x.json`, a `_dir` name as a folder; None and "-" skipped). Nothing is created: an existing file is opened
+    for appending, else a probe is made and removed in the nearest existing folder."""
     for name, path in paths.items():
         if path is None or str(path) == "-":
             continue

@@ -1,10 +1,6 @@
-"""`ol grade`'s live progress, drawn with rich on the Console it is given (the CLI's stderr).
-
-A line per submission as it finishes, in the order they finish (its score, or ungraded and why);
-a bar over the submissions graded by this run, with the passed / failed / ungraded counts so far,
-the rate, an ETA from that rate, and the slowest submissions still running, with where they run.
-The counts are data (`counts`): the CLI reads them, this module only draws. A submission's name and
-an ungraded one's reason are drawn literally (harness.render.console.lit).
+"""`ol grade`'s live progress, drawn with rich on the Console it is given (the CLI's stderr): a line per submission
+as it finishes (its score, or ungraded and why), and a bar with the counts so far, the rate, an ETA and the
+slowest submissions still running. The counts are data (`counts`); names and reasons are drawn literally.
 """
 
 from __future__ import annotations

@@ -14,13 +14,13 @@ from rich.progress import Progress
 from ..check.golden import check_fixtures, write_fixtures
 from ..kernel.errors import UsageError
 from ..languages import LANGUAGES, in_process
-from ..kernel.paths import REPO
+from ..kernel.paths import REPO, shown
 from ..protocol import wire
 from ..registry import DEFAULT_SET, known_chapters, load_chapter
 from ..kernel.roles import require
 from ..render import console as show
 from ..subjects.reference import pristine
-from .common import Exit, err, out, seed as parse_seed, shown, write_json
+from .common import Exit, err, out, seed as parse_seed, write_json
 from .outputs import check_writable
 
 WORKERS_PER_CORE = 2  # `ol selftest`'s default pytest-xdist workers per core (see selftest)

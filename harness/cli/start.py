@@ -53,7 +53,7 @@ def start(chapter: str, workspace: Path | None, force: bool, lang: str | None) -
 
 
 def _refuse_own_files(ch, ws: Path, default_workspace: str) -> None:
-    """A workspace never overlaps ol's own files: writing one there would replace them (its crates, its sources)."""
+    """A workspace never overlaps ol's own files: writing one there would replace them."""
     own = own_files_under(ws)
     if not own:
         return
@@ -72,8 +72,8 @@ def _repoint(ws: Path) -> str:
     here = REPO / "ol"
     if named == str(here):
         return ""
-    return (f" Its .ol-command names {named}, not this ol: `echo {here} > {ws.resolve() / '.ol-command'}` points `cargo test` "
-            f"here (or run `OL={here} cargo test`); your work stays as it is.")
+    return (f" Its .ol-command names {named}, not this ol: `echo {here} > {ws.resolve() / '.ol-command'}` points its test "
+            f"front end here (or run that with OL={here} set); your work stays as it is.")
 
 
 def _keep_copy(path: Path) -> Path | None:

@@ -1,12 +1,9 @@
 """The class report and the feedback pages as data, read from the results directory alone (`ol report`).
 
-Everything comes from the ledger (harness.grading.ledger): each entry's JSON report and time to verdict, summary.json
-(the run's settings, its roster match) and `.similarity.json` (harness.staff.similar, written by `ol grade`
-or `ol similar --results-dir`; a name no entry can have: entries never begin with a dot). So the report of a
-results directory is the same whenever it is built, and `ol report` rebuilds what `ol grade` wrote.
-`write_report` writes the class page (default beside the results directory, as `ol grade` writes it beside
-its CSV) and one feedback page per entry beside its JSON report (`<name>.html`, or `~<digest>.html`).
-Nothing here prints.
+Everything comes from the ledger (harness.grading.ledger): each entry's JSON report, summary.json (the run's
+settings, its roster match) and `.similarity.json` (harness.staff.similar; entries never begin with a dot), so
+`ol report` rebuilds what `ol grade` wrote. `write_report` writes the class page (beside the results directory)
+and one feedback page per entry beside its JSON report. Nothing here prints.
 
 What `.pages.json` (PAGES) saves (issue 40: a record stays only with a measured saving of a second or more, in the
 user's layout): a page whose inputs did not change is not rendered again. `bench/report_build.py --records`
@@ -28,7 +25,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .ledger import SUMMARY, Entries, entry_file
-from ..kernel.paths import write_atomic
+from ..kernel.paths import read_json, write_atomic
 from ..subjects.version import package_version, version_of
 from ..render import html
 from ..kernel.report import Report
@@ -53,13 +50,13 @@ def feedback_file(results_dir: Path, name: str) -> Path:
 def load(results_dir: Path) -> dict:
     """The results directory: {"settings", "entries": [(report, wall_s)], "unreadable": [file names], "similarity",
     "note": why the record of validated entries was not trusted, or None}."""
-    settings = _json(results_dir / SUMMARY) or {}
+    settings = read_json(results_dir / SUMMARY) or {}
     entries, unreadable = [], []
     reader = Entries(results_dir)  # each entry validated against the report's schema once, ever (ledger.VALIDATED)
     for path in sorted(results_dir.glob("*.json")):
         if path.name == SUMMARY or path.name.startswith("."):
             continue
-        data = _json(path)
+        data = read_json(path)
         name = data.get("submission") if isinstance(data, dict) else None
         entry = reader.read(name) if isinstance(name, str) and entry_file(results_dir, name) == path else None
         if entry is None:
@@ -68,14 +65,7 @@ def load(results_dir: Path) -> dict:
         entries.append((entry[0], entry[1]))
     reader.save()
     return {"settings": settings, "entries": sorted(entries, key=lambda e: e[0].submission), "unreadable": unreadable,
-            "similarity": _json(results_dir / SIMILARITY), "note": reader.note}
-
-
-def _json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+            "similarity": read_json(results_dir / SIMILARITY), "note": reader.note}
 
 
 def status_of(r: Report) -> str:
@@ -215,7 +205,6 @@ def _renderer(chapter) -> dict:
     """What renders a page beside its data: ol's code and templates (the harness version), and the libraries."""
     return {"format": PAGES_FORMAT, "harness": version_of(chapter)["digest"],
             **{name: package_version(name) for name in ("jinja2", "markupsafe", "matplotlib")}}
-
 
 
 def _key(renderer: dict, kind: str, data: dict) -> str | None:

@@ -1,29 +1,19 @@
 """`ol grade --scheduler`: the class graded by the workers of an existing Dask scheduler.
 
-The client (`ol grade`, where the submissions and the ledger are) sends each submission as one Dask
-task carrying its Task (harness.grading.task: the submission's bytes, the chapter, the seed, the harness
-version); each worker runs the sandboxed judge and returns the report as data. Nothing is shared but
-the scheduler's address: no filesystem, no results written by a worker.
-
-Failures, and what each does:
-  a worker is lost mid-task (killed, its machine gone): the scheduler runs the task again on another
-    worker (Dask's own rescheduling, up to distributed.scheduler.allowed-failures); a task whose
-    workers kept dying ends KilledWorker, and that submission is ungraded, with the reason;
-  a submission's own failure: an ungraded report, i.e. a result; tasks are submitted with retries=0,
-    so nothing is graded twice for failing;
+The client (where the submissions and the ledger are) sends each submission as one Dask task carrying its Task
+(harness.grading.task); each worker runs the sandboxed judge and returns the report as data. Nothing is shared but
+the scheduler's address. Failures, and what each does:
+  a worker lost mid-task: the scheduler reruns the task elsewhere (up to distributed.scheduler.allowed-failures);
+    one whose workers kept dying ends KilledWorker, and that submission is ungraded, with the reason;
+  a submission's own failure is a result (an ungraded report); tasks have retries=0: nothing is graded twice;
   a task raises (the grader's or the worker's fault on that entry): that submission is ungraded, with the fault;
-  a worker refuses (harness.grading.task.WorkerRefused: another harness version, no sandbox) or cannot import
-    ol: the run stops with the message; what was graded stays in the ledger, and every entry not graded gets an
-    ungraded row saying why (harness.grading.grade);
-  no scheduler within CONNECT_S, no worker within WORKERS_S, a worker silent to the version check for
-    PREFLIGHT_S, no worker left for WORKERS_S, or no submission finishing within STALL_S: the run stops,
-    saying which.
-The client keeps AHEAD tasks in flight per worker thread, not the whole class (Dask places the tasks
-of a small class unevenly when it has them all at once): one running and one waiting on each, so a
-worker that ends a judge starts its next at once, without a round trip through the client (which
-shares the machine with the judges and answers late), and the client tops the queue up as tasks end.
-Stopped or interrupted, the client cancels what is queued; a judge already running on a worker runs
-to its end (Dask cannot stop a running task) and its result is dropped.
+  a worker refuses (WorkerRefused: another harness version, no sandbox) or cannot import ol: the run stops with
+    the message; the ledger keeps what was graded, every other entry gets an ungraded row saying why;
+  no scheduler within CONNECT_S, no worker within WORKERS_S, a worker silent to the version check for PREFLIGHT_S,
+    no worker left for WORKERS_S, or no submission finishing within STALL_S: the run stops, saying which.
+The client keeps AHEAD tasks in flight per worker thread (Dask places a small class's tasks unevenly when it has
+them all at once): one running and one waiting on each, topped up as tasks end. Stopped or interrupted, the client
+cancels what is queued; a judge already running runs to its end and its result is dropped.
 """
 
 from __future__ import annotations
@@ -53,8 +43,7 @@ class ClusterError(OlError):
 
 
 class Cluster:
-    """An existing Dask scheduler, by address (tcp://host:8786) or by the file `dask scheduler
-    --scheduler-file` writes."""
+    """An existing Dask scheduler, by address (tcp://host:8786) or its `--scheduler-file`."""
 
     def __init__(self, address: str | None = None, scheduler_file: Path | None = None) -> None:
         if (address is None) == (scheduler_file is None):

@@ -1,24 +1,17 @@
 """`ol grade`: a class of submissions, each judged in a process of its own, here or on a Dask cluster.
 
-Each entry of the submissions folder (a folder, a bare chapter file, or a zip: harness.subjects.layout) is
-graded by a separate `ol check` process (its own judge, forked from the run's zygote: harness.grading.zygote)
-that talks to the submission's worker; a
-submission that kills its judge, hangs past the whole-check limit or crashes loses only its own
-grade. Grading uses fresh cases from a recorded seed: the same seed regrades identically.
-
-Every submission travels as a parcel of its bytes (harness.grading.parcel) in a Task (harness.grading.task), run by
-threads of this process (the local default, `--jobs`) or by the workers of a Dask scheduler
-(harness.grading.cluster, `--scheduler`): the same judge on the same bytes, so the same grades. The results
+Each entry of the submissions folder (harness.subjects.layout) is graded by a separate `ol check` process (forked
+from the run's zygote: harness.grading.zygote): one that kills its judge, hangs or crashes loses only its own
+grade. Fresh cases come from a recorded seed: the same seed regrades identically. Each submission travels as a
+parcel of its bytes (harness.grading.parcel) in a Task (harness.grading.task), run by this process's threads
+(`--jobs`) or a Dask scheduler's workers (harness.grading.cluster): the same judge on the same bytes. The results
 directory is the ledger (harness.grading.ledger): a rerun skips what it holds graded with the run's key.
 
-Nothing fails quietly. Every output path is checked before anyone is graded. An entry that is no
-submission (the layout function, harness.subjects.layout, refuses it: empty, misnamed, an unreadable archive,
-a link, past a cap) is *rejected*: a score of 0 and the reason, a verdict as the Gradescope bundle
-gives it; so is one its judge refuses as malformed once the layout check passed (exit 2 with the
-refusal's one JSON line on stdout: a crate without src/lib.rs), with the judge's one-line reason. A submission whose judge gave no trustworthy report (it exited with a usage or harness
-error, was killed, ran out of time, or wrote an unreadable report) is *ungraded*, with the reason:
-never a 0; that is the grader's or the machine's failure, and `ol grade` exits 3. Each report is
-written atomically as it finishes, and the CSV after it, so an interrupted run loses nothing.
+Nothing fails quietly. Every output path is checked before anyone is graded. An entry the layout function refuses,
+or its judge refuses as malformed (exit 2 with the refusal's JSON line on stdout), is *rejected*: a score of 0 and
+the reason, as the Gradescope bundle gives it. One whose judge gave no trustworthy report (a usage or harness error,
+killed, out of time, an unreadable report) is *ungraded*, with the reason: never a 0; `ol grade` exits 3. Each
+report is written atomically as it finishes, and the CSV after it: an interrupted run loses nothing.
 """
 
 from __future__ import annotations
@@ -86,10 +79,8 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
 
 
 def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events: Events | None = None) -> dict:
-    """Grade every submission of the folder not already graded with this run's key in the ledger (`regrade`: every
-    one), each a Task (harness.grading.task) run by `jobs` threads here or by the `cluster`'s Dask workers. The sandbox
-    is chosen where each is graded (harness.sandbox.confine); a machine that cannot confine refuses, unless
-    `unconfined_ok`. The roster, when given, is written into the CSV and summary.json. `events` hears the progress.
+    """Grade every submission of the folder the ledger does not hold graded with this run's key (`regrade`: every
+    one), each a Task run by `jobs` threads here or the `cluster`'s Dask workers; `events` hears the progress.
     Returns the ledger's result."""
     events = events or Events()
     seed, ref_deps, unconfined_ok = options.seed, options.ref_deps, options.unconfined_ok
@@ -147,10 +138,8 @@ def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events
 
 
 def _run_here(tasks: list, jobs: int, started, done) -> None:
-    """The local default: `jobs` threads, each task's judge a process of its own; done() in finishing order.
-    Stopped (an interrupt, a harness error), it drops the queued tasks and kills the running judges.
-    The threads run harness.grading.task.run side by side, as a Dask worker's do (what they share: harness.grading.task);
-    done() and so the ledger run in this, the caller's, thread only; started() from the pool's threads."""
+    """The local default: `jobs` threads running harness.grading.task.run side by side; done() (and so the ledger) in
+    this thread, in finishing order; started() from the pool's. Stopped, it drops the queue and kills the judges."""
     pool = ThreadPoolExecutor(max_workers=jobs)
     futures = {}
     try:

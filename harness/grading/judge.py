@@ -1,10 +1,9 @@
 """One submission's judge: `ol check --json -` in a process of its own, and the report it gives back.
 
-What a judge is, for `ol grade` (harness.grading.grade) and its tasks (harness.grading.task), wherever they run: the command
-(JUDGE_MAIN with `check CHAPTER --submission S --golden G --json -`), what its zygote imports before forking it
-(JUDGE_PRELOAD; harness.grading.zygote is told both, and knows no command line), the environment every judge shares
-(`judge_env`), and how its exit becomes a report: trusted only from a judge that exited 0 or 1; a refusal
-(exit 2 with one JSON line) a rejected report; anything else an ungraded one, with the reason.
+The command (JUDGE_MAIN with `check CHAPTER --submission S --golden G --json -`), what its zygote imports before
+forking it (JUDGE_PRELOAD), the environment every judge shares (`judge_env`), and how its exit becomes a report:
+trusted only from a judge that exited 0 or 1; a refusal (exit 2 with one JSON line) a rejected report; anything
+else an ungraded one, with the reason.
 """
 
 from dataclasses import dataclass, field
@@ -68,9 +67,8 @@ def _judge_failure(code: int, stderr: str) -> str:
 
 
 def refusal_in(text: str) -> str | None:
-    """The reason in the one object `ol check` writes when it refuses its submission as malformed (a
-    BadSubmission: `{"refused": reason}`, on stdout for `--json -`, in place of the results for
-    `--gradescope`); None for anything else."""
+    """The reason in `{"refused": reason}`, what `ol check` writes (on stdout for `--json -`, in place of the results
+    for `--gradescope`) when it refuses its submission as malformed; None for anything else."""
     try:
         said = json.loads(text)
     except ValueError:
@@ -81,7 +79,7 @@ def refusal_in(text: str) -> str | None:
 
 def _refusal(code: int, stdout: str) -> str | None:
     """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
-    refusal (a usage error, a machine without cargo: the grader's failure, ungraded)."""
+    refusal (a usage error, a machine without a language's toolchain: the grader's failure, ungraded)."""
     return refusal_in(stdout) if verdict_of(code)[0] == "refused" else None
 
 
@@ -119,11 +117,9 @@ class JudgeOptions:
 
 
 def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) -> tuple[Report, float]:
-    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over the
-    judge's stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1.
-    `scratch`: the submission's own folder, which the judge's temporary files go in.
-    `shown`: the submission's path as the client names it, which a failed judge's reason says instead of
-    `sub` (this machine's copy), before the reason is cut to length: the same reason on every machine."""
+    """One submission's judge: `ol check --json -`, forked in a session of its own; its report comes back over its
+    stdout pipe (no file a submission could reach), trusted only from a judge that exited 0 or 1. `scratch`: the
+    folder for the judge's temporary files. `shown`: the path a failed judge's reason names instead of `sub`."""
     uids = options.uids
     uid = uids.take() if uids is not None else None
     try:
@@ -134,8 +130,7 @@ def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) ->
 
 
 def start_zygote(chapter: str, sandbox: str, home: Path) -> zygote.Zygote:
-    """The zygote a grading run's judges are forked from: it imports what a judge imports (JUDGE_PRELOAD) under
-    the judges' environment, and each fork runs JUDGE_MAIN."""
+    """The zygote a run's judges fork from: JUDGE_PRELOAD imported under the judges' environment; a fork runs JUDGE_MAIN."""
     return zygote.Zygote(chapter, judge_env(sandbox), home, preload=JUDGE_PRELOAD, main=JUDGE_MAIN)
 
 

@@ -1,17 +1,14 @@
 """The results directory is the ledger of a class's grades: `ol grade` resumes from it.
 
-Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long for a file name, not
-UTF-8, or beginning with `~` is `~<its digest>.json` instead), written atomically the moment it is graded, with
-its key: the digest of the files graded (harness.grading.parcel), the fresh-case seed, --ref-deps, and the
-harness version's digest (harness.subjects.version). A later run over the same folder skips every submission
-whose entry has the run's key and a grade (an ungraded entry is graded again: its cause was the
-judge's or the machine's, and may be gone), unless told to regrade. `summary.json` records the run's
-seed from its start, so the same command resumes on the same cases.
+Each submission's report is `<results>/<name>.json` (`entry_file`: a name too long, not UTF-8 or beginning with
+`~` is `~<its digest>.json`), written atomically as it is graded, with its key: the digest of the files graded,
+the seed, --ref-deps and the harness version's digest. A later run skips every entry with the run's key and a
+grade (an ungraded one is graded again: its cause may be gone), unless told to regrade. `summary.json` records
+the run's seed from its start, so the same command resumes on the same cases.
 
-grades.csv and summary.json are rewritten, atomically, after every grade and at the end of the run:
-from the ledger's entries for the class's submissions (rows by name). An entry is checked against the report's
-schema when read, once for its bytes: `.validated.json` keeps the digests of those that passed (Entries).
-Nothing here prints.
+grades.csv and summary.json are rewritten atomically after every grade, from the ledger's entries (rows by name).
+An entry is checked against the report's schema when read, once for its bytes: `.validated.json` keeps the
+digests of those that passed (Entries). Nothing here prints.
 
 What `.validated.json` saves (issue 40: a record stays only with a measured saving of a second or more, in the
 user's layout): every later read of the ledger validates only entries it has not seen. `bench/report_build.py --records`
@@ -23,14 +20,14 @@ with it, 8.9 s without it, fastest of 3 (2026-12-07, this project's 2-core machi
 from __future__ import annotations
 
 from functools import lru_cache
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 import hashlib
 import json
 import os
 from pathlib import Path
 
 from ..kernel.errors import OlError, UsageError
-from ..kernel.paths import write_atomic
+from ..kernel.paths import read_json, write_atomic
 from ..render.csv import grades_csv
 from ..kernel.report import Report, schema_digest
 
@@ -50,9 +47,7 @@ class ClassSummary:
     pitfalls_most_matched: dict[str, int]
 
     def to_json(self) -> dict:
-        return {"submissions": self.submissions, "graded": self.graded, "rejected": self.rejected,
-                "ungraded": self.ungraded, "all_passed": self.all_passed, "passed_by_test": dict(self.passed_by_test),
-                "pitfalls_most_matched": dict(self.pitfalls_most_matched)}
+        return asdict(self)
 
 
 def summarize(chapter, reports: list[Report]) -> ClassSummary:
@@ -92,10 +87,7 @@ def entry_file(results_dir: Path, name: str) -> Path:
 
 def recorded_seed(results_dir: Path) -> int | None:
     """The fresh-case seed of the ledger's last run, None when it has none (or graded on the shipped cases)."""
-    try:
-        data = json.loads((results_dir / SUMMARY).read_text())
-    except (OSError, ValueError):
-        return None
+    data = read_json(results_dir / SUMMARY)
     seed = data.get("seed") if isinstance(data, dict) and data.get("fresh") else None
     return seed if isinstance(seed, int) else None
 
@@ -111,11 +103,9 @@ VALIDATED_FORMAT = 1
 
 
 class Entries:
-    """The ledger's entries as read, each entry's bytes parsed and validated against the report's schema once: the
-    sha256 of the bytes that passed is kept in VALIDATED (`save`), and a later run parses those very bytes without
-    validating them again (the same bytes under the same schema pass the same). VALIDATED is trusted only when it
-    parses, names this schema's digest, and its check (a sha256 over the rest) matches: else every entry is
-    validated, and `note` says why when the file was corrupt or edited."""
+    """The ledger's entries as read, each entry's bytes validated against the report's schema once: VALIDATED keeps
+    the sha256 of the bytes that passed (`save`). It is trusted only when it parses, names this schema's digest and
+    its check (a sha256 over the rest) matches; else every entry is validated, and `note` says why."""
 
     def __init__(self, results_dir: Path, trust: bool = True) -> None:
         self.results_dir = results_dir
@@ -222,16 +212,18 @@ class Ledger:
         self.skipped.append(name)
         return True
 
-    def record(self, report: Report, wall: float, digest: str, where: str) -> None:
-        """One submission graded: its entry written atomically, then the CSV and the summary."""
-        key = self.key(digest)
-        data = {**report.to_json(), "seed": self.seed, "wall_s": round(wall, 2), "key": key, "graded_on": where}
+    def _keep(self, report: Report, wall: float, key: dict, where: str) -> None:
+        """`report`'s entry, written atomically. The Report was validated where it crossed from its judge: the bytes
+        written from it need no second validation when this run's class report reads them back."""
+        data = {**report.to_json(), "seed": self.seed, "wall_s": wall, "key": key, "graded_on": where}
         text = json.dumps(data, indent=2) + "\n"
         write_atomic(entry_file(self.results_dir, report.submission), text)
-        # the Report was validated where it crossed from its judge (harness.grading.grade): the bytes written from it
-        # need no second validation when this run's class report reads them back
         self.reader.valid.add(hashlib.sha256(text.encode()).hexdigest())
-        self.entries[report.submission] = (report, round(wall, 2), key)
+        self.entries[report.submission] = (report, wall, key)
+
+    def record(self, report: Report, wall: float, digest: str, where: str) -> None:
+        """One submission graded: its entry written atomically, then the CSV and the summary."""
+        self._keep(report, round(wall, 2), self.key(digest), where)
         self.write()
 
     def fill(self, reason: str) -> None:
@@ -239,12 +231,7 @@ class Ledger:
         graded: its row says so, and a rerun grades it), then the CSV and the summary: the class counts whole."""
         for name in self.names:
             if name not in self.entries:
-                report = Report.for_ungraded(self.chapter, name, self.ref_deps, reason)
-                data = {**report.to_json(), "seed": self.seed, "wall_s": 0.0, "key": self.key(""), "graded_on": "client"}
-                text = json.dumps(data, indent=2) + "\n"
-                write_atomic(entry_file(self.results_dir, name), text)
-                self.reader.valid.add(hashlib.sha256(text.encode()).hexdigest())
-                self.entries[name] = (report, 0.0, self.key(""))
+                self._keep(Report.for_ungraded(self.chapter, name, self.ref_deps, reason), 0.0, self.key(""), "client")
         self.write()
 
     @property

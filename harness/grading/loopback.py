@@ -1,10 +1,7 @@
-"""A real Dask cluster on this machine's loopback: `dask scheduler` and N `dask worker` processes.
-
-For the cluster tests (tests/harness/test_grade_cluster.py), bench/grade_rate.py, and trying
-`ol grade --scheduler` on one machine. Every wait has a deadline (START_S); every process is started
-in a session of its own and killed, with its children, on leaving the `with`, whatever happened. A
-scheduler left behind anyway (the caller was SIGKILLed) stops after IDLE_S idle, and its workers
-DEATH_S after losing it. Nothing here prints: the processes' logs go to files in `self.dir`.
+"""A real Dask cluster on this machine's loopback: `dask scheduler` and N `dask worker` processes, for the cluster
+tests, bench/grade_rate.py, and trying `ol grade --scheduler` on one machine. Every wait has a deadline (START_S);
+every process runs in a session of its own, killed with its children on leaving the `with`. A scheduler left
+behind anyway stops after IDLE_S idle, its workers DEATH_S after losing it. Logs go to files in `self.dir`.
 """
 
 from __future__ import annotations

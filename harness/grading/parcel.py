@@ -1,23 +1,16 @@
 """One submission as bytes that can travel: what `ol grade` ships to wherever a submission is graded.
 
-A submission is an entry of the class folder: a folder, a bare chapter file or a zip (harness.subjects.layout).
-`pack` makes a zip of the entry itself (its top-level name inside), written the same way every time,
-and the entry's content digest; `unpack` lays it out again under a fresh folder, where the judge
-grades it as it would the original. The local default and a Dask cluster both grade from the parcel,
-so they grade the same bytes.
+`pack` makes a zip of a class folder's entry (a folder, a bare chapter file or a zip; its top-level name inside),
+the same way every time, and its content digest; `unpack` lays it out again under a fresh folder, where the judge
+grades it as the original. The local default and a Dask cluster both grade from the parcel: the same bytes.
 
-What is walked, and refused, is harness.subjects.upload's rule (the same as the layout check's): a symbolic link
-anywhere in the entry, or the entry itself a link, a FIFO or another special file, more than ENTRY_CAP
-entries or DEPTH_CAP levels, is a ParcelError naming it (the submission is rejected, with the reason);
-`__pycache__/` and `.git/` folders, and a folder holding cargo's `CACHEDIR.TAG` (a `target/` of build
-output: every submission of a compiled language builds clean), are not shipped. A parcel holds at most SHIP_CAP bytes of
-files: source code is kilobytes, and a submission past that is rejected, with the reason.
+What is walked, and refused, is harness.subjects.upload's rule: a link, a special file, past ENTRY_CAP or
+DEPTH_CAP is a ParcelError naming it (the submission is rejected, with the reason); the folders it skips are not
+shipped. A parcel holds at most SHIP_CAP bytes of files (source code is kilobytes).
 
-A name need not be UTF-8 (what unzip makes of a Latin-1 archive): the zip names each entry by its bytes,
-percent-encoded (so any bytes travel), and `unpack` makes the same bytes again.
-
-The digest covers each shipped path, whether it is executable, and its bytes: not timestamps, nor the
-zip's compression, so the same files have the same digest on every machine (the ledger's key).
+A name need not be UTF-8: the zip names each entry by its bytes, percent-encoded, and `unpack` makes them again.
+The digest covers each shipped path, whether it is executable, and its bytes (not timestamps, nor the zip's
+compression): the same files have the same digest on every machine (the ledger's key).
 """
 
 from dataclasses import dataclass
@@ -108,8 +101,7 @@ def pack(entry: Path) -> Parcel:
 
 
 def _zip_name(rel: str) -> str:
-    """A shipped path's zip name: its bytes percent-encoded (ASCII, whatever the name's encoding; a folder's
-    trailing / kept)."""
+    """A shipped path's zip name: its bytes percent-encoded (ASCII whatever its encoding; a folder's / kept)."""
     return quote(os.fsencode(rel), safe="/")
 
 

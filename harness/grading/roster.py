@@ -1,11 +1,9 @@
 """A class roster: which student each submission folder is, read from a CSV (`ol grade --roster roster.csv`).
 
-The roster is a CSV file with a header row naming at least the columns `submission` (the entry's name in the
-submissions folder: `alice`, or `alice.zip` for a zip, `alice` matching it too) and `id` (the student's id),
-and optionally `email`; other columns are ignored. Every problem is refused before anyone is graded, naming the
-line: no such file, not UTF-8, no header, a missing column, an empty submission or id, a submission or an id
-listed twice. `match` pairs the roster with the class's entries: the students found, the entries no student
-claims and the students with no entry; both are reported (summary.json, the console, the class report).
+A header row names at least `submission` (the entry's name: `alice`, or `alice.zip`, which `alice` matches too)
+and `id`, optionally `email`; other columns are ignored. Every problem is refused before anyone is graded, naming
+the line (no file, not UTF-8, no header, a missing column, an empty cell, a submission or id twice). `match` pairs
+it with the class's entries: the students found, the entries no student claims, the students with no entry.
 """
 
 from __future__ import annotations

@@ -1,41 +1,29 @@
 """One submission's grading as a task: everything it needs travels with it, and its report comes back as data.
 
-`ol grade` makes one Task per submission (harness.grading.grade) and runs `run(task)` where it is graded: in a
-thread of its own process (the local default), or on a Dask worker (harness.grading.cluster), perhaps on
-another machine with no shared filesystem. The task carries the submission's bytes (harness.grading.parcel),
-the chapter, the fresh-case seed, whether an unconfined worker is acceptable, and the client's
-harness version (harness.subjects.version). Where it runs:
+`ol grade` makes one Task per submission (harness.grading.grade) and runs `run(task)` in a thread of its own
+process (the local default) or on a Dask worker (harness.grading.cluster), perhaps on a machine with no shared
+filesystem. The task carries the submission's bytes (harness.grading.parcel), the chapter, the seed, whether an
+unconfined worker is acceptable, and the client's harness version (harness.subjects.version). Where it runs:
 
-1. the harness version is compared with the client's: any difference (files, the interpreter, a numeric
-   library) refuses the task with WorkerRefused, naming what differs: no mixed-version grades;
-2. the sandbox is chosen as for `ol check` (harness.sandbox.confine); a machine that cannot confine refuses
-   (WorkerRefused), unless the client passed --no-sandbox;
-3. the parcel is unpacked into a fresh folder and laid out by the one layout function (harness.subjects.layout):
-   under a deadline (harness.subjects.upload.deadline: past it, a report rejected when the upload is more than source,
-   ungraded when the machine was slow): an entry it refuses (empty, misnamed, an unreadable archive, a link,
-   past a cap) is a rejected report
-   (0 points, its reason, as the Gradescope bundle rejects that upload); else it is graded by the judge
-   (`ol check --json -` in a process of its own, harness.grading.judge), on fresh cases made from the seed
-   on this machine;
+1. a harness version other than the client's (files, interpreter, a numeric library) refuses the task
+   (WorkerRefused, naming what differs): no mixed-version grades;
+2. the sandbox is chosen as for `ol check`; a machine that cannot confine refuses, unless --no-sandbox;
+3. the parcel is unpacked and laid out by the one layout function (harness.subjects.layout) under a deadline
+   (harness.subjects.upload.deadline): an entry it refuses is a rejected report (0 points, its reason, as the
+   Gradescope bundle rejects it); else the judge grades it (harness.grading.judge) on fresh cases from the seed;
 4. the report comes back as a dict, the worker's folder replaced by the client's path in its text.
 
-A submission's own failure is a report: rejected (no submission), or ungraded (it cannot be unpacked,
-its judge died, it hung, the layout check itself failed): data, never an exception, so nothing retries
-it and no entry stops its class. Only the harness or the machine raises (WorkerRefused).
+A submission's own failure is a report, rejected or ungraded: data, never an exception, so nothing retries it and
+no entry stops its class. Only the harness or the machine raises (WorkerRefused).
 
-The fresh cases, a compiled language's reference build (bwrap), the judges' zygote (harness.grading.zygote) and the
-uid-mode slots are made once per process
-and (chapter, seed, harness version) (`_Run`), and removed with `close_idle` (the local default, at the
-end of its run; a Dask worker keeps the last one) or when the process exits; a Dask worker's are in its
-own local directory, which Dask removes with it (and, after a worker was killed, when the next starts).
+The fresh cases, a compiled language's reference build (bwrap), the judges' zygote and the uid-mode slots are made
+once per process and (chapter, seed, harness version) (`_Run`), and removed by `close_idle` (at the end of a local
+run; a Dask worker keeps the last one) or at the process's exit.
 
-Threads: `run` is called by several threads of one process at once (`--jobs N` here; `dask worker --nthreads N`).
-What they share is made safe here and where it lives: the runs (`_runs`, under `_runs_lock`; each _Run's parts
-made once under their own locks), the chapter's tests files parsed once per process under
-harness.registry.PARSE_LOCK (3.11's ast.parse is not thread-safe), the judge's reference loaded once
-(harness.subjects.reference, under a lock), the version's file digest (harness.subjects.version, under a lock), a compiled language's
-machine template (its Language.run_env, one build per process at a time). Nothing here changes the process's
-folder, environment, signal handlers or umask: each judge gets its own as a fork of the zygote.
+Threads: `run` is called by several threads at once (`--jobs N`, `dask worker --nthreads N`). What they share is
+guarded where it lives: the runs (`_runs_lock`; each _Run's parts made once under their own locks), the parsed
+test files (harness.registry.PARSE_LOCK), the reference (harness.subjects.reference), the version's digest, a
+language's machine template. Nothing here changes the process's folder, environment, signals or umask.
 """
 
 from __future__ import annotations
@@ -86,14 +74,10 @@ class Task:
 
 @dataclass
 class _Run:
-    """What the tasks of one (chapter, seed, harness version) share in this process, whichever thread runs them
-    (the local default's `--jobs` threads, a Dask worker's `--nthreads`): the chapter, the sandbox mode, the
-    scratch folder, the worker uids (harness.sandbox.uids.UidPool: each judge takes one and gives it back, each cleared of
-    every process it owns before and after), and three things made
-    once, by the first task that needs them, each under a lock of its own (a submission's judge does not
-    wait behind another language's template build): the fresh cases, a language's template, the zygote. Once made they are
-    only read (a Zygote serves concurrent judges: one connection and three pipes each). `users` and
-    `last_used` are changed under _runs_lock; a run is closed only once no task uses it (close_idle)."""
+    """What the tasks of one (chapter, seed, harness version) share in this process, whichever thread runs them: the
+    chapter, the sandbox mode, the scratch, the worker uids (harness.sandbox.uids.UidPool), and three things made
+    once by the first task that needs them, each under its own lock: the fresh cases, a language's run_env, the
+    zygote. `users` and `last_used` change under _runs_lock; a run is closed once no task uses it (close_idle)."""
     chapter: Chapter
     seed: int | None
     mode: Mode
@@ -129,8 +113,7 @@ class _Run:
         shutil.rmtree(self.scratch, ignore_errors=True)
 
     def env_for(self, name: str) -> dict[str, str]:
-        """What this run made for the judges of a submission in language `name` (Language.run_env: a compiled language's build of
-        the given crates, in bwrap), made by the first such judge, then shared."""
+        """What this run made for the judges of a submission in language `name` (Language.run_env), made once."""
         with self.language_lock:
             if name not in self.language_env:
                 hook = languages.language(name).run_env
@@ -151,9 +134,7 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
             mode = choose()
             if refusal := grading_refusal(chapter, mode, task.unconfined_ok, _who()):
                 raise WorkerRefused(refusal)
-            uids = None
-            if mode.name == "uid":  # each concurrent judge's worker a uid of its own
-                uids = UidPool(slots)
+            uids = UidPool(slots) if mode.name == "uid" else None  # each concurrent judge's worker a uid of its own
             if scratch_root is not None and mode.name == "uid" and not reachable_by_other(scratch_root):
                 scratch_root = None  # a uid-mode worker must reach its folder: the system's temporary folder, then
             scratch = Path(tempfile.mkdtemp(prefix="ol-grade-", dir=scratch_root))
@@ -184,9 +165,9 @@ atexit.register(close_idle)
 
 def _where() -> str:
     """The Dask worker's address when this runs on one, else "local"."""
-    if "distributed" not in sys.modules:  # the local default never imports Dask
+    if "distributed" not in sys.modules:  # the local default never imports Dask (a second of imports)
         return "local"
-    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
+    from distributed import get_worker
 
     try:
         return f"Dask worker {get_worker().address}"
@@ -220,10 +201,9 @@ def check_version_here(chapter: str, version: dict) -> str:
 
 
 def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = None) -> dict:
-    """Grade one submission here; returns {"report": report JSON, "wall_s", "where"}. `slots`: the tasks this
-    process runs at once (uid mode: that many worker uids); `started(name)`: called as grading begins;
-    `scratch_root`: where this process's scratch goes (a Dask worker's own folder, which Dask removes even
-    after the worker was killed; default: the system's temporary folder)."""
+    """Grade one submission here: {"report": report JSON, "wall_s", "where"}. `slots`: the tasks this process runs at
+    once (uid mode: that many uids); `started(name)`: called as grading begins; `scratch_root`: where the scratch
+    goes (a Dask worker's own folder; default: the system's temporary folder)."""
     check_version(task, load_chapter(task.chapter))
     run_ = _open(task, slots, scratch_root)
     try:
@@ -265,14 +245,12 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
 
 
 def fault_on(e: BaseException) -> str:
-    """An ungraded row's reason for a fault of the grader or of the machine grading the entry (its fresh cases, its
-    build, its zygote, its judge's start): named, with where it happened."""
+    """An ungraded row's reason for a fault of the grader or the machine on the entry, with where it happened."""
     return f"the grader failed on {_who()}, not the submission ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
 
 
 def _shown_as(data: dict, here: str, shown: str) -> dict:
-    """The report with this machine's copy of the submission named as the client names it (the same text on
-    every engine); the JSON stays valid (both paths are escaped as JSON strings)."""
+    """The report with this machine's copy of the submission named as the client names it (JSON-escaped both)."""
     if here == shown:
         return data
     text = json.dumps(data).replace(json.dumps(here)[1:-1], json.dumps(shown)[1:-1])
@@ -281,14 +259,13 @@ def _shown_as(data: dict, here: str, shown: str) -> dict:
 
 def run_on_dask_worker(task: Task) -> dict:
     """`run` as a Dask task: it tells the client when it starts (the topic "ol-grade-started")."""
-    from distributed import get_worker  # here, not at the top: Dask is a second of imports the local default never needs
+    from distributed import get_worker  # here: Dask's imports, which the local default never needs
 
     own_import_path()  # a worker started in a class folder (`python -m distributed...`, PYTHONPATH=.): not on its path
     worker = get_worker()
     key = worker.get_current_task()
 
-    def started(_name: str) -> None:  # the client knows the task by its key: no name (one not UTF-8 could not travel
-        # in an event, msgpack'd: the worker's link to the scheduler would break, and every task with it)
+    def started(_name: str) -> None:  # by the task's key: a name not UTF-8 would break msgpack'd events
         worker.log_event("ol-grade-started", {"key": key, "worker": worker.address, "pid": os.getpid()})
 
     return run(task, slots=worker.state.nthreads, started=started, scratch_root=worker.local_directory)

@@ -1,11 +1,10 @@
 """Judges forked from a process that has already imported them.
 
-`ol grade` runs each submission's judge (`ol check ... --json -`) in a process of its own. Started as a
-new interpreter, each judge spends about 0.5 s of CPU importing the harness, pytest, numpy and its
-chapter's judge modules before it judges anything: an eighth of an in-process check, paid 600 times for
-600 submissions. A zygote imports them once; each judge is a fork of it, in the session and with the
-environment, folder and output pipes the grading run gives it, so it runs exactly as the new
-interpreter would (nothing it changes reaches the zygote or the next judge).
+`ol grade` runs each submission's judge (`ol check ... --json -`) in a process of its own. A new interpreter
+spends about 0.5 s of CPU importing the harness, pytest, numpy and the chapter's judge modules before it judges
+anything; a zygote imports them once, and each judge is a fork of it, in the session and with the environment,
+folder and output pipes the grading run gives it, so it runs as the new interpreter would (nothing it changes
+reaches the zygote or the next judge).
 
 What it saves (issue 40: a server stays only with a measured saving of a second or more, in the user's layout):
 the imports each judge would make, per submission. A fresh interpreter of ol's importing JUDGE_PRELOAD as a judge starts (`-P -s -c "import
@@ -16,33 +15,20 @@ a class of 600 graded with `ol grade --jobs 2` waits at least 600 x 0.5 s / 2 = 
 
     -P -s -m harness.grading.zygote SOCKET CHAPTER [MODULE...]    (started by Zygote; not a command for people)
 
-Isolated (harness.kernel.paths.isolated_argv): PYTHONPATH (the judges' environment, harness.grading.judge.judge_env) is ol's
-folder alone and no current folder is on sys.path, so a judge's lazy import (jinja2 for --html) never finds a
-submission's or a class folder's module of that name.
+Isolated (harness.kernel.paths.isolated_argv): sys.path holds ol's folder and no current folder, so a judge's lazy
+import never finds a submission's module of that name. The caller (harness.grading.judge) says what to import
+before forking (`preload`) and what each fork runs (`main`, "module:function", called as a click command).
 
-The zygote knows no command line: its caller (harness.grading.judge) tells it what to import before forking
-(`preload`, the MODULEs) and what each fork runs (`main`, "module:function", called as a click command is,
-with the request's argv).
+It answers on a Unix socket in a folder only its user can enter (a worker, under another uid or in a sandbox,
+cannot reach it), never an abstract one; a path too long for an AF_UNIX address is reached through a descriptor
+of its folder (`short`). A request is one JSON object {argv, env, cwd, main} and three descriptors: the judge's
+stdout, stderr and a status pipe. For each, the zygote forks a monitor, which forks the judge and writes "pid N"
+as it starts and "exit C" or "signal S" when it ends: the exit status a subprocess would give. One Zygote
+serves every thread of its run at once (`--jobs`, a Dask worker's threads): a connection and pipes per request.
 
-The zygote answers on a Unix socket in a folder only its user can enter (a submission's worker, under
-another uid or in a sandbox, cannot reach it): never an abstract socket, which any process of the machine's
-network namespace could reach. A path too long for an AF_UNIX address (108 bytes: a Dask worker's folder
-deep in a cluster's scratch tree) is bound and reached through a descriptor of that folder
-(`short`: /proc/self/fd/N/zygote.sock), the same folder, the same protection. Each request is one JSON object {argv, env, cwd} and three
-descriptors: the judge's stdout, its stderr, and a status pipe. For each request the zygote forks a
-monitor, which forks the judge and writes to the status pipe "pid N" as the judge starts and "exit C"
-or "signal S" when it ends: the caller gets the exit status a subprocess would give.
-
-Threads: one Zygote serves every judge of its grading run in the process that started it, from any of its
-threads at once (`--jobs`, a Dask worker's `--nthreads`): each request is a connection and pipes of its own,
-and the zygote forks each in turn. Its preload reads the test files' imports from the parse harness.registry
-made of them (once per process, under registry.PARSE_LOCK), not from a parse of its own.
-
-Lifetime: the zygote reads its stdin, a pipe from the process that started it, and exits at its end
-(that process ended, however it died: unlike a parent-death signal, which follows the thread that
-started a child, this holds when a Dask worker's thread that started the zygote ends and the process
-goes on); every monitor dies with the zygote and every judge with its monitor (PR_SET_PDEATHSIG: each
-is the only thread of its parent), so no judge outlives its grading run.
+Lifetime: the zygote exits at the end of its stdin, a pipe from the process that started it (however that one
+died; unlike a parent-death signal, this holds when the thread that started it ends and the process goes on);
+each monitor dies with the zygote and each judge with its monitor (PR_SET_PDEATHSIG), so no judge outlives its run.
 """
 
 from __future__ import annotations
@@ -100,9 +86,8 @@ def _die_with_parent() -> None:
 
 
 def preload(chapter: str, modules: Sequence[str] = ()) -> None:
-    """Import what every judge imports: `modules` (the caller's: harness.grading.judge.JUDGE_PRELOAD), and what the
-    chapter's test files import at their top (the pack's judge modules and their libraries). The test files
-    themselves are left to pytest, which rewrites their asserts as it imports them."""
+    """Import `modules` (harness.grading.judge.JUDGE_PRELOAD) and what the chapter's test files import at their top;
+    the test files themselves are pytest's to import (it rewrites their asserts)."""
     for name in modules:
         importlib.import_module(name)
     make_importable()
@@ -203,10 +188,8 @@ def serve(path: str, chapter: str, modules: Sequence[str] = ()) -> None:
 # ---- the caller's side --------------------------------------------------------------------------------
 
 class Zygote:
-    """A zygote for one grading run's judges. `env`: the environment it imports under (the judges' own,
-    but for what differs per judge, which each request gives); `home`: a folder of the run's scratch;
-    `preload`: the modules it imports before forking; `main`: what a fork runs ("module:function", called
-    with the request's argv), unless the request names its own."""
+    """A zygote for one grading run's judges: `env` the environment it imports under, `home` a folder of the run's
+    scratch, `preload` what it imports, `main` what a fork runs unless the request names its own."""
 
     def __init__(self, chapter: str, env: dict, home: Path, preload: tuple[str, ...] = (), main: str | None = None) -> None:
         self.main = main
@@ -227,9 +210,8 @@ class Zygote:
             raise ZygoteError("the judges' zygote did not start (" + (why[0] if why else f"no word in {READY_S} s") + ")")
 
     def run(self, argv: list[str], env: dict, cwd: Path, timeout: float, main: str | None = None) -> subprocess.CompletedProcess:
-        """A judge forked with `argv` (to `ol`), `env` (its whole environment) and `cwd`, like subprocess.run with
-        capture_output and text: its exit code (-N for signal N), stdout and stderr. Past `timeout` seconds its
-        session is killed and subprocess.TimeoutExpired raised."""
+        """A judge forked with `argv` (to `ol`), `env` (its whole environment) and `cwd`, as subprocess.run with
+        capture_output and text would run it; past `timeout` seconds its session is killed (TimeoutExpired)."""
         main = main or self.main
         if main is None:
             raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
@@ -284,8 +266,7 @@ def _read_line(fd: int, deadline: float) -> str | None:
 
 
 def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now (the
-    TimeoutExpired raised then names that timeout, as subprocess.run's does)."""
+    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now."""
     deadline = time.monotonic() + timeout
     data = {fd: bytearray() for fd in fds}
     open_ = set(fds)

@@ -4,15 +4,11 @@
     entry(folder("builds"), key)    a folder of ol's own in it, made now (0700, marked) when absent
     prune(parent, kept, grace_s)    the least recently used entries past `kept` removed: only those ol marked
 
-The cache's place is XDG's (XDG_CACHE_HOME, else ~/.cache). From `ol/` down, each level is
-made 0700 when absent, and used only when it is a real folder (never a link: ol follows none there), this user's,
-and writable by no one else (`private`: nor readable, for what holds answers: the drawn inputs, fresh cases).
-Anything else is refused with its path named (CacheRefused, exit 2, with the remedy): a link planted at `ol`, at a
-kind's folder or at a folder within one (a language's builds and their templates) is never written through, and
-nothing of its target is removed.
-
-Pruning removes only what ol made: a folder is ol's when it holds MARK, the file ol writes into each entry it makes;
-anything else in a cache folder (a link, another user's folder, a folder ol did not mark) is left where it is.
+From `ol/` down, each level is made 0700 when absent and used only when it is a real folder (never a link), this
+user's, and writable by no one else (`private`: nor readable, for answers). Anything else is refused with its
+path named (CacheRefused, exit 2, with the remedy): a link planted at any level is never written through, and
+nothing of its target is removed. Pruning removes only folders holding MARK, the file ol writes into each entry
+it makes; anything else there is left where it is.
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ MARK = ".ol-made"  # written by ol into each entry it makes: pruning removes no 
 
 
 class CacheRefused(UsageError):
-    """A folder of ol's cache that is a link, another user's, or open to others: ol neither writes there nor removes
-    anything of it (exit 2)."""
+    """A folder of ol's cache that is a link, another user's, or open to others: never written nor pruned (exit 2)."""
 
     def __init__(self, path: Path, why: str) -> None:
         self.path = path
@@ -60,10 +55,9 @@ def folder(*parts: str, private: bool = False) -> Path:
 
 
 def ready(depth: int = 2) -> Path | None:
-    """Check ol's cache before a command uses any of it: its root, and every link or folder `depth` levels below
-    (a kind's folder, an entry of one): raises CacheRefused naming the first that is a link, another user's or
-    writable by others; so a check or a class is refused once, up front, never mid-test. Returns the root (None:
-    this user has no home, so no cache)."""
+    """Check ol's cache before a command uses it, up front (never mid-test): its root and every link or folder
+    `depth` levels below; CacheRefused names the first that is a link, another user's or writable by others.
+    Returns the root (None: no home, so no cache)."""
     try:
         top = folder()
     except (RuntimeError, OSError):  # no home, a read-only one: no cache is used (harness.kernel.memo makes each value)

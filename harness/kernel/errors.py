@@ -22,11 +22,9 @@ def check_exit(ok: bool, ungraded: bool) -> int:
 
 
 def verdict_of(code: int) -> tuple[str, int | None]:
-    """What the exit code of an `ol check` says of its submission, and the signal that ended it: "graded" (0 or 1:
-    its report is the verdict), "refused" (2: bad input, the submission's own fault only where the check's output
-    names it so), "killed" (by a signal: -N as subprocess gives it, SIGNALLED + N as a shell does), else "fault"
-    (3 or any other: the grader's, so the submission is ungraded). The inverse of `check_exit` and of the contract
-    above: harness.grading.judge and harness.staff.gradescope read a judge's exit through it."""
+    """What an `ol check`'s exit code says of its submission, and the signal that ended it: "graded" (0 or 1),
+    "refused" (2: bad input, the submission's fault only where the output names it so), "killed" (-N as subprocess
+    gives it, SIGNALLED + N as a shell does), else "fault" (the grader's: ungraded). The inverse of `check_exit`."""
     if code in (0, 1):
         return "graded", None
     if code == 2:
@@ -81,11 +79,9 @@ def _traceback_frame(f: dict) -> str:
 
 @dataclass(frozen=True)
 class Words:
-    """How a language's failures read (harness.languages: Language.words): the function whose stub body ran, read
-    from the exception's message ("" when none), and one frame of the student's own code; and how `ol check`'s next
-    step speaks of the language: `rerun`, what it adds after the `ol check -k` that reruns a failing test alone
-    ("{failed}" is the test), and how `ol diff --case` prints a golden case, `case` ("{file}" is the chapter's student
-    file's name) and `case_short` (in --help)."""
+    """How a language's failures read (Language.words): the function whose stub body ran ("" when none), a frame of
+    the student's code; and how `ol check`'s next step speaks of it: `rerun`, added after `ol check -k` ("{failed}":
+    the test), and how `ol diff --case` prints a case, `case` ("{file}": the student file) and `case_short`."""
 
     stub_hit: Callable[[str], str] = _stub_named
     frame: Callable[[dict], str] = _traceback_frame
@@ -119,9 +115,8 @@ class Raised(SubmissionFailure):
         super().__init__(self.describe())
 
     def name_call(self, called: str, call: str | None = None, show: Callable | None = None) -> None:
-        """The contract's name of what the test called (`Config::parse`, as the contract spells it, not the op's
-        name), and the call with its input (`lookup([5, 6], k=3)`, harness.transport.feedback);
-        `show`: how a value is written in the message (feedback's `brief`)."""
+        """The contract's name of what the test called (as the contract spells it, not the op's), and the call with
+        its input (harness.transport.feedback); `show` writes a value (feedback's `brief`)."""
         self.called, self.call = called, call
         self.show = show or self.show
         self.args = (self.describe(),)
@@ -149,8 +144,7 @@ class Raised(SubmissionFailure):
         return self.type in ("ImportError", "ModuleNotFoundError", "SyntaxError")
 
     def where(self) -> str:
-        """The innermost lines of the student's own files, as the language shows them (a traceback's lines, a
-        compiler's arrows)."""
+        """The innermost lines of the student's own files, as the language shows them (a traceback, a compiler's arrows)."""
         return "".join(self.words.frame(f) for f in self.frames)
 
     def describe(self) -> str:
@@ -175,8 +169,7 @@ class Timeout(SubmissionFailure):
 
 
 class WrongType(SubmissionFailure):
-    """The implementation's function returned a value of the wrong type or shape (k = 4.0 where an int is due):
-    a wrong answer, told as such."""
+    """The implementation returned a value of the wrong type or shape (4.0 where an int is due): a wrong answer."""
 
     outcome = Outcome.FAIL
 

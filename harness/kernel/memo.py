@@ -1,21 +1,17 @@
 """What a judge can recompute but need not: data kept by key in this process and on disk between checks.
 
 The judge keeps here what costs more to make than to read and is decided by its key alone: the fresh cases of a
-grading seed (harness.check.golden: the seed and the code of the oracle, the
-pack and the reference decide them). The key names everything that decides the value, so the value is the same
-whether it is made or read: nothing here can change a verdict; it changes how long a second check waits.
+grading seed (harness.check.golden: the seed and the code of the oracle, the pack and the reference decide them).
+The key names everything that decides the value, so nothing here can change a verdict.
 
     remembered("fresh", key, make)   # make() the first time; the same value, read back, from then on
 
-Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), a folder of this user's alone (0700), checked by
-harness.kernel.cache (a link planted there, another user's folder or one open to others: CacheRefused, exit 2). The judge's
-home is never in a submission's sandbox, so no submission reaches it; each file is 0600 (fresh cases hold answers).
+Where: $XDG_CACHE_HOME/ol/<kind>/ (else ~/.cache/ol/<kind>/), this user's alone (0700), checked by
+harness.kernel.cache; no submission's sandbox sees it; each file is 0600 (fresh cases hold answers).
 
-Format: marshal, not JSON and not pickle. The values are plain data whose types are the data (a tuple
-is not a list, -0.0 is not 0.0, a NaN stays NaN, an integer may pass 2**64): JSON would lose that, and
-unpickling may run code. marshal keeps exactly these types and runs nothing; a file that is not this user's,
-is writable by others, or does not read back whole under its own key is a miss, made again and rewritten.
-A value marshal cannot hold, or a cache that cannot be written (a read-only home), is made each time instead.
+Format: marshal (not JSON: a tuple is not a list, -0.0 not 0.0, an integer may pass 2**64; not pickle: unpickling
+may run code). A file not this user's, writable by others, or not read back whole under its own key is a miss,
+made again and rewritten; a value marshal cannot hold, or a cache that cannot be written, is made each time.
 
 What it saves (issue 40: a cache stays only with a measured saving of a second or more, in the user's layout): a
 second check of a fresh seed reads its cases back. `ol check CHAPTER --submission reference --fresh 4243` (the
@@ -23,8 +19,7 @@ benches' chapter) took 17.7 s and 22.1 s with an empty XDG_CACHE_HOME, then 9.3 
 cases kept (2026-12-07, this project's 2-core machine, shared and loaded): 8 to 13 s a check; a resumed `ol grade
 --fresh` likewise.
 
-Size: each kind keeps its `kept` newest files (KEPT unless the caller says; a write removes the oldest beyond
-them; a hit refreshes its file's time), so `--fresh` runs and graded classes' seeds do not pile up. Only files this
+Size: each kind keeps its `kept` newest files (KEPT by default; a hit refreshes a file's time). Only files this
 module wrote (a 40-hex-digit name, a regular file of this user's) are ever removed.
 """
 

@@ -35,7 +35,7 @@ _OUTCOME_TEXT = {
 
 
 class MutantVerdict(str, Enum):
-    """What the tests did to one mutant, in the words of cargo-mutants."""
+    """What the tests did to one mutant, in the words mutation testing tools use."""
 
     CAUGHT = "caught"  # its named test fails (a further set's mutant: a test it is expected_by)
     MISSED = "missed"  # its named test passes: the tests do not catch this pitfall

@@ -1,6 +1,7 @@
 """Where the generic engine's own things live, and the one way ol writes a file whole (`write_atomic`). A chapter's
 paths come from its pack (harness.registry)."""
 
+import json
 import os
 import subprocess
 import sys
@@ -13,6 +14,11 @@ CHAPTERS_DIR = REPO / "chapters"  # the chapter packs shipped with ol; OL_CHAPTE
 # ol's own folders, for a copy of ol that is no git checkout (an unpacked bundle): what `ol start` never writes into
 SHIPPED = ("harness", "chapters", "course", "reference", "spec", "config", "otel", "fixtures", "oracle", "tests",
            "examples", "bench", "docs", "scripts")
+
+
+def shown(path: Path) -> str:
+    """A path as the user reads it: relative to ol's folder when inside it."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def own_files_under(folder: Path) -> list[str]:
@@ -56,12 +62,18 @@ def own_import_path() -> None:
     sys.path[:] = [p for p in sys.path if p and os.path.isabs(p)]
 
 
+def read_json(path: Path):
+    """The JSON value in the file `path`; None when it cannot be read or parsed."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def write_atomic(path: Path, data: str | bytes) -> None:
-    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder under a bounded name of its own
-    (`.ol-writing-*`, whatever `path`'s name), then renamed, so a reader sees the old file or the new one, never a part,
-    and two writers never share a temporary file. The file is its owner's alone (0600: grades, reports, pages and
-    fresh cases are staff's or hold answers). The temporary file is removed when the write fails; the error is the
-    caller's."""
+    """`path` replaced whole by `data` (text as UTF-8): written aside in its folder (`.ol-writing-*`, a name of its
+    own) and renamed, so a reader sees the old file or the new one. The file is 0600 (grades, reports and fresh
+    cases are staff's or hold answers); a failed write removes the temporary file and raises."""
     fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=".ol-writing-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -1,12 +1,9 @@
 """The verdict of one check as data: one TestResult per registry test, and the Report that holds them.
 
-A Report is built once per check and never changed: a fact learned later (how the code ran, the name a class
-knows it by) makes a new one (`Report.but`). `Report.to_json` is the only writer of the report schema
-(harness/schemas/check_report.schema.json); `Report.from_json` reads one back and validates it: a report is
-checked where it crosses from another process (a judge's stdout, a Dask worker, the ledger on disk) and nowhere
-else (ol's own tests hold what to_json writes to the schema).
-Renderers (harness.render) turn a Report into console text, JUnit XML, CSV rows and Gradescope's
-results.json; none of them spells a field the Report does not give.
+A Report is never changed: a fact learned later makes a new one (`Report.but`). `Report.to_json` is the only
+writer of the report schema (harness/schemas/check_report.schema.json); `Report.from_json` reads one back and
+validates it, where it crosses from another process (a judge's stdout, a Dask worker, the ledger). Renderers
+(harness.render) spell no field the Report does not give.
 """
 
 from dataclasses import dataclass, replace
@@ -72,8 +69,7 @@ class Report:
 
     @classmethod
     def for_ungraded(cls, chapter, name: str, ref_deps: bool, reason: str) -> "Report":
-        """The report of a submission its judge could not grade (harness.registry.Chapter `chapter`): every test an
-        error, the reason in each."""
+        """The report of a submission its judge could not grade: every test of `chapter` an error, with the reason."""
         tests = [TestResult(t.name, t.kind, Outcome.ERROR, 0.0, reason, 0.0, t.points) for t in chapter.tests]
         return cls(chapter.chapter, name, ref_deps, tests, ungraded=reason)
 

@@ -1,21 +1,18 @@
 """Installs by role, from the one lock: what each of ol's users installs, and what a command needs beyond it.
 
-pyproject.toml names the requirements of three roles; uv resolves them together into `uv.lock` (one version of
-each package for every role, per interpreter version where a release dropped an old one) and `locks/update` exports one
-requirements file a role, with hashes: what `./ol`, the Gradescope setup.sh and the Docker recipe install, and
-nothing else (`pip install --require-hashes --no-deps -r locks/ROLE.txt`, then ol itself, editable, with no
-dependencies):
+pyproject.toml names the requirements of three roles; uv resolves them together into `uv.lock` and `locks/update`
+exports one hashed requirements file a role: what `./ol`, the Gradescope setup.sh and the Docker recipe install
+(`pip install --require-hashes --no-deps -r locks/ROLE.txt`, then ol itself, editable, with no dependencies):
 
-* student (the default, pyproject's `dependencies`): `ol check`, `start`, `diff`, `tests`, `cargo test`, and so
-  the Gradescope image, which grades one upload with `ol check`;
+* student (the default, pyproject's `dependencies`): `ol check`, `start`, `diff`, `tests`, a language's test front
+  end, and so the Gradescope image;
 * staff (the `staff` extra): + grading a class (`ol grade`, `report`, `similar`: Dask, matplotlib, copydetect),
   `ol mutmut`, dask-jobqueue: the staff's machines and every Dask worker;
 * dev (the `dev` extra): + what ol's own suite needs (`ol selftest`: pytest-xdist, safetensors).
 
-A command of a role above the student's asks for its extra by name when a package of it is missing (`require`),
-before it does anything. `drift` says how this environment differs from a role's lock (tests/harness/test_lock.py
-holds `.venv` to it; harness.subjects.version compares the judge's packages, the student lock's, between a Dask
-worker and its client).
+A command above the student's role asks for its extra by name when a package of it is missing (`require`).
+`drift` says how this environment differs from a role's lock (tests/harness/test_lock.py; harness.subjects.version
+compares the judge's packages between a Dask worker and its client).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """What a long step is doing now (a build, a load), told to whoever asked: `ol check`'s progress, or no one.
 
-Library code calls `say("compiling tl-engine")`; the CLI wraps a run in `reporting(callback)`. A context
-variable, so concurrent runs (ol grade's threads) each reach their own listener, and code that runs with
-none (a grading task) says nothing.
+Library code calls `say("building")`; the CLI wraps a run in `reporting(callback)`. A context variable:
+each of ol grade's threads reaches its own listener, and code that runs with none says nothing.
 """
 
 from __future__ import annotations

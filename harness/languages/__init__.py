@@ -1,14 +1,11 @@
 """The languages ol grades, as the engine sees them: how a submission's worker is started.
 
-A language is a worker launcher and, for compiled languages, a build step that turns a submission
-into something the worker runs. The launcher is given the chapter, the submission's (built) folder and
-an empty folder of the worker's own, and returns a WorkerLaunch: the argv (given the protocol's pipe
-pair), the read-only paths the worker may see, and its environment. It copies what the worker needs
-into that folder, world-readable (harness.sandbox.confine.readable_copy), so a confined worker reads copies,
-never the submission's or the project's own files. What a student writes in a language for a chapter
-(the files, the package, the uploads) is the chapter's data (`[language.<name>]` in its chapter.toml);
-adding a language adds an entry here and a table in each pack that grades it. A language kept outside the
-project is one entry of OL_LANGUAGES instead (`NAME=FILE`, os.pathsep-separated: FILE a module whose LANGUAGE
+A language is a worker launcher and, for compiled languages, a build step. The launcher is given the chapter, the
+submission's (built) folder and an empty folder of the worker's own, copies what the worker needs there
+world-readable (harness.sandbox.confine.readable_copy: a confined worker reads copies, never the originals), and
+returns a WorkerLaunch: the argv (given the protocol's pipe pair), the read-only paths it may see, its environment.
+What a student writes in a language is the chapter's data (`[language.<name>]` in chapter.toml). A language kept
+outside the project is one entry of OL_LANGUAGES (`NAME=FILE`, os.pathsep-separated: FILE a module whose LANGUAGE
 is its Language), found by `language(NAME)` as the built-in ones are.
 """
 
@@ -16,7 +13,6 @@ from dataclasses import dataclass, field
 import functools
 import os
 from pathlib import Path
-import sys
 from typing import Any, Callable
 
 from ..kernel.errors import UsageError, Words
@@ -41,10 +37,9 @@ class WorkerLaunch:
 
 @dataclass(frozen=True)
 class ImageSteps:
-    """What an autograder image (Gradescope's setup.sh and run_autograder) does for a language, as bash: `setup`
-    after ol's Python environment is made, `after_private` once the answers are the grader's alone, `run_env` before
-    each `ol check`; `summary` is the middle of the sentence `ol gradescope` says about what setup.sh installs.
-    "{chapter}" in them is the chapter's name."""
+    """What an autograder image does for a language, as bash ("{chapter}": the chapter's name): `setup` after ol's
+    environment is made, `after_private` once the answers are the grader's alone, `run_env` before each `ol check`;
+    `summary`: what `ol gradescope` says setup.sh installs, the middle of its sentence."""
 
     setup: str = ""
     after_private: str = ""
@@ -66,6 +61,7 @@ class Language:
     judge_env: dict[str, str] = field(default_factory=dict)  # what every judge of a class's run holds, for this language
     image: ImageSteps = ImageSteps()
     words: Words = Words()  # how its failures read (the stub's function, a frame of the student's code)
+    tools: tuple[str, ...] = ()  # the words naming its tools and units, which the engine never says (tests/harness/test_imports.py)
     in_process: bool = False  # ol's own language: a trusted subject (the reference, a mutant) can run in ol's process
     # `ol start`: (chapter, language name, workspace, force, the `ol check` flags for it, the student map's path) ->
     # the workspace written, and the lines `ol start` prints of it
@@ -116,6 +112,7 @@ LANGUAGES = {"python": Language("python", _python_worker, words=python.WORDS, in
                               ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY),
                               Words(rust.stub_hit, rust.frame, rerun=" (or `cargo test -- {failed}` in the workspace)",
                                     case="a #[test] for {file}", case_short="a #[test]", label="Rust"),
+                              tools=rust.TOOLS,
                               start=stub.start_rust)}
 
 

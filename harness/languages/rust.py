@@ -16,6 +16,16 @@ outside every student tree (cargo reads `.cargo/config.toml` from the working di
 ancestors: a `rustc-wrapper` there would run any command), in the dev profile (overflow checks:
 a panic with its line, not a wrapped number), under the worker's limits and a deadline.
 A compile error is data: BuildFailed, with rustc's first error (file, line, message).
+
+What the machine template (machine_template: the reference's build every bwrap upload's build starts from) saves
+(issue 40: a cache stays only with a measured saving of a second or more, in the user's layout): each Rust upload's
+build. `ol grade L10.8 DIR --ref-deps --seed 1 --no-similar` over 4 Rust uploads (examples/submissions/rust-*), run
+alternately with the template and with it turned off (2026-12-07, this project's 2-core machine, shared, load 2.6
+to 9): an upload's judge took 1.5 to 7.6 s less on average, five pairs of runs (--jobs 1: 7.5 and 7.2 s against
+9.1 and 11.8 s, whole runs 35.8 and 32.5 s against 40.5 and 53.7 s; --jobs 2: 20.8, 19.1 and 11.0 s against 24.6,
+21.2 and 18.6 s, whole runs 51.7, 51.1 and 27.6 s against 71.1, 51.5 and 41.5 s). Its one build costs a run
+about 18 s once per harness version and machine (51.9 s with an empty XDG_CACHE_HOME, against about 34 s warm); a
+Gradescope image builds it in setup.sh, and every upload is then graded from it.
 """
 
 from __future__ import annotations
@@ -44,6 +54,7 @@ BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a
 BUILD_LIMITS = Limits(address_space=4 << 30, cpu_seconds=600, file_size=256 << 20, processes=256, open_files=1024)
 BUILD_TMP_MB = 512  # the build's private /tmp (the linker's temporary files)
 LINKER_PATHS = ("/etc/alternatives",)  # Debian's `cc` is /usr/bin/cc -> /etc/alternatives/cc -> gcc
+TOOLS = ("cargo", "rustc", "rustup", "crate")  # the words of Rust's tools and units, said only here (Language.tools)
 MINIMUM_RUST = (1, 75)  # `rust-version` of the manifests: what Ubuntu 22.04 and 24.04 package
 
 class BuildFailed(errors.BuildFailed):
@@ -83,16 +94,14 @@ def toolchain() -> Toolchain:
             raise UsageError(f"grading Rust needs cargo, and this machine has rustc ({rustc}) but no cargo: {install}")
         cargo = Path(os.path.realpath(found))
     major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
-    major_minor = (major, minor)
-    if major_minor < MINIMUM_RUST:
+    if (major, minor) < MINIMUM_RUST:
         raise UsageError(f"rustc {version} is older than the course's minimum {'.'.join(map(str, MINIMUM_RUST))}: {install}")
     real_rustc = sysroot / "bin" / "rustc"
-    return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, major_minor)
+    return Toolchain(cargo, real_rustc if real_rustc.exists() else Path(os.path.realpath(rustc)), sysroot, (major, minor))
 
 
 def missing() -> str | None:
-    """Why this machine cannot grade Rust (toolchain()'s message), or None when it can: the one question
-    `ol` and its tests ask."""
+    """Why this machine cannot grade Rust (toolchain()'s message), or None when it can."""
     try:
         toolchain()
     except UsageError as e:
@@ -104,9 +113,8 @@ SCRATCH_PREFIXES = ("ol-impl-", "ol-submission-")  # ol's own scratch copies (th
 
 
 def cache_dir(package_dir: Path, lang) -> Path | None:
-    """Where the build of one workspace keeps its workspace and target between checks, so an edit rebuilds
-    in a second or two: keyed by the folder's path, or for one of ol's scratch copies (the reference, a
-    mutant) by its sources' content. None (a clean build) under OL_RUST_CACHE=0, which `ol grade` sets.
+    """Where the build of one workspace keeps its workspace and target between checks: keyed by the folder's path,
+    or for ol's scratch copies (the reference, a mutant) by their sources. None under OL_RUST_CACHE=0 (`ol grade`).
     What it saves (issue 40: a cache stays only with a measured saving of a second or more, in the user's layout):
     `bench/check_speed.py --quick`, a student's workspace made by `ol start`: a check after a one-line edit with this
     cache warm took 15.6 s and 46.0 s against 18.8 s and 50.7 s with it empty, two runs (2026-12-07, this project's
@@ -121,7 +129,7 @@ def cache_dir(package_dir: Path, lang) -> Path | None:
             key.update(str(path.relative_to(real)).encode() + b"\0" + path.read_bytes() + b"\0")
         for place, source in sorted(judge_sources(lang).items()):  # the pack's op table: an edit is another build
             key.update(f"course:{place}".encode() + b"\0" + source.read_bytes() + b"\0")
-    return _cache_root() / key.hexdigest()[:16]
+    return cache_folders.folder("rust") / key.hexdigest()[:16]  # this user's (a uid-mode worker cannot reach it)
 
 
 CACHE_KEPT = 24  # builds the cache keeps (each tens of MB): a student's workspaces and ol's copies, the most recently used
@@ -129,16 +137,9 @@ CACHE_GRACE_S = 6 * 3600  # a build used this recently is never pruned, however 
 
 
 def prune_cache(root: Path, kept: int = CACHE_KEPT, grace_s: float = CACHE_GRACE_S) -> list[Path]:
-    """Remove the least recently used builds of the cache beyond the `kept` newest, unless used within `grace_s`
-    (each build's folder is touched when a build starts in it): every mutant and scratch copy ol checks leaves a
-    build keyed by its content, which nothing else would ever remove. Only builds ol made (harness.kernel.cache.prune:
-    marked; never a link, the templates' folder, anything else). Returns what it removed."""
+    """Remove the least recently used builds past the `kept` newest, unless used within `grace_s` (every mutant and
+    scratch copy leaves a build keyed by its content); only builds ol marked (harness.kernel.cache.prune)."""
     return cache_folders.prune(root, kept, grace_s)
-
-
-def _cache_root() -> Path:
-    """This user's cache of Rust builds (its home's; a uid-mode worker cannot reach it), checked: harness.kernel.cache."""
-    return cache_folders.folder("rust")
 
 
 def _first_error(stdout: str, shown: tuple[str, ...]) -> tuple[str, str]:
@@ -176,9 +177,8 @@ FIXED_WS, FIXED_TARGET = "/ol/ws", "/ol/target"
 
 
 def build(chapter, package_dir: Path, scratch: Path, mode: Mode, cache: bool = True) -> Path:
-    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. With
-    OL_RUST_TEMPLATE (bwrap), the build starts from a copy of that build's workspace and target: the given
-    crates are built already, and rustc's incremental data covers the modules the submission did not change."""
+    """Compile the submission's worker in `mode`; returns the folder holding `bin/tl-worker`. With OL_RUST_TEMPLATE
+    (bwrap), it starts from a copy of that build: the given crates built, the unchanged modules' incremental data."""
     tc = toolchain()
     lang = chapter.language("rust")
     template = Path(os.environ[TEMPLATE_ENV]) if mode.name == "bwrap" and os.environ.get(TEMPLATE_ENV) else None
@@ -237,7 +237,8 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
 
     def deadline() -> None:
         timed_out.set()
-        _kill(proc, mode)
+        kill_group(proc.pid)
+        proc.wait()
 
     killer = threading.Timer(BUILD_DEADLINE_S, deadline)
     killer.start()
@@ -273,12 +274,9 @@ def _follow(stream, cold: bool) -> str:
 
 
 def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
-    """The grading run's template (bwrap), built clean into `dest` at the fixed paths; every submission's build
-    then copies it (set OL_RUST_TEMPLATE=dest for the judges). Returns dest.
-
-    A submission's build sees its copy, so the template holds nothing a student must not have: its spec.rs is
-    the contract's stub (every body todo!()), not the reference's, beside the modules `ol start` hands out
-    (L10.1's and the given ones); and its built worker is removed (only the libraries are reused)."""
+    """The grading run's template (bwrap), built clean into `dest` at the fixed paths, which every submission's build
+    copies (OL_RUST_TEMPLATE=dest). It holds nothing a student must not have: the chapter's file is the contract's
+    stub, not the reference's, beside the files `ol start` hands out; its built worker is removed. Returns dest."""
     lang = chapter.language("rust")
     src = lang.copy_reference(Path(tempfile.mkdtemp(prefix="ol-impl-")))
     for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
@@ -304,13 +302,10 @@ _template_lock = threading.Lock()
 
 
 def machine_template(chapter, mode: Mode, version_digest: str) -> Path:
-    """prebuild_template's build for this harness version and toolchain, made once per machine and kept in
-    its cache (XDG_CACHE_HOME/ol/rust/templates, the grading user's own): every grading run of that version
-    here (a regrade, each Dask worker process of the machine) starts from it instead of building it again.
-    It holds nothing of any student's (the stub, the given crates' build); runs that race build it apart and
-    the first to finish is kept. A change of harness (the reference, the course's crates) or of rustc is a
-    new key, so a template is never stale. One at a time in this process (_template_lock): two grading runs'
-    threads here wait for one build, not make two."""
+    """prebuild_template's build for this harness version and toolchain, made once per machine and kept in the
+    grading user's cache (ol/rust/templates): every grading run of that version here starts from it. Runs that race
+    build it apart and the first to finish is kept; another harness or rustc is another key (never stale). One at
+    a time in this process (_template_lock): two runs' threads wait for one build."""
     with _template_lock:
         return _machine_template(chapter, mode, version_digest)
 
@@ -337,11 +332,6 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final
-
-
-def _kill(proc: subprocess.Popen, mode: Mode) -> None:
-    kill_group(proc.pid)
-    proc.wait()
 
 
 def worker_files(built: Path, home: Path) -> Path:

@@ -1,14 +1,12 @@
 """What an autograder image (Gradescope's setup.sh and run_autograder, harness.staff.gradescope) does for Rust.
 
-    setup          after ol's Python environment is made: cargo and rustc >= 1.75, found the way the judge finds
-                   them, else installed from the base image's archive
-    after_private  after the answers were made the grader's alone: the Rust reference built once, confined as an
-                   upload's build is (a toolchain or sandbox that cannot build Rust fails the image, not every
-                   upload), and in bwrap kept as the template every Rust upload's build starts from
-    run_env        before `ol check`: that template, and no build cache (every upload is graded in a fresh
-                   container, so a cache would only be written)
+    setup          after ol's environment is made: cargo and rustc >= 1.75, found as the judge finds them, else
+                   installed from the base image's archive
+    after_private  once the answers are the grader's alone: the reference built once, confined as an upload's
+                   build is (a machine that cannot build Rust fails the image), kept in bwrap as the template
+    run_env        before `ol check`: that template, and no build cache (each upload has a fresh container)
 
-The commands the steps run are harness.languages.rust_setup's (not imported here: `python -m` runs it).
+The commands the steps run are harness.languages.rust_setup's (`python -m` runs it).
 """
 
 from .rust_workspace import TEMPLATE_ENV

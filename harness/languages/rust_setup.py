@@ -28,9 +28,8 @@ def probe_toolchain() -> int:
 
 
 def build_template(source: Path, chapter_name: str) -> int:
-    """Build the Rust reference into source/TEMPLATE_DIR in the mode grading confines builds in. In bwrap it
-    stays: every Rust upload's build starts from a copy (OL_RUST_TEMPLATE). Elsewhere it only proved the
-    build works, and goes: harness.languages.rust reuses a build only at bwrap's fixed paths."""
+    """Build the Rust reference into source/TEMPLATE_DIR, confined as grading confines builds. In bwrap it stays (every
+    upload's build starts from a copy); elsewhere it only proved the build works, and goes."""
     dest = source / TEMPLATE_DIR
     started = time.monotonic()
     try:

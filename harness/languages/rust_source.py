@@ -1,20 +1,17 @@
 """The given modules of a Rust submission are the course's: what its sources may not say, checked before a build.
 
 The grading build (harness.languages.rust_workspace.assemble) copies the course's given modules (chapter.toml
-`given`: the model, the runner target) over the submission's, so the judge's worker and tests run on the course's
-code. Rust could still point a given module's name at the student's code, and each way is refused, naming the file,
-the line and what it says (a BadSubmission: the submission is rejected with that reason, as `ol check` refuses it):
+`given`) over the submission's. Rust could still point a given module's name at the student's code; each way is
+refused, naming the file, the line and what it says (a BadSubmission, as `ol check` refuses it):
 
 * a `#[path = "…"]` attribute, anywhere (or a `path` inside `cfg_attr(…)`): `#[path = "mine.rs"] pub mod
-  runner_target;` compiles the student's file as the course's module. Every module is its own file
-  (`src/NAME.rs`), as `ol start` writes them; no legitimate submission needs one.
-* a `src/lib.rs` that does not declare each given module plainly, at its top level, as `ol start` writes it
-  (`pub mod runner_target;`: no `#[cfg…]` on it, not inline): with the plain declaration there, any other
-  definition of that name at the crate's root (an inline `mod`, a `use … as runner_target`, one a macro writes) is
-  a compile error of its own, so the name can only be the course's file.
+  runner_target;` compiles the student's file as the course's module. Every module is its own file, as `ol start`
+  writes them; no legitimate submission needs one.
+* a `src/lib.rs` that does not declare each given module plainly at its top level (`pub mod runner_target;`, no
+  `#[cfg…]`, not inline): with it there, any other definition of that name at the crate's root is a compile error.
 
-The sources are read as Rust's lexer would for this purpose: comments (nested block comments included), strings
-(raw and byte strings included) and character literals are blanked first, so no text inside them counts.
+Comments (nested ones too), strings (raw and byte strings too) and character literals are blanked first, as
+Rust's lexer reads them, so no text inside them counts.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
-"""The judge's scratch cargo workspace of one Rust build (harness.languages.rust's docstring shows its tree): the
-judge's manifests, the course's crates with the pack's files in them, and only the submission's .rs sources, each
-copied only when it changed (cargo rebuilds only what changed in a cached workspace); a submission whose sources
-could point a given module at its own code (a `#[path]` attribute; a lib.rs not declaring each given module
-plainly) is refused before anything is built (harness.languages.rust_source)."""
+"""The judge's scratch cargo workspace of one Rust build (its tree: harness.languages.rust's docstring): the judge's
+manifests, the course's crates with the pack's files, and the submission's .rs sources, each copied only when it
+changed (cargo rebuilds only what changed); sources that could point a given module at the student's own code are
+refused before anything is built (harness.languages.rust_source)."""
 
 from __future__ import annotations
 

@@ -85,10 +85,9 @@ STUDENT_JUDGE = ('\n[[test]]\nname = "judge"   # `cargo test` here runs the judg
 
 
 def write_rust_workspace(chapter: Chapter, workspace: Path, force: bool = False) -> tuple[Path, list[str]]:
-    """`ol start --lang rust`: a cargo workspace (spec/rust.md section 1) with the stub of spec.rs, the given
-    model and runner target, the course's codec and worker crates, and the earlier chapters' modules from
-    the Rust reference where the workspace has none (marked so). Returns the stub's path and the files
-    written from the reference in place of the student's own."""
+    """`ol start --lang rust`: a cargo workspace (spec/rust.md section 1) with the stub, the given files, the course's
+    crates, and the earlier chapters' modules from the reference where it has none (marked so). Returns the stub's
+    path and the files written from the reference in place of the student's own."""
     lang = chapter.language("rust")
     target = workspace / lang.student_file
     if target.exists() and not force:

@@ -1,15 +1,12 @@
-"""Inputs derived from a domain table (the category-partition method): each parameter of a function lists its
-categories, kinds of value the contract treats differently, each a small function drawing one value of its kind;
-a frame picks one category per parameter. The frames of a run:
-- base choice: every category of every parameter with each other parameter at its base (a valid, typical
-  category: `Param.base`, else its first), so that no category is judged only beside another that the contract
-  refuses first (a refusal of one argument masks a slip in the check of another); a domain's `modes` (the
-  parameters that switch the function between ways of working: temperature 0 or not, the draft kind) are crossed
-  with it: every category of every other parameter, the rest at base, once under each category of each mode;
+"""Inputs derived from a domain table (the category-partition method): each parameter lists its categories, kinds of
+value the contract treats differently, each a small function drawing one value of its kind; a frame picks one
+category per parameter. The frames of a run:
+- base choice: every category of every parameter with the others at their base (`Param.base`, else the first), so
+  no category is judged only beside another the contract refuses first; a domain's `modes` (parameters that switch
+  the function's way of working) are crossed with it: the base-choice frames once under each category of each mode;
 - pairwise: every pair of categories of every two parameters in some frame (built greedily);
-- random frames on top. Everything is drawn with
-`random.Random` from a seed: the same seed and table give the same inputs on every machine and with every
-library version, and nothing outside the table (no module the process imported) changes them.
+- random frames on top. Everything is drawn with `random.Random` from a seed: the same seed and table give the
+  same inputs on every machine and library version.
 
     ctx = Param("ctx", {"empty": lambda r, got: [], "periodic": lambda r, got: [1, 2] * r.randint(2, 9)})
     k = Param("k", {"zero": lambda r, got: 0, "past the context": lambda r, got: len(got["ctx"]) + 1})
@@ -17,9 +14,8 @@ library version, and nothing outside the table (no module the process imported) 
     for frame, args in drawn(domain, seed=7):   # frame: {"ctx": "periodic", "k": "zero"}; args: ([1, 2, 1, 2], 0)
         ...
 
-A category's draw sees the values drawn for the parameters before it (`got`), which is how a table states a
-constraint between parameters (min_ngram at most max_ngram, an id below the row's length). A category is named
-`param:category` outside its parameter (`Domain.names`, an explicit input's `category`).
+A category's draw sees the values drawn before it (`got`): how a table states a constraint between parameters.
+A category is named `param:category` outside its parameter (`Domain.names`, an explicit input's `category`).
 """
 
 from dataclasses import dataclass, field
@@ -48,10 +44,8 @@ class Param:
 
 @dataclass(frozen=True)
 class Domain:
-    """A function's domain: its parameters in the order the call takes them (`assemble` builds the call's argument
-    tuple from the values by name when that order or shape differs), and how many random frames a run adds on top
-    of the covering ones; `modes`, the parameters whose every category the base-choice frames cross with every
-    category of every other parameter."""
+    """A function's domain: its parameters in the call's order (`assemble` builds the arguments by name when the
+    call's order or shape differs), the random frames a run adds, and its `modes` (crossed with base choice)."""
     name: str
     params: tuple[Param, ...]
     assemble: Callable[[dict], tuple] | None = None
@@ -127,8 +121,7 @@ def random_frame(domain: Domain, rng: random.Random) -> dict[str, str]:
 
 def drawn(domain: Domain, seed: int) -> Iterator[tuple[dict[str, str], tuple]]:
     """(frame, args) for a run from `seed`: the base-choice frames, the covering ones, then `domain.random_frames`
-    random ones. The generator is seeded from the seed and the domain's name (a string seed: hashed the same way
-    everywhere)."""
+    random ones, drawn from the seed and the domain's name (a string seed: the same everywhere)."""
     rng = random.Random(f"{seed}:{domain.name}")
     frames = base_choice(domain) + covering(domain, rng) + [random_frame(domain, rng) for _ in range(domain.random_frames)]
     for frame in frames:

@@ -1,20 +1,15 @@
 """Chapter packs: a chapter is one folder of data, ops, judge helpers, tests, oracle and mutants.
 
-A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table, in the way of
-gradelib's checks) and an `__init__.py`; `<Name>` is an identifier and the pack's modules are
-imported as `chapters.<Name>.<module>`. Packs are found in the project's `chapters/` and in every
-folder named by OL_CHAPTERS_PATH (os.pathsep-separated), so a new chapter needs no edit of the engine.
-Paths inside `chapter.toml` are relative to the pack's folder.
+A pack is a folder `<dir>/<Name>/` holding `chapter.toml` (the declarative table; its paths relative to the pack)
+and an `__init__.py`; its modules are imported as `chapters.<Name>.<module>`. Packs are found in the project's
+`chapters/` and in every folder of OL_CHAPTERS_PATH (os.pathsep-separated): a new chapter needs no engine edit.
 
-Loading checks the pack before any test runs: every key present and of the right kind, no duplicate
-test or mutant, every mutant's named test a test of the chapter, and the tests file and the table
-agreeing both ways (a test function with no row, or a row with no function, is a RegistryError that
-names both).
+Loading checks the pack before any test runs: every key present and of the right kind, no duplicate test or
+mutant, every mutant's named test a test of the chapter, and the tests files and the table agreeing both ways.
 
-Mutants come in sets. The default set (`mutants = "..."`, rows of MutantSpec) holds the chapter's named
-pitfalls, each caught by its named test. Further sets (`mutant_sets = { name = "<manifest>" }`, rows of
-RuleMutantSpec) each break one rule of the contract and are killed by any failing test; `expected_by`
-names the tests meant to catch each. Mutant ids are unique across all sets (`mutant:ID` names one).
+Mutants come in sets. The default set (`mutants = "..."`, MutantSpec rows) holds the named pitfalls, each caught
+by its named test. Further sets (`mutant_sets = { name = "<manifest>" }`, RuleMutantSpec rows) each break one rule
+and are killed by any failing test; `expected_by` names the tests meant to catch each. Ids are unique across sets.
 """
 
 from dataclasses import dataclass, field, replace
@@ -189,9 +184,8 @@ def known_chapters() -> list[str]:
 
 
 def _tables() -> dict[str, dict]:
-    """chapter name -> its chapter.toml, for every pack whose table parses: what the help texts read at start-up. A
-    pack that does not parse is left out here, never raised: the command that loads it says what is wrong
-    (load_chapter, exit 3), where `ol --help` and every other chapter still work."""
+    """chapter name -> its chapter.toml, for the help texts at start-up: a pack that does not parse is left out (the
+    command that loads it says what is wrong; `ol --help` and every other chapter still work)."""
     found: dict[str, dict] = {}
     for d in search_dirs():
         for toml in sorted(d.glob("*/chapter.toml")):
@@ -269,9 +263,8 @@ def _language(name: str, d: dict, pack: Path) -> LanguageSpec:
 
 
 def _course_sources(table: dict, pack: Path, package: str) -> dict[str, Path]:
-    """`course_sources` (the pack's file -> a path in a workspace) as {workspace path: pack file}; a file that is
-    missing, or a place outside the workspace or inside the submission's package (the student's: the course's files
-    there are `given`), is a ValueError (a malformed table)."""
+    """`course_sources` (the pack's file -> a path in a workspace) as {workspace path: pack file}; a missing file, or a
+    place outside the workspace or inside the submission's package (those are `given`), is a ValueError."""
     out: dict[str, Path] = {}
     for source, place in table.items():
         path = (pack / source).resolve()

@@ -64,11 +64,10 @@ def read_mutants(manifest: Path, tests: tuple, chapter: str) -> tuple[MutantSpec
 
 
 def read_rule_mutants(manifest: Path, tests: tuple, chapter: str, plain: str) -> tuple[RuleMutantSpec, ...]:
-    """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list of
-    tests), optional patch (default <id>.patch), differs_on, <lang>_patch and <lang>_none (why the mistake cannot be
-    made in that language: the row is left out of its count). A row with a <lang>_patch but neither
-    patch nor <id>.patch has no port in `plain`, the chapter's mutant language. A missing manifest is an empty
-    set, as for the default set (a copy of the pack without its mutants still grades); `ol mutants` says so."""
+    """A further set's manifest: [[mutant]] rows of id, rule, misconception, expected_by (a test or a list), optional
+    patch (default <id>.patch), differs_on, <lang>_patch and <lang>_none (why the slip cannot be made there: left out
+    of its count). A row with neither patch nor <id>.patch has no port in `plain`, the chapter's mutant language. A
+    missing manifest is an empty set, as for the default set; `ol mutants` says so."""
     if not manifest.is_file():
         return ()
     try:

@@ -1,10 +1,8 @@
 """`ol check`'s lines as the tests finish, drawn on the Console it is given (the CLI's).
 
-Each test's line is printed when it ends, in the order tests end: `test NAME ... OUTCOME (SECONDS s)`, the
-form `cargo test`'s front end reads back (a language's test front end). At a terminal a bar under
-the lines counts the tests done and names what runs (the build, the load, the tests); on a pipe there is
-no bar, only the lines, each flushed as it is printed. A message a test produced is the report's, shown
-after the last line (harness.render.console.report, table=False).
+Each test's line is printed as it ends: `test NAME ... OUTCOME (SECONDS s)`, the form a language's test front end
+reads back. At a terminal a bar under the lines counts the tests done and names what runs; on a pipe, only the
+lines, each flushed. A test's message is the report's, shown after the last line (console.report, table=False).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from rich.text import Text
 from ..kernel.outcomes import Outcome
 from .console import STYLE
 
-LINE = "test {name} ... {outcome} ({seconds:.2f} s)"  # the plain line; cargo test's front end parses it
+LINE = "test {name} ... {outcome} ({seconds:.2f} s)"  # the plain line; a language's test front end parses it
 
 
 class CheckProgress:

@@ -8,7 +8,7 @@ so a message cannot clear the screen, recolour a line or print a "16 of 16 passe
 
 from rich.columns import Columns
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from ..kernel.outcomes import Outcome
@@ -17,6 +17,11 @@ from .gradescope import hint_lines
 from .literal import visible
 
 STYLE = {Outcome.PASS: "green", Outcome.FAIL: "red", Outcome.ERROR: "magenta", Outcome.TIMEOUT: "yellow", Outcome.CRASHED: "red"}
+
+
+def _folded(*headers: str) -> list[Column]:
+    """Columns whose long cells wrap rather than cut."""
+    return [Column(h, overflow="fold") for h in headers]
 
 
 def lit(text: str, style: str = "") -> Text:
@@ -37,9 +42,8 @@ def report(out, rep: Report, table: bool = True) -> None:
         out.print(f"\n[bold red]0 of {len(rep.tests)} passed[/], score 0/{rep.max_score:g}, {rep.duration_s:.1f}s")
         return
     if table:
-        t = Table(title=lit(f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}", "table.title"))
-        for col in ("test", "kind", "outcome", "time"):
-            t.add_column(col)
+        t = Table("test", "kind", "outcome", "time",
+                  title=lit(f"{rep.chapter} on {rep.submission}{' (--ref-deps)' if rep.ref_deps else ''}", "table.title"))
         for r in rep.tests:
             t.add_row(r.name, r.kind, f"[{STYLE[r.outcome]}]{r.outcome.value}[/]", f"{r.duration_s:.2f}s")
         out.print(t)
@@ -90,11 +94,8 @@ def _matrix_table(result) -> Table:
     meant = "the named test" if result.set is None else "a test it is expected_by; ! = an expected test passes"
     where = "" if result.set is None else f", mutant set {result.set}"
     unrun = "; blank = not run" if any(m.ran for m in result.mutants) else ""
-    t = Table(title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant}{unrun})")
-    t.add_column("subject")
-    for i in range(len(result.tests)):
-        t.add_column(str(i + 1), justify="center")
-    t.add_column("verdict")
+    t = Table("subject", *(Column(str(i + 1), justify="center") for i in range(len(result.tests))), "verdict",
+              title=f"{result.chapter}{lang}{where}: kill matrix (x = test fails; [bold]X[/] = {meant}{unrun})")
     t.add_row("reference", *["x" if n in result.reference_failed_tests else "." for n in result.tests],
               "[green]passes all[/]" if result.reference_passes else "[red]FAILS[/]")
     for m in result.mutants:
@@ -157,9 +158,7 @@ def diff(out, result: dict, show_all: bool = False, limit: int = 10) -> None:
         out.print(f"[bold]{name}[/]: {n} of {sec['total']} cases diverge")
         if not n:
             continue
-        t = Table(show_lines=True)
-        for col in ("case", "tags", "inputs", "expected", "got", "first diff", "notes"):
-            t.add_column(col, overflow="fold")
+        t = Table(*_folded("case", "tags", "inputs", "expected", "got", "first diff", "notes"), show_lines=True)
         for r in sec["divergent"][: None if show_all else limit]:
             first = r["first_differing_token"]
             t.add_row(r["id"], ", ".join(student_tags(r["tags"])), lit(r["inputs"]), lit(r["expected"]), lit(r["got"]),
@@ -188,17 +187,16 @@ def _diff_properties(out, result: dict) -> None:
         out.print(f"the golden cases and the property checks shown all agree; the check fails elsewhere: {tests} "
                   f"(`ol diff {chapter} --only {elsewhere[0]['section']}` shows its smallest input)", markup=False)
     else:
-        out.print(f"no golden case diverges and every property check agrees; the hand examples and the loop and pool "
-                  f"tests run only in `ol check {chapter}`, which names any that fails", markup=False)
+        out.print(f"no golden case diverges and every property check agrees; the chapter's other tests run only in "
+                  f"`ol check {chapter}`, which names any that fails", markup=False)
 
 
 def grades(out, chapter: str, result: dict) -> None:
     """The class's grades, best score first (the rejected, then the ungraded last), then each rejected or
     ungraded one with its reason."""
     seed = result["seed"]
-    t = Table(title=f"{chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed}" if seed is not None else ""))
-    for col in ("submission", "passed", "score", "time"):
-        t.add_column(col)
+    t = Table("submission", "passed", "score", "time",
+              title=f"{chapter}: {len(result['reports'])} submissions" + (f", fresh cases from seed {seed}" if seed is not None else ""))
     rows = sorted(zip(result["reports"], result["wall_s"]),
                   key=lambda rw: (rw[0].ungraded is not None, rw[0].rejected is not None,
                                   -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
@@ -228,10 +226,9 @@ def similar_pairs(out, found: dict) -> None:
     """`ol similar`'s pairs, the most alike first: each side's share of its code found in the other."""
     for s in found["skipped"]:
         out.print(Text.assemble(("not compared ", "yellow"), lit(s["name"]), ": ", lit(s["why"])))
-    t = Table(title=f"{len(found['pairs'])} pairs flagged (either side >= {100 * found['threshold']:.0f} % alike; "
+    t = Table("first", "second", "language", "first in second", "second in first",
+              title=f"{len(found['pairs'])} pairs flagged (either side >= {100 * found['threshold']:.0f} % alike; "
                     f"{found['compared']} submissions compared by {found['detector']})")
-    for col in ("first", "second", "language", "first in second", "second in first"):
-        t.add_column(col)
     for p in found["pairs"]:
         t.add_row(lit(p["names"][0]), lit(p["names"][1]), p["language"], f"{100 * p['scores'][0]:.0f} %", f"{100 * p['scores'][1]:.0f} %")
     out.print(t)
@@ -240,16 +237,13 @@ def similar_pairs(out, found: dict) -> None:
 
 
 def tests_table(out, ch) -> None:
-    t = Table(title=f"{ch.chapter} {ch.title}: {len(ch.tests)} tests")
-    for col in ("test", "kind", "checks", "why it matters downstream", "pts"):
-        t.add_column(col, overflow="fold")
+    t = Table(*_folded("test", "kind", "checks", "why it matters downstream", "pts"),
+              title=f"{ch.chapter} {ch.title}: {len(ch.tests)} tests")
     for s in ch.tests:
         t.add_row(s.name, s.kind, s.checks, s.why, f"{s.points:g}")
     out.print(t)
     if ch.student_map:
-        m = Table(title=f"where the files {ch.chapter}'s text names are in ol (docs/student.md)")
-        for col in ("the chapter says", "in ol"):
-            m.add_column(col, overflow="fold")
+        m = Table(*_folded("the chapter says", "in ol"), title=f"where the files {ch.chapter}'s text names are in ol (docs/student.md)")
         for said, where in ch.student_map.items():
             m.add_row(escape(said), escape(where))
         out.print(m)

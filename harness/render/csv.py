@@ -1,13 +1,9 @@
 """A class's grades as CSV: one row per submission; an ungraded one says so, with the reason, and has
 no score (never a 0 that looks like a grade); a rejected one (no submission) has 0, with the reason.
 
-Safe in every locale (harness.render.literal.csv_cell): every text cell is quoted (a reader that splits at another
-separator than the comma still sees each field's start); what a submission wrote is spelled as the console
-spells it (a bidi override, a zero-width character, a control, a name's byte that is not UTF-8: `\\u202e`,
-`\\udce9`); and a `'` goes before every place a field could begin as a formula (= + - @ and their full-width forms),
-the cell's start and just after a separator-like character (`,` `;` tab `|` a line's end), past spaces and double
-quotes: a sheet opened with `;` as its separator shows no formula. The numbers ol writes are left numbers, unquoted.
-A script gets a cell's text back with harness.render.literal.csv_text (one `'` dropped from each such place)."""
+Safe in every locale: every text cell is quoted and spelled by harness.render.literal.csv_cell (no formula, no
+bidi override or control; csv_text gives a cell's text back); the numbers ol writes stay numbers, unquoted.
+"""
 
 import csv
 import io

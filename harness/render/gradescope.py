@@ -1,18 +1,13 @@
-"""Gradescope's results.json (its autograder specification; harness/schemas/gradescope_results.schema.json
-states every field it documents): a check's Report, or, when no check could grade, an upload the layout
-function rejects or a check killed before it reported. Each lists every test of the chapter, failed when
-not passed, so no results.json is an empty list of tests that reads as a pass. A grader that failed gets
-none (harness.staff.gradescope: ungraded, never a 0).
+"""Gradescope's results.json (harness/schemas/gradescope_results.schema.json states every field): a check's Report,
+or, when no check could grade, an upload the layout function rejects or a check killed before it reported. Each
+lists every test of the chapter, failed when not passed: no results.json is an empty list that reads as a pass.
+A grader that failed gets none (harness.staff.gradescope: ungraded, never a 0).
 
-Students see `output` and the tests; staff also see run_autograder's stdout, which is where ol's
-own output (with the assignment's seed) goes: `stdout_visibility` stays hidden. The seed is never
-written here. Stdlib only: run_autograder's last step may run without ol's environment.
-
-Every `output` is shown by Gradescope as text, and a submission writes much of it (its exception
-messages, its file names): json.dumps escapes what JSON must, but the text itself would still carry
-NUL, ESC sequences, backspaces and lone surrogates (which JSON parsers stricter than ol's own refuse),
-so each output is written as harness.render.literal.visible spells it: ESC shows as the four characters
-`\\x1b`, as a student writes it in their source.
+Students see `output` and the tests; ol's own output (with the seed) goes to run_autograder's stdout, which
+`stdout_visibility` keeps hidden; the seed is never written here. Stdlib only: run_autograder's last step may run
+without ol's environment. Every `output` a submission wrote (its messages, its file names) is spelled as
+harness.render.literal.visible spells it (ESC as the four characters `\\x1b`): JSON escaping alone would still
+carry NUL, ESC sequences and lone surrogates.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The class report and a submission's feedback page as HTML, from jinja2 templates (harness/render/templates/).
 
-Each page is one self-contained file: its style inline, its plots inline SVG (harness.render.plots), no script,
-no font, no image or link fetched when it is viewed; its Content-Security-Policy forbids any (`default-src
-'none'`), so even markup that slipped through could load nothing and run nothing. Every value a template
-prints is escaped (autoescape) after `visible` spelled out its control characters and lone surrogates (a
-name that is not UTF-8 shows as `Jos\\udce9`): a student's name, message or code is shown as written, never
-read as markup. Only the plots' SVG, which ol draws from numbers and the chapter's labels, is inserted as is.
-Library code: returns text, writes nothing.
+Each page is one self-contained file: its style inline, its plots inline SVG (harness.render.plots), nothing
+fetched when viewed, and a Content-Security-Policy (`default-src 'none'`) that loads and runs nothing. Every value
+is escaped (autoescape) after `visible` spelled out its controls and lone surrogates: a student's text is shown as
+written, never read as markup. Only the plots' SVG, drawn by ol from numbers, is inserted as is. Returns text.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A Report as JUnit XML: one <testcase> per chapter test; a wrong answer is a <failure>, anything else
-that did not pass (error, timeout, crashed) an <error> whose type is the outcome.
-
-A submission's name and messages are its own text: each character XML 1.0 forbids (or discourages) is
-spelled out (harness.render.literal.xml_text: NUL as \\x00), so the file always parses; ElementTree
-escapes the markup characters."""
+"""A Report as JUnit XML: one <testcase> per chapter test; a wrong answer is a <failure>, anything else that did not
+pass an <error> whose type is the outcome. A submission's own text is spelled by harness.render.literal.xml_text
+(NUL as \\x00): the file always parses."""
 
 import xml.etree.ElementTree as ET
 

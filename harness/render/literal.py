@@ -1,18 +1,15 @@
 """Text a submission wrote (its name, its exception messages, its file names), made safe for each output
 while still showing what it wrote. Stdlib only: the Gradescope renderer runs where ol's packages may not be.
 
-- `visible`: for people (the console, Gradescope's text): every character repr() escapes, bar
-  the newline, is shown as repr writes it (ESC as the four characters \\x1b, a bidi override as \\u202e),
-  so no message can move the cursor, clear the screen, recolour a line or reorder the text around it.
-- `xml_text`: for XML (JUnit): the characters XML 1.0 forbids (C0 controls but tab, newline and carriage
-  return; lone surrogates; U+FFFE, U+FFFF), the DEL and C1 controls it discourages, and the carriage
-  return (a parser reads it back as a newline), shown the same way: the file always parses, and reads
-  back with every other character as written.
-- `csv_cell`: for spreadsheets (grades.csv), in every locale: spelled as `visible` spells it (no bidi override
-  or invisible character reorders a row), then a single quote before every place a field could begin as a
-  formula (OWASP's CSV injection guidance): the cell's start and just after any separator-like character
-  (`;` is Excel's separator in most continental European locales); one before a quote there too, so that
-  `csv_text` (one quote dropped from each such place) always gives the text back; numbers stay numbers.
+- `visible`: for people (the console, Gradescope's text): every character repr() escapes, bar the newline, as repr
+  writes it (ESC as the four characters \\x1b, a bidi override as \\u202e): no message can move the cursor, clear
+  the screen, recolour a line or reorder the text around it.
+- `xml_text`: for XML (JUnit): the characters XML 1.0 forbids or discourages, and the carriage return (read back
+  as a newline), shown the same way: the file always parses and reads back with every other character as written.
+- `csv_cell`: for spreadsheets (grades.csv), in every locale: spelled as `visible` spells it, then a `'` before
+  every place a field could begin as a formula (OWASP's CSV injection guidance: the cell's start and after any
+  separator-like character, `;` being Excel's in much of Europe) or with a quote, so `csv_text` always gives the
+  text back; numbers stay numbers.
 """
 
 import re
@@ -56,13 +53,10 @@ _PREFIXED = re.compile(f"(^|[{re.escape(SEPARATORS)}])([ \"]*)'")
 
 
 def csv_cell(value):
-    """A CSV cell (grades.csv): a text's every character str.isprintable() refuses but the newline spelled out as
-    `visible` does (a bidi override U+202E, a zero-width joiner, a control, a name's byte that is not UTF-8: a
-    cell reads as its characters, never reordered or hidden); then a `'` (which spreadsheets read as "this is
-    text") before every place a field could begin that begins as a formula or with `'`: the cell's start, and
-    just after each separator-like character (SEPARATORS: a sheet opened with `;` or a tab as its separator splits
-    the cell there), past any spaces and double quotes. Numbers and empty cells are unchanged. `csv_text` gives
-    the (spelled-out) text back."""
+    """A CSV cell (grades.csv): `text` spelled out as `visible` spells it, then a `'` (spreadsheets read it as "this
+    is text") before every place a field could begin (the cell's start, and after each of SEPARATORS, past spaces
+    and double quotes) that begins as a formula or with `'`. Numbers and empty cells are unchanged; `csv_text`
+    gives the (spelled-out) text back."""
     if not isinstance(value, str) or not value:
         return value
     return _FIELD_START.sub(lambda m: m.group(1) + m.group(2) + "'", visible(value))

@@ -1,10 +1,8 @@
 """The class report's plots, drawn by matplotlib as SVG text to put inline in the HTML page (no file, no network).
 
-Each function takes numbers and the chapter's own labels (test names, pitfall ids) and returns one `<svg>`
-element as text; no text a submission wrote (its name, its messages) is drawn, so the SVG needs no escaping
-of student text. Figures are made without pyplot (no global state: safe from any thread), their text drawn as
-paths (svg.fonttype "path": no font is needed where the page is viewed), and the SVG's ids are seeded
-(svg.hashsalt) and its date left out, so the same numbers draw the same bytes.
+Each function takes numbers and the chapter's labels and returns one `<svg>` element as text (no student text is
+drawn). Figures are made without pyplot (no global state: thread-safe), text drawn as paths (no font needed), ids
+seeded and the date left out: the same numbers draw the same bytes.
 """
 
 from __future__ import annotations

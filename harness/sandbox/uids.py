@@ -1,23 +1,18 @@
 """Mode uid: the worker uids of a grading run, each one never handed out while any process of it lives.
 
-Without namespaces, a process the worker leaves behind (a `setsid` daemon chain longer than `reap`'s
-rounds, or one the judge had no time to reap because it was killed) keeps its uid, and a process of a uid
-may signal every other process of that uid: handed to the next judge, the uid would let the daemon kill
-(or ptrace) an honest student's worker. So a uid is cleared, every process it owns killed, before a
-worker gets it and after its judge ends (`UidPool`); one that cannot be cleared is never handed out again
-in this run, and a fresh one takes its place.
+Without namespaces, a process a worker leaves behind keeps its uid, and a process may signal (or ptrace) every
+other process of its uid: handed to the next judge, the uid would let the daemon kill an honest student's worker.
+So a uid is cleared, every process it owns killed, before a worker gets it and after its judge ends (`UidPool`);
+one that cannot be cleared is never handed out again in this run, and a fresh one takes its place.
 
-Two `ol grade` runs on one machine never hold one uid at once: a pool leases each uid it hands out for the
-run's whole life (`lease`): an exclusive flock(2) on a file of that uid in a root-only folder (LEASES_DIR,
-0700; OL_UID_LEASES moves it), skipped by any other pool while held. The kernel drops the lock when its
-holder closes it or dies, however it dies (SIGKILL included): a dead run's lease is free again at once, its
-file (which names its last holder's pid, for a person looking) left in place, never removed (a removal could
-race another pool's lock on the same file).
+Two `ol grade` runs on one machine never hold one uid at once: a pool leases each uid for the run's whole life
+(`lease`): an exclusive flock(2) on a file of that uid in a root-only folder (LEASES_DIR, 0700; OL_UID_LEASES
+moves it). The kernel drops the lock when its holder dies, however it dies; the file (naming its last holder's
+pid) is never removed (a removal could race another pool's lock on it).
 
-Clearing is root's SIGKILL to each process of the uid /proc lists (through a pidfd, so a recycled pid is
-never hit), repeated until /proc shows none alive: a killed process forks no more, so the rounds converge
-even on a fork bomb (at most RLIMIT_NPROC processes). Not `kill(-1)` run as that uid: a daemon looping on
-`kill(-1)` would kill the killer before it ran. Zombies are left to their parents: they run nothing.
+Clearing is root's SIGKILL to each process of the uid /proc lists (through a pidfd: a recycled pid is never hit),
+repeated until none is alive: a killed process forks no more, so even a fork bomb converges (RLIMIT_NPROC). Not
+`kill(-1)` as that uid: a daemon looping on it would kill the killer first. Zombies are left to their parents.
 """
 
 from __future__ import annotations
@@ -144,9 +139,7 @@ def _kill_if_owned(pid: int, uid: int) -> None:
     except OSError:  # gone already
         return
     try:
-        with open(f"/proc/{pid}/status") as f:
-            owner = next((int(line.split()[1]) for line in f if line.startswith("Uid:")), None)
-        if owner == uid:
+        if uid_of(pid) == uid:
             signal.pidfd_send_signal(fd, signal.SIGKILL)
     except (OSError, ValueError):
         pass
@@ -155,10 +148,8 @@ def _kill_if_owned(pid: int, uid: int) -> None:
 
 
 class UidPool:
-    """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again);
-    a uid that will not clear is dropped for the run and replaced by a fresh one (slot_uids).
-    Every uid it holds is leased (`lease`) until `close` or the process's end: no other pool, in this process or
-    another, has it meanwhile."""
+    """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again); one that
+    will not clear is replaced (slot_uids). Each is leased (`lease`) until `close` or the process's end."""
 
     def __init__(self, n: int) -> None:
         self._free: queue.Queue = queue.Queue()

@@ -1,35 +1,24 @@
 """Gradescope: the autograder bundle, and the step that turns one `ol check` into results.json.
 
-Gradescope (its autograder specification) extracts the bundle into /autograder/source, runs
-setup.sh there once, as root and with the network, when it builds the assignment's image, copies
-run_autograder to /autograder/run_autograder and runs it for each submission, with the upload in
-/autograder/submission; it reads /autograder/results/results.json and shows staff, never students
-unless results.json says so, what run_autograder printed. So:
+Gradescope extracts the bundle into /autograder/source and runs setup.sh there once (root, with the network) when
+it builds the image; for each submission it runs run_autograder with the upload in /autograder/submission, reads
+/autograder/results/results.json, and shows staff alone what run_autograder printed. So:
 
-* setup.sh (scripts/setup.sh) picks an interpreter for ol that is new enough (Ubuntu 22.04's is too old: it
-  installs a newer one and its venv module from universe; 24.04's may lack venv), makes ol's .venv and
-  installs the student lock into it (`./ol --help`: locks/student.txt, what `ol check` needs and no staff tool; README,
-  "Installs by role"), and records the interpreter: run_autograder
-  (scripts/run_autograder.sh) needs no network.
-* One bundle takes an upload in any of the chapter's languages: the layout function tells which, as
-  `ol check` does. Each language adds its own steps to both scripts (harness.languages: Language.image;
-  a compiled language installs its toolchain and builds its reference once, confined as an upload's build
-  is, so that a machine that cannot build fails the image's build, not every upload).
-* The fresh cases' seed is drawn when the bundle is built and kept in it, so every submission, and
-  every regrade, is graded on the same cases. run_autograder prints ol's output (which names the
-  seed) to its stdout, which stays hidden; results.json never holds the seed.
-* `-m harness.staff.gradescope` (run_autograder's last step) writes results.json from the check's
-  exit code: the report for 0 or 1; for 2 with an upload the layout function rejects (no submission
-  in it, a symbolic link anywhere in it, an unreadable archive, past a cap: harness.subjects.upload) or that the
-  judge refused as malformed once the layout check passed (a crate without src/lib.rs: the reason it
-  wrote in place of the results), a score of 0 and one sentence saying what to upload, as `ol grade`
-  rejects it; for a killed check (the submission may have killed it), that. Otherwise the grader failed (exit 3:
-  a fault of the judge's own code, named in its report, harness.check.runner; no report; an exit it cannot
-  explain): the submission is *ungraded*, and results.json is not written at all. Gradescope's specification has
-  no ungraded result (a results.json must carry a score), and a 0 with an apology is still a 0 in the gradebook;
-  without a results.json Gradescope marks the submission's autograder run as failed, with no score, which staff
-  see and rerun (Regrade) once the cause is fixed, and the fault is named in run_autograder's output, which
-  staff alone see. None of these is a grade of 0 that looks like a verdict.
+* setup.sh (scripts/setup.sh) picks an interpreter new enough for ol (Ubuntu 22.04's is too old: it installs a
+  newer one from universe; 24.04's may lack venv), makes ol's .venv with the student lock (README, "Installs by
+  role") and records the interpreter: run_autograder (scripts/run_autograder.sh) needs no network.
+* One bundle takes an upload in any of the chapter's languages (the layout function tells which). Each language
+  adds its steps to both scripts (Language.image: a compiled language builds its reference once, confined as an
+  upload's build is, so a machine that cannot build fails the image, not every upload).
+* The fresh cases' seed is drawn when the bundle is built and kept in it: every submission and regrade is graded on
+  the same cases. Only run_autograder's hidden output names it; results.json never does.
+* `-m harness.staff.gradescope` (run_autograder's last step) writes results.json from the check's exit code: the
+  report for 0 or 1; for 2 with an upload the layout function rejects (harness.subjects.upload) or the judge
+  refused as malformed (the reason it wrote in place of the results), a score of 0 and one sentence saying what
+  to upload, as `ol grade` rejects it; for a killed check, that. Otherwise the grader failed (exit 3, no report,
+  an exit it cannot explain): the submission is *ungraded* and results.json is not written at all. Gradescope has
+  no ungraded result, and a 0 with an apology is still a 0 in the gradebook; without results.json it marks the run
+  failed, with no score, which staff see and rerun once the cause is fixed. No grade of 0 looks like a verdict.
 """
 
 from dataclasses import dataclass, field
@@ -42,7 +31,7 @@ from pathlib import Path
 from ..kernel.errors import BadSubmission, OlError, verdict_of
 from ..grading.judge import refusal_in
 from ..languages import INTERPRETER_FILE, OL_RUNTIME, language
-from ..kernel.paths import REPO, git_files
+from ..kernel.paths import REPO, git_files, read_json
 from ..registry import load_chapter
 from ..render.gradescope import killed, redact, upload_rejected
 from ..subjects.layout import detect
@@ -188,7 +177,7 @@ def _rejection(chapter: str, submission: Path) -> str | None:
 
 
 def _refused(report: Path, submission: Path) -> str | None:
-    """The judge's reason for refusing an upload the layout function accepted (a crate without src/lib.rs):
+    """The judge's reason for refusing an upload the layout function accepted (a package missing a file):
     the one object `ol check --gradescope` writes on a BadSubmission, in the judge's private folder."""
     try:
         reason = refusal_in(report.read_text())
@@ -200,10 +189,7 @@ def _refused(report: Path, submission: Path) -> str | None:
 
 
 def _report(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+    data = read_json(path)
     ok = isinstance(data, dict) and isinstance(data.get("tests"), list) and data["tests"] and "score" in data
     return data if ok else None
 

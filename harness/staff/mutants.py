@@ -1,14 +1,10 @@
-"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), each mutant's
-verdict (caught, missed, unviable, timeout), and whether `ol check`'s pitfall hint names the mutant
-when it is graded as a submission (harness.check.hints: from the golden file's recorded answers).
+"""`ol mutants`: the kill matrix (the reference and every mutant against all tests), each mutant's verdict (caught,
+missed, unviable, timeout), and whether `ol check`'s pitfall hint names the mutant graded as a submission.
 
-`--set NAME` runs a further mutant set instead (chapter.toml's `mutant_sets`): there a mutant is killed
-when any test fails, the set passes at SET_KILL_THRESHOLD killed, and a mutant killed only by tests
-outside its `expected_by` is a finding (caught elsewhere), reported but not a catch by its rule's test.
-`named_first` (`--fast`) runs each such mutant on its expected_by tests first and on every test only when they
-all pass: its verdict, the kill figure, the findings and the survivors are those of the whole matrix (a verdict
-is decided by the expected_by tests whenever one fails), and a mutant caught there runs 1 or 2 tests of 16, not
-all (CI's four set runs: see .ci/run).
+`--set NAME` runs a further set (chapter.toml's `mutant_sets`): a mutant is killed when any test fails, the set
+passes at SET_KILL_THRESHOLD, and one killed only outside its `expected_by` is a finding (caught elsewhere).
+`--fast` runs such a mutant on its expected_by tests first, on every test only when they pass: the verdicts, kill
+figure, findings and survivors are the whole matrix's (a failing expected_by test decides a verdict).
 """
 
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -71,18 +67,16 @@ def set_verdict(report: Report | None, expected_by: tuple[str, ...]) -> MutantVe
 
 
 def ported(chapter: Chapter, language: str, mutant_set: str = DEFAULT_SET) -> list:
-    """The set's mutants that have a port in `language` (in the chapter's mutant language: every one with a plain patch),
-    but for a row whose `<language>_none` leaves it out there (a slip the language cannot make, or one its contract made
-    equivalent)."""
+    """The set's mutants that have a port in `language` (in the mutant language: every one with a plain patch), but
+    for those its `<language>_none` leaves out (a slip the language cannot make)."""
     return [m for m in chapter.mutant_set(mutant_set) if language not in getattr(m, "not_applicable", {})  # (s01..: none)
             and chapter.patch_of(m, language) is not None]
 
 
 @dataclass(frozen=True)
 class MutantRow:
-    """One mutant's line of a kill matrix. A named pitfall (the default set) has its `pitfall` and the test that
-    `must_fail`; a further set's mutant has its `rule`, `misconception`, the tests it is `expected_by` and the input
-    it `differs_on`."""
+    """One mutant's line of a kill matrix: a named pitfall's `pitfall` and `must_fail`, or a further set's mutant's
+    `rule`, `misconception`, `expected_by` and `differs_on`."""
 
     id: str
     verdict: MutantVerdict
@@ -127,9 +121,8 @@ class MutantRow:
 
 @dataclass(frozen=True)
 class KillMatrix:
-    """A mutant set against the chapter's tests in one language: the reference's line and each mutant's. `set` is
-    None for the named pitfalls (each must be caught by its named test), else a further set's name (passing at
-    SET_KILL_THRESHOLD killed by any test)."""
+    """A mutant set against the chapter's tests in one language: the reference's line and each mutant's. `set`: None
+    for the named pitfalls, else a further set's name."""
 
     chapter: str
     language: str

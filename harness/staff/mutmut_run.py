@@ -1,19 +1,16 @@
 """`ol mutmut CHAPTER`: mutmut 3 over the reference's chapter files, against the chapter's own tests.
 
-The hand-written mutants (`mutants/<chapter>/`) prove each named pitfall is caught; this measures
-what the chapter's tests miss beyond them. mutmut mutates every function of the chapter's files and
-reruns the tests that reach each mutated function; a mutant no test fails is a survivor.
+The hand-written mutants prove each named pitfall is caught; this measures what the tests miss beyond them.
+mutmut mutates every function of the chapter's files and reruns the tests that reach it; a mutant no test
+fails is a survivor.
 
-mutmut works in a `mutants/` directory of its own, which must never meet ours, so everything runs in
-a scratch copy of the tree: our `mutants/` is left out, and `reference/` becomes `src/`, because
-mutmut names a mutant by its file's path with only a leading `src.` stripped (and puts `mutants/src`
-first on sys.path). With that layout `import <package>` in the tests is mutmut's mutated copy and the
-mutant names (`<package>.infer.spec.x_residual__mutmut_3`) are the module names the tests import.
+mutmut works in a `mutants/` directory of its own, which must never meet ours, so it runs in a scratch copy of
+the tree without ours, `reference/` renamed `src/` (mutmut strips only a leading `src.` from a mutant's name and
+puts `mutants/src` first on sys.path): `import <package>` in the tests is then the mutated copy.
 
-Survivors judged equivalent (no test could ever tell them apart from the reference) are recorded in
-the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name with the diff it was judged on
-and why; a later run flags only new survivors. An entry whose diff no longer matches (mutmut numbers
-mutants per function, so editing a function renumbers them) counts as new again.
+Survivors judged equivalent are recorded in the pack's `mutants/mutmut_equivalent.toml`, one [[mutant]] per name
+with the diff it was judged on and why; a later run flags only new survivors (an entry whose diff no longer
+matches, as mutmut renumbers an edited function's mutants, is new again).
 
 Library code: nothing is printed; `on_progress(line)` receives mutmut's progress lines.
 """
@@ -31,7 +28,7 @@ import tempfile
 import time
 import tomllib
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -149,9 +146,8 @@ def _write_config(scratch: Path, package: str, mutate: tuple[str, ...], tests_di
 def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
     """The chapter's tests on the unmutated reference in the scratch layout; mutmut needs them green."""
     junit = scratch / ".ol-baseline.xml"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONPATH"] = str(scratch / "src")
-    env[FROM_PATH_ENV] = "1"  # the implementation is sys.path's tinyllm; the judge keeps reference/
+    # the implementation is sys.path's package; the judge keeps reference/
+    env = {**os.environ, "PYTHONPATH": str(scratch / "src"), FROM_PATH_ENV: "1"}
     subprocess.run([sys.executable, "-m", "pytest", tests_dir, "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"],
                    cwd=scratch, env=env, capture_output=True, text=True)
     if not junit.is_file():
@@ -173,9 +169,8 @@ def _mutmut_command(max_children: int) -> list[str]:
 
 
 def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env["PYTHONUNBUFFERED"] = "1"
-    env[FROM_PATH_ENV] = "1"  # mutmut's mutated tinyllm is the implementation; reference/ is the judge's
+    # mutmut's mutated package is the implementation; reference/ is the judge's
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONUNBUFFERED": "1", FROM_PATH_ENV: "1"}
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = p.stdout
     assert out is not None  # stdout=PIPE
@@ -236,8 +231,7 @@ class Survivor:
     reason: str
 
     def to_json(self) -> dict:
-        return {"name": self.name, "status": self.status, "diff": self.diff, "disposition": self.disposition,
-                "reason": self.reason}
+        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -266,14 +260,7 @@ class MutmutResult:
         return [s for s in self.survived if s.disposition == "new"]
 
     def to_json(self) -> dict:
-        out = {"chapter": self.chapter, "score": self.score, "total": self.total, "killed": self.killed,
-               "timed_out": self.timed_out, "equivalent": self.equivalent, "no_tests": self.no_tests,
-               "survived": [x.to_json() for x in self.survived], "other": list(self.other),
-               "stale_equivalent": list(self.stale_equivalent), "deselected": list(self.deselected),
-               "duration_s": self.duration_s, "command": self.command}
-        if self.scratch is not None:
-            out["scratch"] = self.scratch
-        return out
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k != "scratch" or v is not None}
 
 
 def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,

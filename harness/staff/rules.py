@@ -6,13 +6,10 @@ The table is data, `<pack>/tests/rules.toml` ([[rule]] rows); `<pack>/tests/RULE
     RUN_MODULE harness.staff.rules CHAPTER            # rewrite RULES.md from rules.toml (RUN_MODULE: ol's interpreter -m)
     RUN_MODULE harness.staff.rules CHAPTER --check    # exit 1 if RULES.md is stale or a row is malformed
 
-`problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; every row of
-exactly one kind (tested: `test` and `input`; free: `free`; elsewhere: `elsewhere`); a test that exists;
-golden cases that exist and that the row's test reads; every test of the chapter named by some row.
-
-The table also holds the domain of every contract function ([[domain]] rows, `domain_problems`): what it
-admits (integers up to their type's limit, empty and one-element sequences, every float class), what it
-refuses and how, what is free, and the test whose property check draws from that domain.
+`problems` is what tests/harness/test_rules.py asserts empty: ids unique and well formed; each row of exactly one
+kind (tested: `test` and `input`; `free`; `elsewhere`); tests and golden cases that exist, the cases read by the
+row's test; every test named by some row. [[domain]] rows (`domain_problems`) state each contract function's
+domain: what it admits, what it refuses and how, what is free, and the test whose property check draws from it.
 """
 
 import ast
@@ -24,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..languages import RUN_MODULE
-from ..kernel.paths import REPO
+from ..kernel.paths import shown
 from ..registry import Chapter, load_chapter
 
 ID = re.compile(r"^R-[A-Z]{2}-\d{2}$")
@@ -60,10 +57,6 @@ class Domain:
 
 def rules_path(ch: Chapter) -> Path:
     return ch.pack_dir / "tests" / "rules.toml"
-
-
-def _shown(path: Path) -> str:
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 def markdown_path(ch: Chapter) -> Path:
@@ -183,7 +176,7 @@ def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
         f"{load_sources(ch)} state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
         "contract leaves free (any answer passes); **elsewhere** names where a rule outside this chapter's",
-        f"interface is graded. The chapter's tests live in `{_shown(rules_path(ch).parent)}/`.",
+        f"interface is graded. The chapter's tests live in `{shown(rules_path(ch).parent)}/`.",
         "",
         f"{len(rules)} rules: {counts['test']} tested, {counts['free']} free, {counts['elsewhere']} graded elsewhere.",
         "",

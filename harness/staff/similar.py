@@ -1,27 +1,20 @@
 """`ol similar`: pairs of submissions whose code is unusually alike, found by copydetect (MOSS-style winnowing).
 
-What is compared: everything a submission adds, as one document per submission: every source file of its
-package (the language's `package` in the chapter's table; a source file is one with the suffix of the chapter's
-file: .py, .rs), found by the one layout function (harness.subjects.layout: a folder, a zip, a bare file) and read
-through harness.subjects.upload's walk (no link followed), the chapter's file first, then the others by path;
-within each language (submissions in two languages are never compared). So a module that `spec` only
-re-exports is compared as `spec` itself is. What is left out: the code every student got, as copydetect's
-boilerplate (a fingerprint found in it counts for no pair): the stub `ol start` writes (made from the
-contract), the language's given files and the earlier chapters' files the reference supplies (`deps`); a
-given file of the submission is never compared (the build takes the course's), nor a file byte for byte
-the course's. An entry that cannot be read (a corrupt archive, an unreadable file), whatever the error, is
-named in `skipped` with the reason, and the rest of its class is compared.
+What is compared: one document per submission, every source file of its package (a file with the suffix of the
+chapter's file), found by the one layout function and read through harness.subjects.upload's walk, the chapter's
+file first, then the others by path; within each language only. What is left out: the code every student got, as
+copydetect's boilerplate (the stub `ol start` writes, the given files and the earlier chapters' files, `deps`); a
+given file of the submission, and a file byte for byte the course's. An entry that cannot be read, whatever the
+error, is named in `skipped` with the reason; the rest of its class is compared.
 
-How copydetect measures (its defaults, kept): the code is tokenized by Pygments and filtered (every name
-becomes V, F or O, every string S, comments and whitespace dropped), so renaming identifiers, rewording
-comments and reformatting change nothing; every substring of NOISE characters of the filtered code is
-hashed (window 1: every fingerprint is kept, so the scores do not depend on the interpreter's per-process string
-hash seed); a pair's score for one side is the share of that side's fingerprinted code found in the other.
-A pair is flagged when either side's share reaches THRESHOLD. What it misses: code reordered in pieces
-shorter than NOISE filtered characters, statements interleaved with filler, a loop rewritten as a
-comprehension or a recursion, one language translated into the other; and two students who both copied
-the same outside source are flagged together, as the copy and the original are: it finds alike code,
-never who wrote it. A flagged pair is a reason to read both, not a verdict. Library code: returns data.
+How copydetect measures (its defaults, kept): Pygments tokens, filtered (every name becomes V, F or O, every string
+S, comments and whitespace dropped: renaming, rewording comments and reformatting change nothing); every substring
+of NOISE filtered characters is hashed (window 1: the scores do not depend on the per-process hash seed); a side's
+score is the share of its fingerprinted code found in the other. A pair is flagged when either side's reaches
+THRESHOLD. It misses code reordered in pieces shorter than NOISE, filler interleaved, a loop rewritten as a
+comprehension, a translation between languages; and two students who copied one outside source are flagged as a
+copy and its original are: it finds alike code, never who wrote it. A flagged pair is a reason to read both, not
+a verdict. Library code: returns data.
 """
 
 from __future__ import annotations
@@ -61,9 +54,8 @@ def boilerplate(chapter, lang: str) -> list[tuple[str, str]]:
 
 
 def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tuple[list[dict], list[dict]]:
-    """Each submission's own source files as one document per submission, and the entries not compared (why);
-    `only`: these entries alone (`ol grade` leaves out those it rejected: they are no submission). An entry that
-    cannot be read, whatever the error, is named with it; the others are compared."""
+    """Each submission's own source files as one document, and the entries not compared, with why (an entry that
+    cannot be read, whatever the error); `only`: these entries alone (`ol grade` leaves out those it rejected)."""
     docs, skipped = [], []
     for path in submissions_in(chapter, submissions_dir):
         if only is not None and path.name not in only:

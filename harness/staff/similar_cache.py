@@ -1,6 +1,5 @@
 """A class's similarity (harness.staff.similar), kept in the results directory and reused while nothing it depends on
-changed: a resumed `ol grade` whose submissions are all graded already would otherwise compare the same code
-again (copydetect, every pair within a language: half a minute for a class of 100).
+changed: a resumed `ol grade` whose submissions are all graded would otherwise compare the same code again.
 
 What it saves (issue 40: a record stays only with a measured saving of a second or more, in the user's layout): the
 comparison itself, at every resumed `ol grade`. `ol similar CHAPTER DIR` over a class of 100 (copies of
@@ -8,18 +7,15 @@ examples/submissions/correct, each with a comment of its own: every pair flagged
 (2026-12-07, this project's 2-core machine, shared and loaded). `bench/grade_rate.py --resume-only` (a class of 100
 whose ledger holds each graded): the run that compares and writes the pages 81.5 s, the resumed run 1.5 s.
 
-The result is `.similarity.json` (what the class report shows, as `ol similar --results-dir` writes it), and its
-key is beside it in `.similarity.key`: a sha256 over everything the result depends on,
-  - each compared entry's name and content digest (harness.grading.parcel.digest: every file's path, mode and bytes),
-    made from the files as they are when asked, never taken from the ledger;
-  - the code every student got, as text (the stub and the given files: harness.staff.similar.boilerplate);
-  - the detector's settings (threshold, noise, the caps) and versions (copydetect's, pygments' lexers), and the
-    harness version's digest (harness.subjects.version: ol's own code, the chapter pack, the references);
-with the sha256 of the result's bytes. A result is reused only when both match: a key file that does not parse,
-or a result edited, cut short or gone since it was written, is computed again, and the lookup says so (a note).
-When an entry's digest cannot be made (a link, an unreadable file, whatever the error) there is no key: the similarity is computed
-and no key is kept. A result is kept with its key only when the class's key is the same after the comparison as
-before it (a file changed while it ran: no key, so the next run compares again). A wrong similarity is a wrong
+The result is `.similarity.json` (as `ol similar --results-dir` writes it); its key, in `.similarity.key`, is a
+sha256 over everything the result depends on:
+  - each compared entry's name and content digest (harness.grading.parcel.digest), made from the files as they
+    are when asked, never taken from the ledger;
+  - the code every student got (harness.staff.similar.boilerplate);
+  - the detector's settings and versions (copydetect's, pygments'), and the harness version's digest;
+with the sha256 of the result's bytes. A result is reused only when both match; a key that does not parse, or a
+result edited, cut short or gone, is computed again, with a note. When an entry's digest cannot be made there is
+no key, and none is kept when the class's key changed during the comparison. A wrong similarity is a wrong
 conclusion of the staff's: when in doubt, compare. Library code: returns data and notes, prints nothing.
 """
 
@@ -46,7 +42,6 @@ class Lookup:
     found: dict | None  # the kept result, when it is this class's; None: compare
     key: str | None  # the class's key now (None: it has none, the result is not kept)
     note: str | None  # why a kept result was not trusted (a corrupt or edited file), for the staff to read
-
 
 
 def class_key(chapter, submissions_dir: Path, threshold: float, only: set[str] | None = None) -> str | None:
@@ -80,7 +75,7 @@ def lookup(chapter, submissions_dir: Path, results_dir: Path, threshold: float =
 
 def _read(results_dir: Path) -> tuple[tuple[str, dict] | None, str | None]:
     """((key, result), None) when the key file parses and the result is the bytes recorded with it; else (None, why),
-    the why None when there is simply no key file (a first run, --no-similar, `ol similar` without a class key)."""
+    why None when there is no key file."""
     try:
         raw_key = (results_dir / KEY).read_bytes()
     except FileNotFoundError:

@@ -1,25 +1,20 @@
 """Which language a submission is in and where its files are: the one layout function.
 
-`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose
-package is `pkg` and whose chapter file is `pkg/sub/file.ext` (chapter.toml's `package` and
-`student_files`), it accepts:
+`ol check`, `ol diff`, `ol grade` and the Gradescope bundle all call `detect`. For a language whose package is
+`pkg` and whose chapter file is `pkg/sub/file.ext` (chapter.toml's `package` and `student_files`), it accepts:
 
     DIR/pkg/...                  a course workspace (its `default_workspace`), or an upload of the package folder
     DIR (DIR named pkg)          the package folder itself
-    DIR/file.ext, or file.ext    the chapter's file alone (a bare upload): the rest comes from the
-                                 reference, as with --ref-deps
+    DIR/file.ext, or file.ext    the chapter's file alone (a bare upload): the rest comes from the reference
     DIR/.../pkg/sub/file.ext     the package one or more folders down (an archive's top folder)
-    a .zip of any of these       extracted into a scratch folder first (names are checked: no
-                                 absolute paths, no `..`, no link entries; bounded size, entry
-                                 count and depth; an encrypted, unknown or corrupt archive refused)
+    a .zip of any of these       extracted into a scratch folder first (no absolute names, no `..`, no link
+                                 entries; bounded size, count and depth; an encrypted or corrupt one refused)
 
-A package one folder deep in its workspace (a package `libs/eng`, chapter file `libs/eng/sub/file.ext`)
-is also accepted as its own last folder: DIR named eng, or DIR/.../eng/sub/file.ext (an upload folder or
-archive holding the package), copied into libs/eng of a scratch folder.
+A package one folder deep in its workspace (`libs/eng`) is also accepted as its own last folder: DIR named eng,
+or DIR/.../eng/sub/file.ext, copied into libs/eng of a scratch folder.
 
-Nothing of the upload is read before harness.subjects.upload.walk accepted it: no link below the path named
-(the path itself is the user's, resolved once), nothing but files and folders, at most ENTRY_CAP
-entries and DEPTH_CAP levels. Anything else is a BadSubmission that says what to hand in.
+Nothing of the upload is read before harness.subjects.upload.walk accepted it. Anything else is a BadSubmission
+that says what to hand in.
 """
 
 from dataclasses import dataclass, field
@@ -167,7 +162,7 @@ def _bare(lang: LanguageSpec, file: Path, scratch: Path) -> Path:
 
 def _walked(found: Path, top: Path) -> bool:
     """Is `found` (from an rglob below `top`) a path harness.subjects.upload.walk checked, not one in a folder it skips
-    (.git/, __pycache__/, a cargo target/), where a link may be?"""
+    (.git/, __pycache__/, a build's output), where a link may be?"""
     here = top
     for part in found.relative_to(top).parts[:-1]:
         here = here / part
@@ -188,10 +183,10 @@ def _locate(lang: LanguageSpec, path: Path) -> tuple[Path, str] | None:
     return None
 
 
-def _crate_folder(lang: LanguageSpec, path: Path) -> Path | None:
-    """The package folder of a nested package name (a crate `eng/` whose place in the workspace is
-    `crates/eng`) holding the chapter's file: `path` itself, or the shallowest one below it (the folder an
-    upload lands in, /autograder/submission/eng, or an archive of the crate); else None."""
+def _package_folder(lang: LanguageSpec, path: Path) -> Path | None:
+    """The package folder of a nested package name (`eng/` whose place in the workspace is
+    `libs/eng`) holding the chapter's file: `path` itself, or the shallowest one below it (the folder an
+    upload lands in, /autograder/submission/eng, or an archive of it); else None."""
     pkg = Path(lang.package)
     if len(pkg.parts) < 2:
         return None
@@ -215,9 +210,9 @@ def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_b
         with upload.reading(path.name):  # looking into the upload: any failure is its rejection
             bare = [path / name for name in lang.uploads if (path / name).is_file()]
             located = _locate(lang, path)
-            crate = _crate_folder(lang, path) if located is None else None
-        if crate is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
-            _copy_in(crate, scratch() / lang.package, crate.name)
+            folder = _package_folder(lang, path) if located is None else None
+        if folder is not None:  # e.g. tl-engine/ (or a folder holding it), for crates/tl-engine
+            _copy_in(folder, scratch() / lang.package, folder.name)
             return Submission(lang.name, path, scratch(), "package")
         if located is not None:
             root, layout = located

@@ -1,10 +1,8 @@
 """Open the implementation under test: `reference`, `mutant:ID`, or a submission (any layout).
 
-The reference and mutants are trusted and run in-process (a mutant is the reference copied and
-patched, loaded under a name of its own, once per process); `transport="worker"` sends them through
-the worker as a submission would go. A submission always runs in a worker of its language. Every
-scratch copy is removed: a worker's when its Impl closes, an in-process mutant's as soon as all its
-modules are imported.
+The reference and mutants are trusted and run in-process (a mutant: the reference copied, patched and loaded under
+a name of its own, once per process); `transport="worker"` sends them through a worker too. A submission always
+runs in a worker of its language. Every scratch copy is removed (a worker's when its Impl closes).
 """
 
 import importlib
@@ -31,8 +29,7 @@ def _scratch() -> Path:
 
 
 def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str | None = None) -> Path:
-    """Copy the reference of `lang` (default: ol's own, harness.languages.in_process) to `into/` and apply the
-    mutant's patch for it; returns `into`."""
+    """The reference of `lang` (default: ol's own) copied to `into/`, the mutant's patch for it applied."""
     lang = lang or in_process().name
     m = chapter.mutant(mid)
     patch = chapter.patch_of(m, lang)
@@ -78,11 +75,9 @@ def _in_process_mutant(chapter: Chapter, mid: str) -> str:
 
 def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scratch: Path | None = None,
                  sandbox: Mode | None = None) -> Impl:
-    """The chapter's client over a confined worker of `lang` serving package_dir, built first when the
-    language has a build step (into a scratch folder of its own, confined like the worker); every scratch
-    folder goes when the Impl closes. A build that fails is data: the Impl's every call fails with it, so
-    `ol check` reports it on every test, as a submission that does not load. `sandbox`: the mode
-    (harness.sandbox.confine.choose() when not given)."""
+    """The chapter's client over a confined worker of `lang` serving package_dir, built first (confined too) when the
+    language builds; the scratch goes when the Impl closes. A failed build is data: every call fails with it, as
+    for a submission that does not load. `sandbox`: the mode (default harness.sandbox.confine.choose())."""
     spec = language(lang)
     mode = sandbox or choose()
     impl = _client(chapter)(None, label, scratch=scratch)
@@ -105,8 +100,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
 
 
 def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, sandbox: Mode | None = None) -> Impl:
-    """An Impl over a detected submission, in a worker of its language. A bare chapter file always
-    takes the rest from the reference (there is nothing else it could mean)."""
+    """An Impl over a detected submission, in a worker of its language (a bare file: the rest from the reference)."""
     if ref_deps or sub.bare:
         how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
         into = with_reference_deps(chapter, sub, _scratch())
@@ -115,8 +109,7 @@ def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, s
 
 
 def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
-    """Refuse a subject that cannot be opened (an unknown mutant, a path that is no submission) with one
-    UsageError, before any test runs."""
+    """Refuse a subject that cannot be opened (an unknown mutant, no submission) before any test runs."""
     if subject == "reference":
         return
     if subject.startswith("mutant:"):

@@ -1,15 +1,13 @@
 """The course's reference implementation, loaded by path (never installed), in its two parts.
 
-    pristine(chapter)  the judge's answer key: a copy of the chapter's reference package in ol's own language
-                    (chapter.toml's `reference` and `package`) loaded under the private name `ol_judge_<package>`,
-                    which no implementation under test can be. Loaded the first time it is asked for, then the
-                    same object; the judge helpers, the oracles and the benchmarks all get the reference through
-                    it (never through sys.path).
-    use_reference() makes `import <package>` in this process the reference, for the in-process
-                    implementation under test `reference` and the reference's own unit tests.
+    pristine(chapter)  the judge's answer key: the reference package in ol's own language, loaded under the private
+                       name `ol_judge_<package>`, which no implementation under test can be; loaded once, then the
+                       same object for the judge helpers, the oracles and the benchmarks (never through sys.path).
+    use_reference()    makes `import <package>` in this process the reference, for the in-process implementation
+                       under test `reference` and the reference's own unit tests.
 
-With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path already gives (mutmut's mutated copy),
-while `pristine(chapter)` stays the pristine copy: a mutant cannot move the expected answers with it.
+With OL_REFERENCE_FROM_PATH set, the package is whatever sys.path gives (mutmut's mutated copy), while
+`pristine(chapter)` stays pristine: a mutant cannot move the expected answers with it.
 """
 
 import importlib
@@ -35,9 +33,8 @@ _load_lock = threading.RLock()  # one load_package at a time in this process: se
 
 
 def load_package(package_dir: Path, alias: str):
-    """Import the package at `package_dir` under the module name `alias` (its imports are relative). Under
-    _load_lock: the module is in sys.modules while it executes, and another thread finding it there then would
-    take a half-made package (a grading thread's pristine(chapter) while another's is loading it)."""
+    """Import the package at `package_dir` as `alias` (its imports are relative), under _load_lock: another thread
+    would find a half-made package in sys.modules while it executes."""
     with _load_lock:
         if alias in sys.modules:
             return sys.modules[alias]
@@ -60,9 +57,8 @@ _pristine_lock = threading.Lock()
 
 
 def pristine(chapter: "Chapter | str") -> Reference:
-    """The chapter's pristine reference, in ol's own language (loaded on first use, then shared by the process's
-    threads). Give the Chapter the caller holds (a name loads the chapter, on the first call only). Its `alias` is
-    the module name the judge imports it under."""
+    """The chapter's pristine reference in ol's own language (loaded on first use, then shared; a name loads the
+    chapter, on the first call only); its `alias` is the module name the judge imports it under."""
     name = chapter if isinstance(chapter, str) else chapter.chapter
     with _pristine_lock:
         ref = _pristine.get(name)
@@ -73,12 +69,8 @@ def pristine(chapter: "Chapter | str") -> Reference:
 
 
 def use_reference(reference_dir: Path = REFERENCE_DIR) -> None:
-    """Make `import <package>` in this process the reference in `reference_dir` (for the course's
-    reference, unless FROM_PATH_ENV says sys.path already holds the one to use).
-
-    Student code never runs in the judge process (it runs in the worker), so this cannot shadow a
-    submission; mutants are loaded under names of their own (load_package).
-    """
+    """Make `import <package>` in this process the reference in `reference_dir`, unless FROM_PATH_ENV says sys.path
+    holds the one to use. Student code never runs in the judge's process: this shadows no submission."""
     if os.environ.get(FROM_PATH_ENV) and Path(reference_dir) == REFERENCE_DIR:
         return
     if str(reference_dir) not in sys.path:

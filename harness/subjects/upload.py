@@ -1,38 +1,29 @@
 """What an upload may hold, checked before anything reads it: the one walk over a submission's tree.
 
 Every command that looks into an upload (the layout check, harness.subjects.layout; the parcel `ol grade` ships,
-harness.grading.parcel; so `ol check`, `ol grade` and the Gradescope bundle) walks it with `walk`, which follows
-no link and refuses, with a one-line reason naming the entry:
+harness.grading.parcel) walks it with `walk`, which follows no link and refuses, with a reason naming the entry:
 
-* a symbolic link anywhere in it (a link could name the reference, the answers or /etc/shadow, and the
-  judge, perhaps root, would be the one to resolve it): upload the file itself;
+* a symbolic link anywhere in it (it could name the answers or /etc/shadow, resolved by a judge that may be
+  root): upload the file itself;
 * anything that is neither a regular file nor a folder (a FIFO would block the reader, a device...);
-* more than ENTRY_CAP entries, or a folder more than DEPTH_CAP levels down: source code is a few dozen
-  files a few folders deep, as it is kilobytes (the byte cap, harness.subjects.layout.ZIP_CAP).
+* more than ENTRY_CAP entries, or a folder more than DEPTH_CAP levels down (source code is a few dozen files).
 
-Folders no step reads are not walked (nor read, nor copied): `__pycache__/`, `.git/`, `node_modules/`, a
-folder holding a `CACHEDIR.TAG` (cargo's `target/`, pytest's, mypy's and ruff's caches) and a folder holding
-a `pyvenv.cfg` (a virtual environment, whose links to the interpreter are the student's tools, not the
-upload): a workspace a student works in is graded as it is. A name need not be UTF-8: it is a str with surrogate escapes
-(os.fsdecode), shown escaped (harness.render.literal). The walk is iterative: no depth of folders
-can exhaust the interpreter's recursion. The root itself may be a link the user named (their own path, resolved
-once by the caller); nothing below it may be.
+Folders no step reads are not walked: `__pycache__/`, `.git/`, `node_modules/`, a folder holding a
+`CACHEDIR.TAG` (a build's `target/`, pytest's, mypy's and ruff's caches) or a `pyvenv.cfg` (a virtual
+environment): a workspace is graded as it is. A name need not be UTF-8 (os.fsdecode's surrogate escapes, shown
+escaped by harness.render.literal). The walk is iterative (no recursion limit). The root may be a link the user
+named; nothing below it may be.
 
-The work before the judge has a deadline (`deadline`, PREP_S): `ol grade` reads and packs each entry, and
-unpacks and lays it out where it is graded, each under one; every step that walks, reads or extracts an
-upload calls `tick` per entry (and per chunk read), which raises TooSlow once the deadline has passed. Whose
-fault it is follows from what was done by then: more than a source upload holds (SOURCE_ENTRIES entries or
-SOURCE_BYTES bytes) is the upload's (rejected, the reason naming the time and the size); less is the
-machine's (ungraded: a source-sized upload is read in well under a second). Outside a deadline (`ol check`)
-`tick` does nothing.
+The work before the judge has a deadline (`deadline`, PREP_S): every step that walks, reads or extracts an
+upload calls `tick` per entry (and per chunk read), which raises TooSlow once it has passed. Whose fault it is
+follows from what was done by then: more than a source upload holds (SOURCE_ENTRIES, SOURCE_BYTES) is the
+upload's (rejected); less is the machine's (ungraded). Outside a deadline (`ol check`) `tick` does nothing.
 
-Reading an upload's bytes is where the upload's fault ends (`reading`): any failure there (listing, stat, open,
-read, an archive's parsing and decompression), whatever its type, is that upload's rejection (BadSubmission, its
-reason naming the entry and the error: an LZMA stream that is corrupt raises lzma.LZMAError, no list of types is
-kept), but for the machine's own lack (MemoryError; OSError EMFILE, ENFILE, ENOMEM: MachineFailure, ungraded).
-Writing into ol's own scratch folder is ol's (`writing`): a full, failing or read-only disk is a MachineFailure
-(ungraded, never the student's), but for the failures only an upload's names and shapes cause (a name too long,
-a file where its folder must go: SHAPED_ERRNOS), the upload's rejection.
+Reading an upload's bytes is where its fault ends (`reading`): any failure there, whatever its type (a corrupt
+LZMA stream raises lzma.LZMAError: no list of types is kept), is its rejection (BadSubmission naming the entry and
+the error), but for the machine's own lack (MemoryError; OSError EMFILE, ENFILE, ENOMEM: MachineFailure,
+ungraded). Writing into ol's scratch is ol's (`writing`): a full or failing disk is a MachineFailure, but for the
+failures only an upload's names and shapes cause (SHAPED_ERRNOS): the upload's rejection.
 """
 
 import errno
@@ -239,10 +230,8 @@ def check(root: Path) -> None:
 
 
 def submissions_in(chapter: Chapter, submissions_dir: Path) -> list[Path]:
-    """The folder's submissions: every subfolder and zip (each is laid out by the one layout function,
-    harness.subjects.layout, and a malformed one is rejected with the reason), and every bare chapter file; other
-    loose files (a README, a roster) are not submissions. The folder named is resolved (the user's path);
-    its entries are not: an entry that is a link is rejected when it is packed (harness.grading.parcel)."""
+    """The folder's submissions: every subfolder and zip, and every bare chapter file (not a README, a roster). The
+    folder is resolved (the user's path), its entries are not: a link is rejected when packed."""
     if not submissions_dir.is_dir():
         raise BadSubmission(f"{submissions_dir} is not a folder of submissions (one entry each: a folder, a file or a zip)")
     uploads = {name for lang in chapter.languages.values() for name in lang.uploads}

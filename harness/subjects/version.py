@@ -1,15 +1,12 @@
 """The harness version a grade is made with, as data: what a judge reads and runs on, and its digest.
 
-Two machines grade alike when they hold the same harness, chapter pack, references and fixtures and
-run the same interpreter (major.minor) and the same versions of the libraries a judge runs with: every
-package of the student lock (locks/student.txt, harness.kernel.roles), which is what a judge imports (numpy's bits, Hypothesis's
-draws, pytest's collection). `version_of(chapter)` lists these components; its
-`digest` keys the ledger (harness.grading.ledger), and a Dask worker compares its own components with the
-client's before it grades (harness.grading.task), naming those that differ.
+Two machines grade alike when they hold the same harness, pack, references and fixtures and run the same
+interpreter (major.minor) and versions of the student lock's packages (what a judge imports: numpy's bits,
+Hypothesis's draws, pytest's collection). `version_of(chapter)` lists these; its `digest` keys the ledger, and a
+Dask worker compares its components with the client's before it grades, naming those that differ.
 
-The files' part hashes every file under FILE_ROOTS and the chapter's pack (paths and bytes, in order),
-leaving out caches and build outputs. It is recomputed when a file's size or mtime changed, so an edit
-to the harness changes the version at once (a judge reads the files fresh, whatever was imported).
+The files' part hashes every file under FILE_ROOTS and the pack (paths and bytes, in order), caches and build
+outputs left out, recomputed when a file's size or mtime changed: an edit changes the version at once.
 """
 
 from functools import lru_cache

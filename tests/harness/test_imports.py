@@ -261,7 +261,8 @@ def test_no_private_name_crosses_a_module():
 #   in the token, in any case;
 # - a language: a name in harness.languages.LANGUAGES (`python`, `rust`), in any case, as a word or a part of an
 #   identifier between underscores or a change of case (`rust_image`, `python_none`, `RustBuild`); a word that
-#   merely contains one (`trusted`, `PYTHONPATH`) is not the language's name.
+#   merely contains one (`trusted`, `PYTHONPATH`) is not the language's name; and a word naming one of its tools or
+#   its units (its Language.tools: `cargo`, `rustc`, `crate`), as a word or a plural of one.
 # Exempt, and why:
 # - comments (`#` to the end of the line). They are read by a person and never change what the engine does or
 #   says; a comment that cites the chapter as an example (`# e.g. L10.8's verify`) is documentation of the pack
@@ -317,11 +318,17 @@ def _chapter_words() -> tuple[str, ...]:
     return tuple(sorted(words))
 
 
+def _language_words() -> tuple[str, ...]:
+    """The words that name a language: its name and its tools' (Language.tools)."""
+    return tuple(sorted({w.lower() for name, lang in LANGUAGES.items() for w in (name, *lang.tools)}))
+
+
 def names_in(text: str, chapters: tuple[str, ...], languages: tuple[str, ...]) -> list[str]:
-    """What `text` names of `chapters` (as substrings) and `languages` (as words), lower-cased."""
+    """What `text` names of `chapters` (as substrings) and `languages` (as words, or their plurals), lower-cased."""
     low = text.lower()
     found = [c for c in chapters if c in low]
     words = {w.lower() for w in LANGUAGE_WORD.findall(text)}
+    words |= {w[:-1] for w in words if w.endswith("s")}
     return found + [lang for lang in languages if lang in words]
 
 
@@ -354,7 +361,7 @@ def engine_names(root: Path = HARNESS, chapters: tuple[str, ...] | None = None,
     """Each NAME, STRING or f-string token of a module of `root` outside its languages/ that names a chapter or a
     language, as `module:line: token (names)`."""
     chapters = _chapter_words() if chapters is None else chapters
-    languages = tuple(LANGUAGES) if languages is None else languages
+    languages = _language_words() if languages is None else languages
     found = []
     for path in sorted(root.rglob("*.py")):
         if (root / "languages") in path.parents:
@@ -375,12 +382,20 @@ def test_the_name_check_sees_a_chapter_and_a_language(tmp_path):
     (pkg / "languages").mkdir(parents=True)
     (pkg / "a.py").write_text('"""Grades tinyllm."""\n# L10.8 in a comment\nrust_image = "Python" + "trusted"\n'
                               'env = {"PYTHONPATH": "x"}\ndef f(n="L10_8", RustBuild=1): return n\n'
-                              'm = f"{env!r} see L10.8"\nq = f"""{m}\n{f"{m} for Rust"}"""\nok = f"{m} {{plain}}"\n')
+                              'm = f"{env!r} see L10.8"\nq = f"""{m}\n{f"{m} for Rust"}"""\nok = f"{m} {{plain}}"\n'
+                              'c = f"your {m} crates: {q}" + "run cargo"  # cargo in a comment\n')
     (pkg / "languages" / "rust.py").write_text('RUST = "rust"\n')
-    assert engine_names(pkg, ("l10", "tinyllm"), ("python", "rust")) == [
+    assert engine_names(pkg, ("l10", "tinyllm"), ("cargo", "crate", "python", "rust")) == [
         "harness.a:1: '\"\"\"Grades tinyllm.\"\"\"' (tinyllm)", "harness.a:3: 'rust_image' (rust)",
         "harness.a:3: '\"Python\"' (python)", "harness.a:5: '\"L10_8\"' (l10)", "harness.a:5: 'RustBuild' (rust)",
-        "harness.a:6: 'f\"{env!r} see L10.8\"' (l10)", "harness.a:7: 'f\"\"\"{m}\\n{f\"{m} for Rust\"}\"\"\"' (rust)"]
+        "harness.a:6: 'f\"{env!r} see L10.8\"' (l10)", "harness.a:7: 'f\"\"\"{m}\\n{f\"{m} for Rust\"}\"\"\"' (rust)",
+        "harness.a:10: 'f\"your {m} crates: {q}\"' (crate)", "harness.a:10: '\"run cargo\"' (cargo)"]
+
+
+def test_each_language_names_its_tools():
+    """The words of a language's tools are its module's (Language.tools), and the check reads them."""
+    assert {"cargo", "rustc", "crate"} <= set(LANGUAGES["rust"].tools)
+    assert {"cargo", "rustc", "crate", "python", "rust"} <= set(_language_words())
 
 
 def test_a_pack_names_its_own_words():
