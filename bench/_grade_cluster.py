@@ -45,9 +45,9 @@ def overhead(local1: dict, dask1: dict) -> dict:
             "raw_share": raw / (local1["seconds"] / len(local1["wall_s"])), "median_submission_s": median}
 
 
-def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) -> dict:
-    """Time `ol grade` skipping RESUME_N submissions the ledger holds graded; each entry a real report (the first
-    graded row of `graded_csv`'s ledger) under that submission's own key. Returns figures and problems."""
+def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload, count: int = RESUME_N) -> dict:
+    """Time `ol grade` skipping `count` (RESUME_N, the goal's) submissions the ledger holds graded; each entry a real report
+    (the first graded row of `graded_csv`'s ledger) under that submission's own key. Returns figures and problems."""
     from harness.grading.ledger import Ledger, default_results_dir, read_entry
     from harness.grading.parcel import digest
     from harness.subjects.version import version_of
@@ -57,7 +57,7 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
     klass, out_csv = tmp / "class-resume", tmp / "grades-resume.csv"
     results = default_results_dir(out_csv)
     results.mkdir(parents=True)
-    names = [f"student-{i:03d}" for i in range(RESUME_N)]
+    names = [f"student-{i:03d}" for i in range(count)]
     for i, name in enumerate(names):
         make_upload(klass / name, i)
     ledger = Ledger(chapter, names, out_csv, results, int(seed), True, version_of(chapter), "bwrap")
@@ -76,11 +76,11 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
         return {"seconds": None, "first_s": first[1], "problems": [again]}
     r, seconds = again
     problems = []
-    if r.returncode != 0 or f"{RESUME_N} of {RESUME_N} submissions already graded" not in r.stderr:
-        problems.append(f"the resumed run did not skip all {RESUME_N} (exit {r.returncode}): {r.stderr[-1500:]}")
+    if r.returncode != 0 or f"{count} of {count} submissions already graded" not in r.stderr:
+        problems.append(f"the resumed run did not skip all {count} (exit {r.returncode}): {r.stderr[-1500:]}")
     rows = list(csv.DictReader(out_csv.open()))
-    if len(rows) != RESUME_N:
-        problems.append(f"the resumed run's CSV has {len(rows)} rows, not {RESUME_N}")
+    if len(rows) != count:
+        problems.append(f"the resumed run's CSV has {len(rows)} rows, not {count}")
     rewritten = [n for n, t in before.items() if (results / n).stat().st_mtime_ns != t]
     entries = [n for n in rewritten if n.endswith(".json") and not n.startswith(".") and n != "summary.json"]
     if entries:
@@ -89,7 +89,7 @@ def resume_skip(chapter, tmp: Path, graded_csv: Path, seed: str, make_upload) ->
     if derived:  # nothing changed: the similarity, every page and the validated digests are kept as they are (issue 28)
         problems.append(f"the resumed run rewrote {len(derived)} pages or similarity files though nothing changed: "
                         f"{', '.join(derived[:5])}")
-    return {"seconds": seconds, "first_s": first[1], "submissions": RESUME_N, "problems": problems}
+    return {"seconds": seconds, "first_s": first[1], "submissions": count, "problems": problems}
 
 
 def _run(cmd: list[str]) -> tuple[subprocess.CompletedProcess, float] | str:

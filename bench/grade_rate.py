@@ -41,10 +41,10 @@ figures).
 --resume-only: the resume of 100 alone (the figure of issue 28's regression, in well under a minute): one correct
 Python upload graded with --jobs 1 for a real report to copy into the ledger, then the plain `ol grade` over
 the 100, timed and judged; no rates, no cluster.
---quick: one correct submission and one mutant per language, --jobs 2 and a 2-worker cluster only,
-and the resume of 100 (the CI smoke run: its grades are checked, its rates printed, the goals not
-judged: two submissions are mostly fixed cost). The Rust class is left out (said so) where there is
-no cargo.
+--quick: one correct submission and one mutant, Python's class unless --lang says otherwise, --jobs 2 and a
+2-worker cluster only, and the resume of QUICK_RESUME_N (the CI smoke run: its grades are checked, its rates printed, the
+goals not judged: two submissions are mostly fixed cost; the suite grades Rust classes locally and on a
+cluster). The Rust class is left out (said so) where there is no cargo.
 Goals (issue 15), with --jobs 2 on this 2-core machine: Rust at least 20 submissions a minute, Python
 at least 30. Issue 16: 2 workers at least 1.8x one worker's rate; Dask's overhead under 5 % of a
 submission's time; a resumed run skips 100 graded submissions in under 5 s.
@@ -83,6 +83,7 @@ SEED = "12345"  # the fresh cases' seed: the same class regrades identically
 CORRECT = 8
 MUTANTS = ("s01", "s02", "s03", "s05", "s07", "s08", "s10", "s13")  # 8 different pitfalls, over all four test files
 QUICK_MUTANTS = ("s01",)
+QUICK_RESUME_N = 10  # the smoke run's resume: its first run compares and renders the class (about 200 s for 100 on a loaded machine)
 STUDENT_CORRECT = REPO / "examples/submissions/correct/tinyllm/infer/spec.py"  # a correct spec.py in a student's style
 KINDS = ("correct", "mutant", "no-load", "crash")  # the class's kinds, in the order printed
 
@@ -200,7 +201,7 @@ def median(xs: list[float]) -> float | None:
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--lang", choices=(*LANGS, "all"), default="all", help="the classes graded (default all)")
+    ap.add_argument("--lang", choices=(*LANGS, "all"), default=None, help="the classes graded (default all; python with --quick)")
     ap.add_argument("--jobs", default=None, help=f"comma-separated --jobs of each language's runs (default "
                                                  f"{','.join(map(str, JOBS))}; {','.join(map(str, QUICK_JOBS))} with --quick)")
     ap.add_argument("--cluster", default=None, help=f"comma-separated sizes of the loopback Dask clusters, or none (default "
@@ -209,7 +210,7 @@ def parse_args() -> argparse.Namespace:
                                                         "goal is judged on the median pair (default 1)")
     ap.add_argument("--resume-only", action="store_true", help="only the resume of 100 (one upload graded first, "
                                                                 "for the report its ledger copies)")
-    add_common(ap, "grade_rate", f"1 correct + mutant {', '.join(QUICK_MUTANTS)} per language, --jobs 2 and 2 workers only")
+    add_common(ap, "grade_rate", f"1 correct + mutant {', '.join(QUICK_MUTANTS)}, Python's class, --jobs 2 and 2 workers only")
     a = ap.parse_args()
     try:
         a.jobs = tuple(int(j) for j in a.jobs.split(",")) if a.jobs else (QUICK_JOBS if a.quick else JOBS)
@@ -221,6 +222,7 @@ def parse_args() -> argparse.Namespace:
         ap.error("--jobs, --cluster: each at least 1")
     if a.pairs < 1:
         ap.error("--pairs: at least 1")
+    a.lang = a.lang or ("python" if a.quick else "all")
     a.langs = LANGS if a.lang == "all" else (a.lang,)
     a.out = a.out or (out_path(a, "grade_rate").with_suffix(".resume.json") if a.resume_only else out_path(a, "grade_rate"))
     return a
@@ -296,7 +298,8 @@ def main() -> int:
                         run(lang, f"dask {workers}w" + (f" #{pair + 1}" if pair else ""), ["--scheduler", cluster.address], workers)
         first = runs[langs[0]][f"--jobs {a.jobs[0]}"]
         again_s, _ = grade_once(tmp / f"class-{langs[0]}", first["where"], Path(first["csv"]))  # the same command again
-        resume = gc.resume_skip(chapter, tmp, Path(first["csv"]), SEED, lambda d, i: _upload(chapter, d, i))
+        resume = gc.resume_skip(chapter, tmp, Path(first["csv"]), SEED, lambda d, i: _upload(chapter, d, i),
+                                QUICK_RESUME_N if a.quick else gc.RESUME_N)
         problems += resume["problems"]
     report(a, langs, runs, expects, again_s, resume, problems)
     for p in problems:
@@ -378,7 +381,7 @@ def report(a, langs, runs, expects, again_s, resume, problems) -> None:
     skip_goal = ("not judged on a smoke run" if a.quick else "met" if resume["seconds"] and
                  resume["seconds"] < gc.RESUME_GOAL_S else "NOT met")
     print(f"resume: the {langs[0]} --jobs {a.jobs[0]} command again (skips its {n[langs[0]]}): {again_s:.1f} s; "
-          f"`ol grade` over {gc.RESUME_N} already graded: " +
+          f"`ol grade` over {QUICK_RESUME_N if a.quick else gc.RESUME_N} already graded: " +
           (f"{resume['seconds']:.1f} s" if resume["seconds"] is not None else "did not finish") +
           f" (goal < {gc.RESUME_GOAL_S:g} s): {skip_goal}" + _first(resume))
     write_figures(a.out, {"quick": a.quick, "seed": SEED, "jobs": list(a.jobs), "cluster": list(a.cluster),
