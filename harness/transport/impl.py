@@ -104,6 +104,7 @@ class Impl:
         self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.check.hints)
         self._recording: list[tuple[str, dict]] | None = None  # batched's first pass: the calls its thunks make
         self._ready: deque[tuple[tuple[str, str], CallInfo]] = deque()  # the batch's answers not yet taken, in order
+        self.batch_missed = False  # the latest batch was dropped: a call came out of its order (batched)
 
     def record(self, case_id: str, answer) -> None:
         """Keep the implementation's answer to a golden case, for pitfall hints (judge-side data only)."""
@@ -164,6 +165,7 @@ class Impl:
         a call out of that order, or one the batch left unanswered (after a timeout or a crash, or past the time
         left), is made alone. The thunks run once first, each stopped at its call, to learn the calls."""
         calls: list[tuple[str, dict]] = []
+        self.batch_missed = False
         run_batch = getattr(self.transport, "run_batch", None)  # in this process: no round trip to save
         self._recording = calls if run_batch is not None else None
         try:
@@ -190,6 +192,7 @@ class Impl:
             if key == (op, repr(args)):
                 return info
             self._ready.clear()
+            self.batch_missed = True
         return None
 
     def _rename(self, error: SubmissionFailure, op: str, args: dict, deadline_s: float) -> None:

@@ -376,3 +376,65 @@ def test_a_property_check_in_batches_ends_as_alone_on_an_input_that_hangs_or_cra
     alone = property_verdict(tmp_path, "alone2", False, HANGS=hangs, WRONG=wrong, HOW=how)
     batched = property_verdict(tmp_path, "batched2", True, HANGS=hangs, WRONG=wrong, HOW=how)
     assert alone[:2] == batched[:2] and alone[0] == "difference", (alone, batched)
+
+
+ALLOC_HIGH = """
+import heapq as _ol_heapq
+from tinyllm import kv as _ol_kv
+
+
+def _ol_alloc_high(self):  # the highest free block, not the lowest: every table's ids differ from the reference's
+    if not self._free:
+        raise _ol_kv.KvError("the pool is exhausted")
+    block = max(self._free)
+    self._free.remove(block)
+    _ol_heapq.heapify(self._free)
+    self._refs[block], self._fill[block] = 1, 0
+    return block
+
+
+_ol_kv.KvPool.alloc = _ol_alloc_high
+"""
+
+
+def pool_verdicts(subject: str, batches: bool) -> tuple[list[str], int]:
+    """The two stateful pool tests' verdicts ("pass", or the failure's message) over `subject` in a worker, with the
+    pool's calls sent ahead in batches or each alone; and how many calls went alone."""
+    from chapters.L10_8.tests import test_rollback
+    from harness.subjects.open import open_impl
+    from tests.harness.hostile_kit import CH
+
+    impl = open_impl(CH, subject, transport="worker")
+    if not batches:
+        impl.transport.run_batch = None  # as a transport without batches: every call alone
+    alone = []
+    run = impl.transport.run
+    impl.transport.run = lambda op, *a: alone.append(op) or run(op, *a)
+    out = []
+    try:
+        for test in (test_rollback.test_blocks_conserved_across_rollbacks, test_rollback.test_rollback_drops_one_reference_only):
+            try:
+                test(impl, {"master_seed": 5})
+                out.append("pass")
+            except Exception as e:  # noqa: BLE001 -- an assertion or a SubmissionFailure: the verdict's message
+                out.append(f"{type(e).__name__}: {e}")
+        return out, len(alone)
+    finally:
+        impl.close()
+
+
+@pytest.mark.slow(s=40)
+def test_the_pools_calls_sent_ahead_keep_every_verdict(tmp_path):
+    """The pool tests send the implementation's calls ahead in batches, as the reference's calls predict them
+    (pool_machine.ahead). The reference: both pass, with a handful of calls alone. A pool that allocates its highest
+    free block (its calls part from the prediction at the first table it is given back: the batch is dropped and its
+    side runs again alone), and the mutant s13: each test ends as it does with every call alone."""
+    from tests.harness.hostile_kit import submission
+
+    verdicts, alone = pool_verdicts("reference", True)
+    assert verdicts == ["pass", "pass"] and alone < 100, (verdicts, alone)
+    for subject in (str(submission(tmp_path, ALLOC_HIGH, "alloc_high")), "mutant:s13"):
+        batched, alone = pool_verdicts(subject, True), pool_verdicts(subject, False)
+        assert batched[0] == alone[0], (subject, batched[0], alone[0])
+        assert batched[0] != ["pass", "pass"], (subject, batched[0])
+        assert batched[1] < alone[1], (subject, batched[1], alone[1])
