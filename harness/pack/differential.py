@@ -31,6 +31,7 @@ or another exception where the reference answers. A timeout, a crash or a stub n
 once with its own outcome (its SubmissionFailure, naming the input; nothing to shrink).
 """
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 import math
 import os
@@ -210,6 +211,15 @@ class Answers:
                 self.got[key] = answer(lambda: self.prop.call(self.impl, *args), self.prop.refusal)
         return self.expected(args), self.got[key]
 
+    def batched(self, inputs: list[tuple]):
+        """Within: the implementation asked about each of `inputs` not yet asked, in one round trip where its
+        transport can (harness.transport.impl.Impl.batched; the answers are taken in the order of `inputs`)."""
+        todo = {repr(args): args for args in inputs if repr(args) not in self.got}
+        batched = getattr(self.impl, "batched", None)
+        if batched is None:
+            return nullcontext()
+        return batched(lambda args=args: self.prop.call(self.impl, *args) for args in todo.values())
+
 
 def _judged(prop: Property, asked: Answers, args: tuple, judge: str) -> bool:
     if prop.free is not None and prop.free(*args):
@@ -238,18 +248,18 @@ def check(prop: Property, impl, reference, seed: int, judge: str = ALL, spell: S
 
     inputs: list[tuple[dict[str, str] | None, tuple]] = [(frame, args) for frame, args in drawn(prop.domain, seed)]
     inputs += [(None, e.args) for e in prop.explicit]
-    for frame, args in inputs:
-        if not _judged(prop, asked, args, judge):
-            continue
-        try:
-            problem = differs(args, "")
-        except SubmissionFailure as e:
-            e.args = (f"{show(*args)}: {e.args[0]}",)
-            raise
-        if frame is not None:
-            reach_now |= reached(frame)
-        if problem is not None:
-            return (frame and _shrunk(prop, asked, seed, frame, judge, differs)) or problem
+    inputs = [(frame, args) for frame, args in inputs if _judged(prop, asked, args, judge)]
+    with asked.batched([args for _, args in inputs]):
+        for frame, args in inputs:
+            try:
+                problem = differs(args, "")
+            except SubmissionFailure as e:
+                e.args = (f"{show(*args)}: {e.args[0]}",)
+                raise
+            if frame is not None:
+                reach_now |= reached(frame)
+            if problem is not None:
+                return (frame and _shrunk(prop, asked, seed, frame, judge, differs)) or problem
     return None
 
 

@@ -52,13 +52,14 @@ def main() -> None:
         return reply.get("ok")
 
     session = Session(a.package, call_judge, ops, a.package_dir, tuple(a.own))
-    send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid()}})
+    send({"hello": {"protocol": PROTOCOL_VERSION, "pid": os.getpid(), "batch": True}})
     while True:
         msg = receive()
-        try:
-            send({"id": msg["id"], "ok": session.dispatch(msg["op"], msg.get("args", {}))})
-        except BaseException as e:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt too: all become data
-            send({"id": msg.get("id"), "error": session.error_data(e)})
+        for request in msg["batch"] if isinstance(msg.get("batch"), list) else [msg]:  # a batch: each in turn
+            try:
+                send({"id": request["id"], "ok": session.dispatch(request["op"], request.get("args", {}))})
+            except BaseException as e:  # noqa: BLE001 -- SystemExit and KeyboardInterrupt too: all become data
+                send({"id": request.get("id"), "error": session.error_data(e)})
 
 
 class _Lines:

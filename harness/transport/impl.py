@@ -10,12 +10,14 @@ call becomes data first (a value or an error, and its duration, like pytest's Ca
 subclasses Impl with its interface as methods (its `client` module); the engine knows none of them.
 """
 
+from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass
 import os
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from ..kernel.errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
@@ -47,6 +49,11 @@ class CallInfo:
     value: object = None
     error: SubmissionFailure | None = None
     duration_s: float = 0.0
+    deadline_s: float = 0.0  # a batch's call: the deadline it had (Impl.batched)
+
+
+class _Recorded(BaseException):
+    """Impl.batched's first pass: a thunk's call was recorded, the thunk goes no further."""
 
 
 def describe_call(op: str, args: dict, deadline_s: float, cap: int = 60) -> str:
@@ -62,7 +69,8 @@ def no_callbacks(method: str, args: dict):
 class Transport(Protocol):
     """What an Impl calls through: InProcess (trusted code, in this process) or a worker's (WorkerTransport; Unbuilt,
     a build that failed). `run` makes every outcome data (a CallInfo), under `deadline_s`; `callbacks(method, args)`
-    answers the code's calls back into the judge."""
+    answers the code's calls back into the judge. A transport with round trips to save may also have
+    `run_batch(calls, callbacks, end)` (WorkerTransport's; Impl.batched)."""
 
     @property
     def language(self) -> str: ...  # the code's language ("": ol's own, in this process): errors are worded in it
@@ -94,6 +102,9 @@ class Impl:
         self.check_s = check_limit_s()
         self.check_end: float | None = None  # the whole check's end (arm_check_limit): no call lasts past it
         self.answers: dict[str, object] = {}  # golden case id -> the implementation's answer (harness.check.hints)
+        self._recording: list[tuple[str, dict]] | None = None  # batched's first pass: the calls its thunks make
+        self._ready: deque[tuple[tuple[str, str], CallInfo]] = deque()  # the batch's answers not yet taken, in order
+        self.batch_missed = False  # the latest batch was dropped: a call came out of its order (batched)
 
     def record(self, case_id: str, answer) -> None:
         """Keep the implementation's answer to a golden case, for pitfall hints (judge-side data only)."""
@@ -111,7 +122,28 @@ class Impl:
     def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
         """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
         language), never the protocol's op name."""
-        deadline_s = deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)
+        if self._recording is not None:
+            if callbacks is None and deadline_s is None:
+                self._recording.append((op, args))
+            raise _Recorded
+        info = self._batched(op, args) if callbacks is None and deadline_s is None else None
+        if info is not None:
+            deadline_s = info.deadline_s
+        else:
+            deadline_s = self._deadline(op, args, deadline_s or self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S))
+            info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
+        if info.error is not None:
+            if isinstance(info.error, Raised):
+                language = info.error.language
+                info.error.name_call(self.called(op, args, language), self.call_words(op, args, language),
+                                     self.value_words(language))
+            else:
+                self._rename(info.error, op, args, deadline_s)
+            raise info.error
+        return self.conform(op, args, info.value)
+
+    def _deadline(self, op: str, args: dict, deadline_s: float) -> float:
+        """`deadline_s` cut to the time left of the whole check and of the test's budget; a Timeout when none is left."""
         left = float("inf") if self.check_end is None else self.check_end - time.monotonic()
         if left <= 0:
             raise Timeout(f"{self._called(op, args)}: the whole check's limit of {self.check_s:.3g} s ran out (your code "
@@ -123,16 +155,45 @@ class Impl:
                 raise Timeout(f"{self._called(op, args)}: the test's budget of {self.budget_s:.0f} s ran out "
                               "(your code is too slow or stuck)")
             deadline_s = min(deadline_s, left)
-        info = self.transport.run(op, args, callbacks or no_callbacks, deadline_s)
-        if info.error is not None:
-            if isinstance(info.error, Raised):
-                language = info.error.language
-                info.error.name_call(self.called(op, args, language), self.call_words(op, args, language),
-                                     self.value_words(language))
-            else:
-                self._rename(info.error, op, args, deadline_s)
-            raise info.error
-        return self.conform(op, args, info.value)
+        return deadline_s
+
+    @contextmanager
+    def batched(self, thunks: Iterable[Callable[[], object]]) -> Iterator[None]:
+        """Within: the calls the thunks make (one call of this Impl each, without callbacks), asked in one round trip
+        when the transport takes batches (spec/protocol.md section 3), each under its own deadline, and answered from
+        it while they come in that order, each as it would have been alone (its value, or its error, timeout or crash);
+        a call out of that order, or one the batch left unanswered (after a timeout or a crash, or past the time
+        left), is made alone. The thunks run once first, each stopped at its call, to learn the calls."""
+        calls: list[tuple[str, dict]] = []
+        self.batch_missed = False
+        run_batch = getattr(self.transport, "run_batch", None)  # in this process: no round trip to save
+        self._recording = calls if run_batch is not None else None
+        try:
+            for thunk in thunks if run_batch is not None else ():
+                try:
+                    thunk()
+                except (_Recorded, Exception):  # one that fails before its call fails again when it runs for real
+                    pass
+        finally:
+            self._recording = None
+        if calls and run_batch is not None:
+            end = min(t for t in (self.check_end, self.budget_end, float("inf")) if t is not None)
+            infos = run_batch([(op, args, self.DEADLINES_S.get(op, DEFAULT_DEADLINE_S)) for op, args in calls], no_callbacks, end)
+            self._ready = deque(((op, repr(args)), info) for (op, args), info in zip(calls, infos))
+        try:
+            yield
+        finally:
+            self._ready.clear()
+
+    def _batched(self, op: str, args: dict) -> CallInfo | None:
+        """The batch's answer to this call when it is the next the batch holds; else None, and the batch is dropped."""
+        if self._ready:
+            key, info = self._ready.popleft()
+            if key == (op, repr(args)):
+                return info
+            self._ready.clear()
+            self.batch_missed = True
+        return None
 
     def _rename(self, error: SubmissionFailure, op: str, args: dict, deadline_s: float) -> None:
         """A timeout or a crash the transport told with the op (`op: ...`, `op(args) with a deadline ...`), told

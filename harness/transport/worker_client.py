@@ -142,7 +142,7 @@ class WorkerTransport:
         if hello["hello"].get("protocol") != PROTOCOL_VERSION:
             self._fail(Crashed(f"the worker speaks protocol {hello['hello'].get('protocol')!r}; "
                                f"this judge speaks {PROTOCOL_VERSION} (spec/protocol.md)"))
-        self._greeted = True
+        self._greeted, self._batches = True, hello["hello"].get("batch") is True
 
     def _kill(self) -> None:
         if self.proc is None:
@@ -293,10 +293,51 @@ class WorkerTransport:
         kill_all(descendants(worker))
         reap(self.mode, known={self.proc.pid})  # uid: the daemons it left, re-parented to this judge
 
+    def run_batch(self, calls: list[tuple[str, dict, float]], callbacks, end: float) -> list[CallInfo]:
+        """The calls (op, args, deadline_s) in one message, when the worker takes batches (spec/protocol.md section 3):
+        each answered on its own line under its own deadline, counted from the answer before it and cut at `end`, as
+        run() answers it alone. The CallInfos of the calls answered, in order: they stop after a timeout or a crash
+        (the worker is gone), or before a call `end` leaves no time (the worker, which owes answers, is stopped);
+        none when the worker takes no batches."""
+        infos: list[CallInfo] = []
+        try:
+            if self.proc is None:
+                self._spawn()
+            if not self._greeted:
+                self._greet()
+            first, began = self.request_id + 1, time.monotonic()  # began: when the call now awaited began
+            for j, (op, args, deadline_s) in enumerate(calls if self._batches else ()):
+                start, self._deadline_s = time.perf_counter(), min(deadline_s, end - began)
+                if self._deadline_s <= 0:  # the time left went before this call began: it is asked alone, if at all
+                    if j:
+                        self._kill()  # it owes answers
+                    break
+                info = CallInfo(op, deadline_s=self._deadline_s)
+                infos.append(info)
+                if not j:
+                    self.request_id += len(calls)
+                    self._send({"batch": [{"id": first + i, "op": o, "args": a} for i, (o, a, _) in enumerate(calls)]},
+                               op, began + info.deadline_s)
+                try:
+                    info.value = self._answer(first + j, op, callbacks, began + info.deadline_s,
+                                              lambda: describe_call(op, args, info.deadline_s))
+                except Raised as e:
+                    info.error = e
+                info.duration_s, began = time.perf_counter() - start, time.monotonic()
+                self._sweep(force=False)  # as after a call alone: its child processes live no longer
+        except (Timeout, Crashed) as e:  # the call whose answer was awaited (a failed start or write: the first's)
+            infos = infos or [CallInfo(calls[0][0], deadline_s=calls[0][2])]
+            infos[-1].error = e
+        return infos
+
     def _exchange(self, op: str, args: dict, callbacks, deadline: float, call: str | Callable[[], str]):
         self.request_id += 1
         rid = self.request_id  # each request its own id: an extra or stale answer is a protocol error
         self._send({"id": rid, "op": op, "args": args}, op, deadline)
+        return self._answer(rid, op, callbacks, deadline, call)
+
+    def _answer(self, rid: int, op: str, callbacks, deadline: float, call: str | Callable[[], str]):
+        """The answer to request `rid`, the callbacks before it answered."""
         while True:
             msg = self._read(deadline, op, call)
             if "call" in msg:  # a callback: the judge answers it, then keeps waiting

@@ -208,3 +208,233 @@ def test_the_deadlines_in_force_are_the_documented_ones():
     long_s, names, other_s = float(m.group(1)), re.findall(r"`(\w+)`", m.group(2)), float(m.group(3))
     budgets = {t.name: t.timeout_s for t in load_chapter("L10.8").tests}
     assert other_s == DEFAULT_TIMEOUT_S and {n: s for n, s in budgets.items() if s != other_s} == dict.fromkeys(names, long_s)
+
+
+# ---- batches (spec/protocol.md sections 3, 5 and 6): one message, each call its own answer and deadline -------
+
+def batch_worker(answers: str) -> WorkerTransport:
+    """A worker that takes batches, reads one message (which must be a batch), and answers its calls by `answers`
+    (code run with `calls`, the batch's requests), then reads on: a second message would go unanswered."""
+    return transport(f'''
+    say({{"hello": {{"protocol": 1, "pid": 1, "batch": True}}}})
+    calls = json.loads(IN.readline())["batch"]
+    {answers}
+    IN.readline()
+    ''')
+
+
+CALLS = [("blocks_for", {"tokens": t}, 5.0) for t in (1, 2, 3)]
+
+
+def test_a_batch_is_one_message_whose_calls_keep_their_own_answers_and_errors():
+    tr = batch_worker('''for c in calls:
+        t = c["args"]["tokens"]
+        say({"id": c["id"], "error": {"type": "SpecError", "message": "no", "spec_error": True}} if t == 2 else {"id": c["id"], "ok": t})''')
+    try:
+        infos = tr.run_batch(CALLS, NOTHING, float("inf"))
+        assert [(i.op, i.value) for i in infos] == [("blocks_for", 1), ("blocks_for", None), ("blocks_for", 3)], infos
+        assert infos[0].error is None and infos[2].error is None and infos[1].error.spec_error, infos
+        assert tr.restarts == 0
+    finally:
+        tr.close()
+
+
+def test_each_call_of_a_batch_has_its_own_deadline_counted_from_the_answer_before(monkeypatch):
+    """Each answer "takes" 90 % of its call's deadline on the transport's clock: every call is answered (three calls
+    would be 270 % of one deadline counted from the batch's start)."""
+    clock = skewed_clock(monkeypatch)
+    tr = batch_worker('for c in calls:\n        say({"id": c["id"], "ok": c["args"]["tokens"]})')
+    read = tr._read
+
+    def slow_read(*a, **kw):
+        msg = read(*a, **kw)
+        if "id" in msg:
+            clock.skew += 0.9 * DEFAULT_DEADLINE_S
+        return msg
+    monkeypatch.setattr(tr, "_read", slow_read)
+    try:
+        infos = tr.run_batch([(op, args, DEFAULT_DEADLINE_S) for op, args, _ in CALLS], NOTHING, float("inf"))
+        assert [(i.value, i.error) for i in infos] == [(1, None), (2, None), (3, None)], infos
+    finally:
+        tr.close()
+
+
+@pytest.mark.parametrize("fails", ["timeout", "crash"])
+def test_a_call_of_a_batch_that_times_out_or_crashes_is_told_as_alone_and_leaves_the_rest_unanswered(fails):
+    """The second call hangs (or the worker exits on it): the first keeps its answer, the second gets the outcome and
+    message a call alone gets, the third is unanswered, the worker is stopped, and a call alone after it is answered
+    by a fresh worker."""
+    then = "IN.readline()" if fails == "timeout" else "sys.exit(3)"
+    code = f'''
+    say({{"hello": {{"protocol": 1, "pid": 1, "batch": True}}}})
+    msg = json.loads(IN.readline())
+    if "batch" not in msg:
+        say({{"id": msg["id"], "ok": "alone"}})
+    else:
+        say({{"id": msg["batch"][0]["id"], "ok": 1}})
+        {then}
+    IN.readline()
+    '''
+    tr = transport(code)
+    try:
+        infos = tr.run_batch([(op, args, 0.5) for op, args, _ in CALLS], NOTHING, float("inf"))
+        assert len(infos) == 2 and infos[0].value == 1 and infos[0].error is None, infos
+        if fails == "timeout":
+            assert isinstance(infos[1].error, Timeout), infos
+            assert str(infos[1].error).startswith("blocks_for(tokens=2) with a deadline of 0.5 s: no answer within the deadline"), infos
+        else:
+            assert isinstance(infos[1].error, Crashed) and "exited with code 3" in str(infos[1].error), infos
+        assert tr.proc is None and tr.restarts == 1, "the worker was stopped"
+        alone = tr.run("blocks_for", {"tokens": 3}, NOTHING, 5.0)
+        assert alone.error is None and alone.value == "alone", alone
+    finally:
+        tr.close()
+
+
+def test_a_batch_stops_where_the_time_left_is_spent_and_a_worker_without_batches_gets_none(monkeypatch):
+    clock = skewed_clock(monkeypatch)
+    tr = batch_worker('for c in calls:\n        say({"id": c["id"], "ok": c["args"]["tokens"]})')
+    read = tr._read
+
+    def late_read(*a, **kw):
+        msg = read(*a, **kw)
+        clock.skew += HOUR if "id" in msg else 0  # the first answer came an hour late: the test's time is spent
+        return msg
+    monkeypatch.setattr(tr, "_read", late_read)
+    try:
+        infos = tr.run_batch(CALLS, NOTHING, time.monotonic() + 60)
+        assert [(i.value, i.error) for i in infos] == [(1, None)], infos
+        assert tr.proc is None and tr.restarts == 1, "the worker owed answers: stopped"
+    finally:
+        tr.close()
+    tr = transport(ANSWERS_ALL)  # its hello says nothing of batches
+    try:
+        assert tr.run_batch(CALLS, NOTHING, float("inf")) == []
+        assert tr.run("blocks_for", {}, NOTHING, 5.0).error is None and tr.request_id == 1, "no batch was sent"
+    finally:
+        tr.close()
+
+
+# ---- a property check through batches: every verdict as alone --------------------------------------------------
+
+ODD_INPUTS = """
+_ol_blocks_for = blocks_for
+
+def blocks_for(tokens, block_tokens):
+    if (tokens, block_tokens) == HANGS:
+        import os, time
+        if HOW == "hang":
+            time.sleep(60)
+        os._exit(3)
+    return -1 if (tokens, block_tokens) == WRONG else _ol_blocks_for(tokens, block_tokens)
+"""
+
+
+def property_verdict(tmp_path: Path, name: str, batches: bool, **odd) -> tuple[str, str, int]:
+    """blocks_for's property check (its answers) over a submission odd on the inputs `odd` names, through the worker,
+    with batches or each call alone: (what it ended in, its message, the calls sent alone)."""
+    from chapters.L10_8.judge import properties
+    from harness.subjects.open import open_impl
+    from tests.harness.hostile_kit import CH, submission
+
+    impl = open_impl(CH, str(submission(tmp_path, ODD_INPUTS, name, **odd)))
+    impl.DEADLINES_S = {"blocks_for": 1.0}
+    if not batches:
+        impl.transport.run_batch = None  # as a transport without batches: every call alone
+    alone = []
+    run = impl.transport.run
+    impl.transport.run = lambda op, *a: alone.append(op) or run(op, *a)
+    try:
+        problem = properties.blocks_for(impl, {"master_seed": 5}, properties.ANSWERS)
+        return "difference" if problem else "pass", problem or "", len(alone)
+    except Exception as e:  # noqa: BLE001 -- the check's own outcome (a Timeout, a Crashed)
+        return type(e).__name__, str(e), len(alone)
+    finally:
+        impl.close()
+
+
+@pytest.mark.slow(s=12)
+@pytest.mark.parametrize("how", ["hang", "crash"])
+def test_a_property_check_in_batches_ends_as_alone_on_an_input_that_hangs_or_crashes(tmp_path, how):
+    """The sixth input compared hangs (or kills the worker): the check ends in a timeout (a crash) naming that input,
+    with the same message as when each call is sent alone; and with a wrong answer on the third input, the difference
+    is the verdict either way (the batch's timeout or crash after it changes nothing). Batched, the compared inputs
+    go in one message: no call is sent alone until the difference's search."""
+    from chapters.L10_8.judge.properties import BLOCKS_FOR, judge_reference
+    from harness.pack import drawn
+    from harness.pack.differential import Refused, answer
+
+    answered = [args for _, args in drawn(BLOCKS_FOR.domain, 5)
+                if not isinstance(answer(lambda a=args: judge_reference().blocks_for(*a)), Refused)]
+    hangs, wrong = answered[5], answered[2]
+    outcome = "Timeout" if how == "hang" else "Crashed"
+    alone = property_verdict(tmp_path, "alone", False, HANGS=hangs, WRONG=None, HOW=how)
+    batched = property_verdict(tmp_path, "batched", True, HANGS=hangs, WRONG=None, HOW=how)
+    assert alone[:2] == batched[:2] and alone[0] == outcome, (alone, batched)
+    assert f"blocks_for({hangs[0]}, block_tokens={hangs[1]})" in batched[1], batched
+    assert alone[2] == 6 and batched[2] == 0, (alone, batched)
+    alone = property_verdict(tmp_path, "alone2", False, HANGS=hangs, WRONG=wrong, HOW=how)
+    batched = property_verdict(tmp_path, "batched2", True, HANGS=hangs, WRONG=wrong, HOW=how)
+    assert alone[:2] == batched[:2] and alone[0] == "difference", (alone, batched)
+
+
+ALLOC_HIGH = """
+import heapq as _ol_heapq
+from tinyllm import kv as _ol_kv
+
+
+def _ol_alloc_high(self):  # the highest free block, not the lowest: every table's ids differ from the reference's
+    if not self._free:
+        raise _ol_kv.KvError("the pool is exhausted")
+    block = max(self._free)
+    self._free.remove(block)
+    _ol_heapq.heapify(self._free)
+    self._refs[block], self._fill[block] = 1, 0
+    return block
+
+
+_ol_kv.KvPool.alloc = _ol_alloc_high
+"""
+
+
+def pool_verdicts(subject: str, batches: bool) -> tuple[list[str], int]:
+    """The two stateful pool tests' verdicts ("pass", or the failure's message) over `subject` in a worker, with the
+    pool's calls sent ahead in batches or each alone; and how many calls went alone."""
+    from chapters.L10_8.tests import test_rollback
+    from harness.subjects.open import open_impl
+    from tests.harness.hostile_kit import CH
+
+    impl = open_impl(CH, subject, transport="worker")
+    if not batches:
+        impl.transport.run_batch = None  # as a transport without batches: every call alone
+    alone = []
+    run = impl.transport.run
+    impl.transport.run = lambda op, *a: alone.append(op) or run(op, *a)
+    out = []
+    try:
+        for test in (test_rollback.test_blocks_conserved_across_rollbacks, test_rollback.test_rollback_drops_one_reference_only):
+            try:
+                test(impl, {"master_seed": 5})
+                out.append("pass")
+            except Exception as e:  # noqa: BLE001 -- an assertion or a SubmissionFailure: the verdict's message
+                out.append(f"{type(e).__name__}: {e}")
+        return out, len(alone)
+    finally:
+        impl.close()
+
+
+@pytest.mark.slow(s=40)
+def test_the_pools_calls_sent_ahead_keep_every_verdict(tmp_path):
+    """The pool tests send the implementation's calls ahead in batches, as the reference's calls predict them
+    (pool_machine.ahead). The reference: both pass, with a handful of calls alone. A pool that allocates its highest
+    free block (its calls part from the prediction at the first table it is given back: the batch is dropped and its
+    side runs again alone), and the mutant s13: each test ends as it does with every call alone."""
+    from tests.harness.hostile_kit import submission
+
+    verdicts, alone = pool_verdicts("reference", True)
+    assert verdicts == ["pass", "pass"] and alone < 100, (verdicts, alone)
+    for subject in (str(submission(tmp_path, ALLOC_HIGH, "alloc_high")), "mutant:s13"):
+        batched, alone = pool_verdicts(subject, True), pool_verdicts(subject, False)
+        assert batched[0] == alone[0], (subject, batched[0], alone[0])
+        assert batched[0] != ["pass", "pass"], (subject, batched[0])
+        assert batched[1] < alone[1], (subject, batched[1], alone[1])

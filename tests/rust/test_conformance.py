@@ -34,7 +34,7 @@ from harness.languages import rust
 
 from chapters.L10_8.client import JudgeObjects
 from chapters.L10_8.judge.fake_target import FakeTarget
-from harness.kernel.errors import Raised, SubmissionFailure
+from harness.kernel.errors import Raised, SubmissionFailure, Timeout
 from harness.kernel.paths import REPO
 from harness.subjects.reference import pristine
 from harness.registry import load_chapter
@@ -459,6 +459,55 @@ def test_the_python_and_the_rust_worker_answer_every_request_alike():
     wrong, outcomes = both(requests)
     assert not wrong, f"{len(wrong)} of {len(requests)} requests got different answers:\n" + "\n".join(wrong.values())
     assert outcomes == {"ok", "refusal", "error"}  # the list exercises what it says: values, refusals, other errors
+
+
+WORKERS = {"python": dict(transport="worker"), "rust": dict(language_name="rust")}
+
+
+def batched_answers(subject: dict, requests) -> tuple[list[dict], list[str]]:
+    """Every request's outcome from one fresh Impl of the reference, the requests sent as one batch (spec/protocol.md
+    section 3, through Impl.batched); and the ops of the calls that went alone instead."""
+    impl = open_impl(CH, "reference", **subject)
+    alone: list[str] = []
+    run = impl.transport.run
+    impl.transport.run = lambda op, *a: alone.append(op) or run(op, *a)
+    try:
+        with impl.batched([lambda op=op, args=args: impl.call(op, args) for op, args in requests]):
+            return [answer(impl, op, args) for op, args in requests], alone
+    finally:
+        impl.close()
+
+
+@needs_cargo
+@pytest.mark.parametrize("worker", WORKERS)
+def test_each_worker_answers_a_batch_as_it_answers_each_request_alone(worker):
+    """Every request but those calling back into the judge's target, in one batch: each answer (a value, a refusal,
+    another error; handles made and used in the batch) is the one the same worker gives the request alone."""
+    requests = [(op, args) for op, args in REQUESTS + golden_requests() if not (op == "generate" and args["target"] == "judge")]
+    batched, alone = batched_answers(WORKERS[worker], requests)
+    assert alone == [], f"sent alone instead of in the batch: {alone[:5]}"
+    wrong = disagreements(requests, answers(WORKERS[worker], requests), batched)
+    assert not wrong, f"{len(wrong)} of {len(requests)} requests answered otherwise in a batch:\n" + "\n".join(wrong.values())
+
+
+@needs_cargo
+@pytest.mark.parametrize("worker", WORKERS)
+def test_each_worker_answers_each_call_of_a_batch_as_soon_as_it_is_done(worker):
+    """The second call of three outlives its deadline (20,000 verifications in 0.05 s: about 0.5 s in Rust, 20 s in
+    Python): the first is answered, the second is a timeout naming it and that deadline, the third is unanswered, and
+    the next call gets a fresh worker. A worker that held its answers until the batch's end would have the first
+    answered late (Python: a timeout on the first) or the second in time (Rust)."""
+    slow = verify(ROWS3, [1, 0], params=T1, seed=list(range(20_000)), op="verify_first_tokens")
+    impl = open_impl(CH, "reference", **WORKERS[worker])
+    try:
+        calls = [("blocks_for", {"tokens": 5, "block_tokens": 4}, 5.0), (*slow, 0.05), ("blocks_for", {"tokens": 9, "block_tokens": 4}, 5.0)]
+        infos = impl.transport.run_batch(calls, JudgeObjects(), float("inf"))
+        assert len(infos) == 2 and (infos[0].value, infos[0].error) == (2, None), infos
+        assert isinstance(infos[1].error, Timeout) and "with a deadline of 0.05 s: no answer" in str(infos[1].error), infos
+        assert str(infos[1].error).startswith("verify_first_tokens("), infos
+        assert impl.transport.restarts == 1 and impl.blocks_for(9, 4) == 3
+    finally:
+        impl.close()
 
 
 def test_the_comparison_catches_what_it_must():

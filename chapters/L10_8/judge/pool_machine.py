@@ -19,7 +19,7 @@ block boundaries at or below the cached positions, so only the references droppe
 from dataclasses import dataclass, field
 from functools import lru_cache
 import random
-from typing import Any
+from typing import Any, Callable
 
 from harness.pack import Bare, InProcess, Raised, brief, pristine
 
@@ -38,10 +38,21 @@ KEEP_MAX = 2**64 - 1  # keep is a usize in the Rust contract: a capacity past it
 # so do the positions a write reaches (the rest of a sequence after a keep of 2**64 - 1 writes nothing more)
 
 
+class _Logged(Client):
+    """A client whose calls are kept while `log` is a list."""
+
+    log: list[tuple[str, dict]] | None = None
+
+    def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
+        if self.log is not None:
+            self.log.append((op, args))
+        return super().call(op, args, callbacks, deadline_s)
+
+
 @lru_cache(maxsize=1)
-def judge_reference() -> Client:
+def judge_reference() -> _Logged:
     """The judge's pristine reference behind the chapter's client, in this process: the expected pools."""
-    return Client(InProcess(pristine("L10.8").alias, ops), "the judge's reference")
+    return _Logged(InProcess(pristine("L10.8").alias, ops), "the judge's reference")
 
 
 @dataclass(frozen=True)
@@ -156,21 +167,59 @@ def _run(op: Op, side: Side, b: int, free: int, spell: Spelling):
     return f"sequence {s} {what}{reserved}{call} of {cached} cached positions", got
 
 
+def ahead(impl, num_blocks: int, b: int, reference: Callable[[Any], Any], mine: Callable[[Any, Any], Any]):
+    """`mine(pool, reference(ref_pool))`: `reference` run on a fresh pool of the judge's reference, then `mine` on a
+    fresh pool of the implementation, its calls sent ahead in one batch (harness.transport.impl.Impl.batched) as the
+    reference's calls predict them: while the implementation answers as the reference does, they are the same calls.
+    When its calls part from those (an answer of its steered it elsewhere), `mine` runs again on a fresh pool, each
+    call alone, as it would have run with no batch; what it raised stands only when its calls never parted."""
+    ref = judge_reference()
+    ref_pool = ref.new_pool(num_blocks, b)
+    log: list[tuple[str, dict]] = []
+    ref.log = log
+    try:
+        seen = reference(ref_pool)
+    finally:
+        ref.log = None
+    pool = impl.new_pool(num_blocks, b)
+    calls = [(name, {**args, "pool": pool.handle} if "pool" in args else args) for name, args in log]
+    try:
+        with impl.batched([lambda name=name, args=args: impl.call(name, args) for name, args in calls]):
+            out = mine(pool, seen)
+    except Exception:  # noqa: BLE001 -- a failure or a test's assertion: it stands unless the calls parted
+        if not impl.batch_missed:
+            raise
+    if impl.batch_missed:
+        out = mine(impl.new_pool(num_blocks, b), seen)
+    return out
+
+
 def replay(impl, sequence: list[Op], num_blocks: int, b: int) -> tuple[list[Step], int | None]:
     """Run `sequence` on a fresh pool of each side: the steps (resolved, with both answers and states) and the index
-    of the first step where the implementation's answer or state parts from the reference's (None: never)."""
-    ref, mine = Side(judge_reference().new_pool(num_blocks, b)), Side(impl.new_pool(num_blocks, b))
+    of the first step where the implementation's answer or state parts from the reference's (None: never). The
+    reference's side runs first; the implementation's calls go ahead of its side (`ahead`)."""
+    spell = spelling(impl.language)
+
+    def reference(pool) -> list:
+        ref, free, wants = Side(pool), num_blocks, []  # a fresh pool: every block free
+        for op in sequence:
+            text, want = _run(op, ref, b, free, spell)
+            if text != "skip":
+                wants.append((op, free, text, {"answer": want, "tables": [t for t, _ in ref.seqs], **pool.state()}, len(ref.seqs)))
+                free = wants[-1][3]["free"]
+        return wants
+
+    return ahead(impl, num_blocks, b, reference, lambda pool, wants: _mine(Side(pool), wants, b, spell))
+
+
+def _mine(side: Side, wants: list, b: int, spell: Spelling) -> tuple[list[Step], int | None]:
+    """The implementation's side of a replay: each of the reference's steps (op, the free count before it, its text,
+    the state after it, its live sequences) run on `side` and its state compared."""
     steps: list[Step] = []
-    for op in sequence:
-        free = ref.pool.state()["free"]
-        text, want = _run(op, ref, b, free, spelling(impl.language))
-        if text == "skip":
-            continue
-        _, got = _run(op, mine, b, free, spelling(impl.language))
-        want_state = {"answer": want, "tables": [t for t, _ in ref.seqs], **ref.pool.state()}
-        got_state = {"answer": got, "tables": [t for t, _ in mine.seqs], **mine.pool.state()}
-        steps.append(Step(text, want_state, got_state))
-        if want_state != got_state or len(ref.seqs) != len(mine.seqs):
+    for op, free, text, want_state, live in wants:
+        _, got = _run(op, side, b, free, spell)
+        steps.append(Step(text, want_state, {"answer": got, "tables": [t for t, _ in side.seqs], **side.pool.state()}))
+        if want_state != steps[-1].got or live != len(side.seqs):
             return steps, len(steps) - 1
     return steps, None
 

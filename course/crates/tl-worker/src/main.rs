@@ -1,4 +1,4 @@
-//! tl-worker: the judge's worker for tl-engine, protocol version 1 (spec/protocol.md).
+//! tl-worker: the judge's worker for tl-engine, protocol version 1 (spec/protocol.md), batches included.
 //!
 //!     tl-worker --in FD --out FD
 //!
@@ -149,18 +149,22 @@ fn main() {
     let wire = RefCell::new(Wire::new(adopt(args.fd_in), adopt(args.fd_out)));
     install_panic_hook();
     let mut state = ops::State::default();
-    wire.borrow_mut().send(&obj(vec![("hello", obj(vec![("protocol", Json::Int(PROTOCOL_VERSION)), ("pid", Json::Int(std::process::id() as i128))]))]));
+    let pid = Json::Int(std::process::id() as i128);
+    wire.borrow_mut().send(&obj(vec![("hello", obj(vec![("protocol", Json::Int(PROTOCOL_VERSION)), ("pid", pid), ("batch", Json::Bool(true))]))]));
     loop {
         let msg = match wire.borrow_mut().receive() {
             Some(m) => m,
             None => std::process::exit(0), // the judge went away
         };
-        let id = msg.get("id").cloned().unwrap_or(Json::Null);
-        let answer = match serve(&msg, &mut state, &wire) {
-            Ok(v) => obj(vec![("id", id), ("ok", v)]),
-            Err(f) => obj(vec![("id", id), ("error", f.to_json())]),
-        };
-        wire.borrow_mut().send(&answer);
+        // a batch: its requests in turn, each answered as soon as it is done, as if it had come alone
+        for request in msg.get("batch").and_then(Json::as_array).unwrap_or(std::slice::from_ref(&msg)) {
+            let id = request.get("id").cloned().unwrap_or(Json::Null);
+            let answer = match serve(request, &mut state, &wire) {
+                Ok(v) => obj(vec![("id", id), ("ok", v)]),
+                Err(f) => obj(vec![("id", id), ("error", f.to_json())]),
+            };
+            wire.borrow_mut().send(&answer);
+        }
     }
 }
 
