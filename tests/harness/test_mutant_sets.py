@@ -98,7 +98,8 @@ def test_a_further_set_counts_any_failure_and_reports_findings(tmp_path):
     assert r.returncode == 1 and "1 of 2 passed" in r.stdout, r.stdout + r.stderr
 
 
-def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path):
+def _with_survivor() -> dict:
+    """The set with x3 too: an equivalent rewrite, which no test can kill (a survivor)."""
     manifest = SET_MANIFEST + """
     [[mutant]]
     id = "x3"
@@ -107,7 +108,11 @@ def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path
     expected_by = "doubles_match_the_golden_cases"
     differs_on = "none"
     """
-    packs = make_pack(tmp_path / "packs", _with_set(manifest, {"x1.patch": X1, "x2.patch": X2, "x3.patch": X3}))
+    return _with_set(manifest, {"x1.patch": X1, "x2.patch": X2, "x3.patch": X3})
+
+
+def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path):
+    packs = make_pack(tmp_path / "packs", _with_survivor())
     r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "extra")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "2 of 3 mutants killed (66.7 %" in r.stdout and "survivor x3" in r.stdout, r.stdout
@@ -117,15 +122,7 @@ def test_a_further_set_below_the_threshold_fails_and_names_its_survivor(tmp_path
 def test_fast_runs_a_caught_mutant_on_its_expected_tests_alone_and_gives_the_whole_matrixs_figures(tmp_path):
     """--fast (CI's set runs): x1 is caught by its expected_by test and runs it alone; x2 (a finding) and x3 (a
     survivor) pass theirs and run every test; the verdicts, kill figure, findings and survivors are the full run's."""
-    manifest = SET_MANIFEST + """
-    [[mutant]]
-    id = "x3"
-    rule = "double(x) is 2 * x, written either way"
-    misconception = "none: an equivalent rewrite, which no test can kill"
-    expected_by = "doubles_match_the_golden_cases"
-    differs_on = "none"
-    """
-    packs = make_pack(tmp_path / "packs", _with_set(manifest, {"x1.patch": X1, "x2.patch": X2, "x3.patch": X3}))
+    packs = make_pack(tmp_path / "packs", _with_survivor())
     got = {}
     for how in ("full", "fast"):
         r = ol(packs, tmp_path, "mutants", "T0.1", "--set", "extra", "--json", f"{how}.json", *(["--fast"] if how == "fast" else []))
