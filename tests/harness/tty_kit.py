@@ -10,6 +10,7 @@ as a person's Ctrl-C is)."""
 import fcntl
 import os
 import pty
+import signal
 import re
 import select
 import struct
@@ -22,8 +23,12 @@ CTRL_C = b"\x03"
 
 
 def _controlling_terminal() -> None:
-    """In the child, after setsid: its stdin (the pty) becomes the session's controlling terminal."""
+    """In the child, after setsid: its stdin (the pty) becomes the session's controlling terminal, and Ctrl-C and
+    Ctrl-\\ do what they do at a person's terminal: a suite started in the background of a script (`cmd &`, nohup)
+    hands its children SIGINT and SIGQUIT ignored, and an interpreter started so never hears a Ctrl-C."""
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600, columns: int = 200, rows: int = 50,
