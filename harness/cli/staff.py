@@ -63,6 +63,8 @@ def mutants(chapter, json_path, jobs, lang, mutant_set, fast) -> None:
 
     ch = load_chapter(chapter)
     check_writable(json_path=json_path)
+    if fast and mutant_set == DEFAULT_SET:  # the named pitfalls run every test: their pitfall hints read them all
+        raise UsageError("--fast applies to a further set (--set NAME); the named pitfalls always run every test")
     if not ch.mutant_set(mutant_set):  # an unknown set is a usage error too
         if mutant_set == DEFAULT_SET:
             raise UsageError(f"chapter {ch.chapter} has no mutants ({ch.mutants_manifest} is missing)")

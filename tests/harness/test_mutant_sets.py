@@ -137,6 +137,8 @@ def test_fast_runs_a_caught_mutant_on_its_expected_tests_alone_and_gives_the_who
     assert "tests_run" not in fast["x2"] and "tests_run" not in fast["x3"], "not caught there: every test"
     assert fast["x2"]["failed_tests"] == ["doubles_match_the_golden_cases"], "the finding's killing test, as in the full run"
     assert not any("tests_run" in row for row in got["full"]["mutants"])
+    r = ol(packs, tmp_path, "mutants", "T0.1", "--fast")  # the named pitfalls: every test, always; said, not ignored
+    assert r.returncode == 2 and "--fast applies to a further set" in r.stderr, r.stdout + r.stderr
 
 
 def test_a_mistake_a_language_cannot_make_is_left_out_of_its_count_with_the_reason(tmp_path):
