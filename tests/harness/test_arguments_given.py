@@ -101,3 +101,44 @@ def test_the_in_process_transport_checks_the_arguments_too():
 def test_an_unchanged_nan_or_negative_zero_is_no_change():
     s = Session("json", None, SimpleNamespace(OPS={"call": lambda s, a: a["x"][::-1]}, CONTRACT_ERROR=("decoder", "X")))
     assert s.dispatch("call", {"x": [float("nan"), -0.0]})[1] != s.dispatch("call", {"x": [1.0]})
+
+
+def _changed(change, value) -> bool:
+    """Whether Session.dispatch sees `change(value)` as a change of the argument `value`."""
+    def op(s, a):
+        change(a["x"])
+        return 1
+    s = Session("json", None, SimpleNamespace(OPS={"call": op}, CONTRACT_ERROR=("decoder", "X")))
+    try:
+        s.dispatch("call", {"x": value})
+        return False
+    except Exception as e:  # noqa: BLE001 -- ArgumentChanged, or a failure of the check itself
+        assert "changed its argument x" in str(e), repr(e)
+        return True
+
+
+def test_every_kind_of_change_is_seen_and_an_equal_value_is_none():
+    import numpy as np
+
+    def put(i, v):
+        return lambda x: x.__setitem__(i, v)
+
+    def reshape(a):
+        a.shape = (2, 1)
+
+    def retype(a):
+        a.dtype = np.int32  # the same bytes read as other numbers
+
+    seen = {"-0.0 for 0.0": _changed(put(0, -0.0), [0.0, 1.0]), "4.0 for 4": _changed(put(1, 4.0), [3, 4]),
+            "True for 1": _changed(put(0, True), [1, 2]), "a list for a tuple": _changed(put(0, (1,)), [[1], 2]),
+            "a nested float": _changed(lambda x: x[1].__setitem__(0, 2.5), [[1.0], [2.0]]),
+            "a dict's value": _changed(lambda x: x.update(t=0.5), {"t": 1.0}),
+            "an array's shape": _changed(lambda x: reshape(x[0]), [np.zeros(2, dtype=np.float32)]),
+            "an array's dtype": _changed(lambda x: retype(x[0]), [np.ones(2, dtype=np.float32)]),
+            "an array's entry": _changed(lambda x: x[0].__setitem__(1, 7.0), [np.ones(2, dtype=np.float32)])}
+    assert all(seen.values()), [kind for kind, ok in seen.items() if not ok]
+    same = {"another NaN": _changed(put(0, float("nan")), [float("nan"), 1.0]),
+            "an equal string not interned": _changed(put(0, "".join(["te", "mp"])), ["temp", "x"]),
+            "an equal copy of a row": _changed(put(0, [1.0, -0.0]), [[1.0, -0.0], [1.0, -0.0]]),
+            "an equal array": _changed(put(0, np.ones(2, dtype=np.float32)), [np.ones(2, dtype=np.float32)])}
+    assert not any(same.values()), [kind for kind, changed in same.items() if changed]
