@@ -61,14 +61,14 @@ _SCALARS = frozenset({int, float, bool, str, type(None)})  # exactly these types
 
 
 def _content(x):
-    """What a value holds, to compare before and after a call: a scalar or a list or tuple of scalars as marshal's
-    version 0 writes it, other lists, tuples and dicts item by item, numpy arrays by dtype, shape and bytes, an object
-    by its attributes, anything else by repr. Version 0 writes a float as its 17 significant digits (-0.0 apart from
-    0.0, every NaN alike, as repr), keeps no references between equal objects and marks no string interned, so equal
-    content gives equal bytes, and it is C: a check's calls spent a fifth of their time here when every float went
-    through repr one by one (measured: cProfile of `ol check --submission reference`). marshal is given only those
-    exact types: it would write any buffer (a numpy array) as its bare bytes, without dtype or shape."""
-    if type(x) in _SCALARS or type(x) in (list, tuple) and all(type(v) in _SCALARS for v in x):
+    """What a value holds, to compare before and after a call: plain data (_plain) as marshal's version 0 writes it,
+    other lists, tuples and dicts item by item, numpy arrays by dtype, shape and bytes, an object by its attributes,
+    anything else by repr. Version 0 writes a float as its 17 significant digits (-0.0 apart from 0.0, every NaN
+    alike, as repr), keeps no references between equal objects and marks no string interned, so equal content gives
+    equal bytes, and it is C: a check's calls spent a fifth of their time here when every float went through repr
+    one by one (measured: cProfile of `ol check --submission reference`). marshal is given only those exact types:
+    it would write any buffer (a numpy array) as its bare bytes, without dtype or shape."""
+    if _plain(x):
         return marshal.dumps(x, 0)
     if isinstance(x, (list, tuple)):
         return type(x).__name__, tuple(_content(v) for v in x)
@@ -79,6 +79,16 @@ def _content(x):
     if hasattr(x, "__dict__") and not isinstance(x, type):  # an object (SamplingParams): its attributes, never its address
         return type(x).__qualname__, _content(vars(x))
     return repr(x)
+
+
+def _plain(x) -> bool:
+    """Whether `x` is a scalar, or lists, tuples and dicts (string keys) of those alone, all of exactly those types."""
+    t = type(x)
+    if t in _SCALARS:
+        return True
+    if t is list or t is tuple:
+        return all(type(v) in _SCALARS or _plain(v) for v in x)
+    return t is dict and all(type(k) is str and _plain(v) for k, v in x.items())
 
 
 def _held(x) -> tuple[object, Callable[[], object]]:

@@ -133,6 +133,8 @@ def test_every_kind_of_change_is_seen_and_an_equal_value_is_none():
             "True for 1": _changed(put(0, True), [1, 2]), "a list for a tuple": _changed(put(0, (1,)), [[1], 2]),
             "a nested float": _changed(lambda x: x[1].__setitem__(0, 2.5), [[1.0], [2.0]]),
             "a dict's value": _changed(lambda x: x.update(t=0.5), {"t": 1.0}),
+            "a list in a dict": _changed(lambda x: x["ids"].append(3), {"ids": [1, 2], "t": 1.0}),
+            "an array in a list": _changed(lambda x: x[1].__setitem__(0, 2.0), [[1.0], np.ones(1), 3]),
             "an array's shape": _changed(lambda x: reshape(x[0]), [np.zeros(2, dtype=np.float32)]),
             "an array's dtype": _changed(lambda x: retype(x[0]), [np.ones(2, dtype=np.float32)]),
             "an array's entry": _changed(lambda x: x[0].__setitem__(1, 7.0), [np.ones(2, dtype=np.float32)])}
