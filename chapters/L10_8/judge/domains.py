@@ -8,10 +8,13 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
 - floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
   each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1), NaN and +-inf;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
-  every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V);
+  every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V); a pairwise frame
+  draws the others at random, which may undo what the pair meant (a penalty on a tied token breaks the tie), so
+  where the knobs are the function's own steps (dense_distribution) they are modes as well: each crossed with
+  every other argument's categories with the rest at base, on every run;
 - indexes and ids: each bound of [0, V) and one past it on both sides (V; -1, and i32's or i64's minimum);
 - a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature,
-  propose's draft kind): every category is also judged with every other argument valid, under each mode, so that
+  propose's draft kind, dense_distribution's every knob): every category is also judged with every other argument valid, under each mode, so that
   no refused argument masks the check of another (harness.pack.frames.base_choice).
 Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
 bounds past 2^16, NaN or +inf in a verify row the walk may skip, a reached row that is -inf everywhere, top_p's
@@ -375,7 +378,9 @@ def _knobs(g) -> dict:
 
 DENSE = Domain("dense_distribution", (Param("logits", LOGITS, base="several"), *KNOBS, Param("prompt", _ids(), base="several"),
                                         Param("output", _ids(), base="several")),
-               assemble=lambda g: (g["logits"], _knobs(g), g["prompt"], g["output"]), random_frames=20)
+               assemble=lambda g: (g["logits"], _knobs(g), g["prompt"], g["output"]), random_frames=20,
+               modes=KNOB_NAMES)  # each knob switches a step of the sampler: every value of it crossed with every category
+# of every other argument, the rest at base (a tie at the top at temperature 0; repetition with presence on an output)
 
 
 # ---- verify_draft ---------------------------------------------------------------------------------------------------

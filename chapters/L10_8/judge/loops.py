@@ -9,10 +9,11 @@ Each test of the loop draws the requests of its own row (rules.toml), every cate
                                                       and kept, the stats, the positions cached at the end.
     eos_and_max_tokens_end_generation                 every draft kind at each edge of max_new (0, 1, 2, k, k + 1 and
                                                       near MAX_NEW), greedy and sampled, several EOS ids in any order
-                                                      (ids the request emits, ids not below V).
+                                                      (ids the request emits, ids not below V), each k of K_EDGES.
     generate_stream_hands_over_each_token_and_stops_when_told
                                                       every draft kind, greedy and sampled with penalties, a listener
-                                                      that says stop at a drawn token (or never).
+                                                      that says stop inside a round, at a round's last token, never or
+                                                      on the first token (STOPS), each k of K_EDGES.
 On a difference the request is made smaller (a shorter max_new, one EOS id) while it still differs, and the message
 names the smallest request found and the round and token where the generations part.
 """
@@ -81,6 +82,12 @@ def _params(rng: random.Random, temperature: float, penalties: dict) -> tuple:
     return tuple(sorted(d.items()))
 
 
+def _k(rng: random.Random, i: int) -> int:
+    """The k of a test's i-th request: each of K_EDGES in turn for the first ones (every edge on every run: SpecConfig
+    takes k, and a port that refuses an edge fails the same tests on every seed), drawn after."""
+    return K_EDGES[i] if i < len(K_EDGES) else rng.choice(K_EDGES + K_OTHERS)
+
+
 def _seed(rng: random.Random, i: int) -> int:
     return SEEDS[i % len(SEEDS)] if i % 2 else rng.randrange(2**64)
 
@@ -102,7 +109,7 @@ def eos_requests(grading_seed: int, emitted) -> list[Request]:
     rng = random.Random(f"{grading_seed}:eos_and_max_tokens_end_generation")
     out = []
     for i, (d, edge) in enumerate((d, e) for d in DRAFTS for e in ("0", "1", "2", "k", "k+1", "near")):
-        k = rng.choice(K_EDGES + K_OTHERS)
+        k = _k(rng, i % 6)
         max_new = {"0": 0, "1": 1, "2": 2, "k": k, "k+1": k + 1, "near": MAX_NEW - rng.randrange(3)}[edge]
         temperature = 0.0 if i % 2 == 0 else rng.choice(TEMPERATURES)
         r = Request(d, k, _prompt(rng), _params(rng, temperature, rng.choice(PENALTIES)), _seed(rng, i), max_new)
@@ -114,26 +121,59 @@ def eos_requests(grading_seed: int, emitted) -> list[Request]:
     return out
 
 
-def stream_requests(grading_seed: int) -> list[Request]:
-    """Every draft kind, greedy and sampled with penalties, streamed to a listener that says stop at a drawn token, or
-    never (one request of three)."""
+STOPS = ("inside a round", "a round's last token", "never", "the first token")  # where the listener says stop
+TRIES = 20  # requests drawn for a cell until its generation has a round that can be stopped inside
+
+
+def _stop_at(rng: random.Random, where: str, rounds: list[list[int]]) -> int | None:
+    """The 1-based token the listener says stop on, by category: inside a round (a token its round emits more after:
+    None when no round emits two), at a round's last token, never, on the first token."""
+    if where == "never":
+        return None
+    if where == "the first token":
+        return 1
+    ends, at = [], 0
+    for tokens in rounds:
+        ends.append((at, at + len(tokens)))
+        at += len(tokens)
+    if where == "a round's last token":
+        return rng.choice([end for _, end in ends if end > 0])
+    inside = [t for lo, hi in ends for t in range(lo + 1, hi)]  # stopping on token t leaves tokens t+1.. of its round
+    return rng.choice(inside) if inside else None
+
+
+def stream_requests(grading_seed: int, rounds) -> list[Request]:
+    """Every draft kind, greedy and sampled with penalties, streamed to a listener that says stop at each category of
+    STOPS on every run: inside a round (the drafted greedy requests: `rounds(request)` gives the rounds' tokens of
+    its generation, and requests are drawn until one emits two tokens in a round), at a round's last token, never, on
+    the first token; the rest drawn (the request without a draft sampled: a drawn token, or never)."""
     rng = random.Random(f"{grading_seed}:generate_stream_hands_over_each_token_and_stops_when_told")
+    where = {("ngram", False): STOPS[0], ("prompt_lookup", False): STOPS[0], ("ngram", True): STOPS[1],
+             ("prompt_lookup", True): STOPS[2], ("none", False): STOPS[3]}
     out = []
     for i, (d, sampled) in enumerate((d, s) for d in DRAFTS for s in (False, True)):
-        max_new = rng.randint(2, LONGEST)
-        temperature = rng.choice(TEMPERATURES) if sampled else 0.0
-        stop_at = None if rng.randrange(3) == 0 else rng.randint(1, max_new)
-        out.append(Request(d, rng.choice(K_EDGES + K_OTHERS), _prompt(rng), _params(rng, temperature, rng.choice(PENALTIES)),
-                           _seed(rng, i), max_new, stop_at=stop_at, stream=True))
+        for _ in range(TRIES):
+            max_new = rng.randint(2, LONGEST)
+            temperature = rng.choice(TEMPERATURES) if sampled else 0.0
+            k = _k(rng, i)
+            prompt = _reaching(rng, k) if (d, sampled) in where and where[d, sampled] == STOPS[0] else _prompt(rng)
+            r = Request(d, k, prompt, _params(rng, temperature, rng.choice(PENALTIES)), _seed(rng, i), max_new, stream=True)
+            if (d, sampled) not in where:
+                stop_at = None if rng.randrange(3) == 0 else rng.randint(1, max_new)
+            else:
+                stop_at = _stop_at(rng, where[d, sampled], [rd.tokens for rd in rounds(r)])
+            if stop_at is not None or where.get((d, sampled)) in (None, "never"):
+                break
+        out.append(replace(r, stop_at=stop_at))
     return out
 
 
 def _oracle(r: Request) -> str:
-    """The reference's generate where no earlier part of the chapter can change the answer (no draft), else the
-    implementation's own propose and verify_draft composed: the drawn requests judge the loop alone, so a slip of a
-    draft or of the verifier costs its own test, not these (the fixed requests of the loop's tests hold greedy
-    speculation to plain greedy)."""
-    return "reference" if r.draft == "none" else "own parts"
+    """The implementation's own propose and verify_draft composed, for every drawn request: the drawn requests judge the
+    loop alone, so a slip of a draft or of the verifier (the bonus token's draw, a penalty, the sampler) costs its own
+    test, not these, on every seed. A request without a draft is no exception: its every round is verify_draft's bonus
+    token. (The fixed requests of the loop's tests hold greedy speculation to plain greedy.)"""
+    return "own parts"
 
 
 def _differs(impl, ref, r: Request, where: str, hint: str) -> str | None:

@@ -77,13 +77,19 @@ class Step:
     got: dict
 
 
-def draw_sequences(seed_text: str, count: int, length: int, shared: bool) -> list[list[Op]]:
-    """`count` sequences of `length` operations, drawn from `seed_text` (the grading seed and the test's name)."""
+def draw_sequences(seed_text: str, count: int, length: int, shared: bool, every_keep: bool = False) -> list[list[Op]]:
+    """`count` sequences of `length` operations, drawn from `seed_text` (the grading seed and the test's name).
+    `every_keep`: each sequence opens with one segment per keep kind, on every run whatever the draws: a new sequence,
+    rolled back to its whole capacity (its cached positions at the block size's scale), a block reserved and a rollback
+    to that kind of keep, its end (so a block size at its type's limits meets every kind of keep there)."""
     rng = random.Random(seed_text)
     keeps = KEEPS_SHARED if shared else KEEPS_ANY
     out = []
     for i in range(count):
-        seq = [Op("start", 0, rng.randint(1, 9))]
+        seq = [op for keep in (keeps if every_keep else ()) for op in (
+            Op("start", 0, rng.randint(1, 9)), Op("rollback", 0, rng.randrange(1000), "whole" if "whole" in keeps else keep),
+            Op("reserve", 0, rng.randrange(1000), keep), Op("end"))]
+        seq += [Op("start", 0, rng.randint(1, 9))]
         for _ in range(length - 1):
             kinds = ["write"] * 3 + ["rollback"] * 4 + ["start", "end", "reserve"] + (["fork"] * 2 if shared else [])
             kind = rng.choice(kinds)
@@ -104,8 +110,8 @@ def _keep(op: Op, table: list, cached: int, b: int) -> int:
         return 0
     if op.keep == "whole":
         return cap
-    if op.keep == "above":  # above the cached positions, within the table's capacity
-        return cached + op.n % (cap - cached + 1)
+    if op.keep == "above":  # above the cached positions (strictly, where the capacity leaves room), within the capacity
+        return cached + 1 + op.n % (cap - cached) if cap > cached else cached
     return b * (op.n % (cached // b + 1))  # aligned
 
 
@@ -255,7 +261,7 @@ def check(impl, seed_text: str, shared: bool, count: int = 10, length: int = 14,
     """None when the implementation's rollback keeps its pool as the reference's does on every drawn sequence; else
     the smallest sequence found, step by step, and what differs after its last step."""
     runs = [(sequence, b) for sequence in draw_sequences(seed_text, count, length, shared)]
-    runs += list(zip(draw_sequences(f"{seed_text}:B", len(B_EDGES), length, shared), B_EDGES))
+    runs += list(zip(draw_sequences(f"{seed_text}:B", len(B_EDGES), length, shared, every_keep=True), B_EDGES))
     for i, (sequence, b) in enumerate(runs):
         steps, bad = replay(impl, sequence, num_blocks, b)
         if bad is None:

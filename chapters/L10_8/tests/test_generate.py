@@ -247,6 +247,7 @@ def test_generate_stream_hands_over_each_token_and_stops_when_told(impl, ref, go
         f"token {plain[j]} at index {j} is EOS and the listener answered False on it: its answer is looked at first, "
         f"so finish_reason is 'stopped'; got {g['finish_reason']!r}")
     # drawn from the grading seed: every draft kind, greedy and sampled with penalties, a listener stopping at a drawn token
-    problem = loops.check(impl, ref, loops.stream_requests(golden.get("master_seed", 0)),
+    rounds = lambda r: pristine_generation(ref, {"draft": r.draft, "k": r.k}, list(r.prompt), dict(r.params), r.seed, r.max_new).rounds
+    problem = loops.check(impl, ref, loops.stream_requests(golden.get("master_seed", 0), rounds),
                           hint="Each round's tokens go to the listener in order; a False answer ends generation at once, that token included.")
     assert problem is None, problem
