@@ -19,6 +19,8 @@ case's next numbers (the file stays a function of the master seed).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from harness.pack import exact_logprob
@@ -179,7 +181,9 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
     params = make_params(plan, r)
     probe = set(PROBES) & set(plan.flavors)
     seed = probe_seed(lib, plan.flavors, r) if probe else make_seed(plan, index, r)
-    for _attempt in range(60):  # a fresh history and fresh rows each time; a handful always suffice
+    for _attempt in range(ORDER_ATTEMPTS if "order" in plan.flavors else ATTEMPTS):  # a fresh history and fresh rows each time
+        if "order" in plan.flavors and _attempt:  # knob values under which the order cannot matter are drawn again too
+            params = make_params(plan, r)
         prompt, output = history(plan, r)
         b = (ProbeBuilder if probe else Builder)(lib, plan, r, params, prompt, output, seed)
         try:
@@ -196,6 +200,8 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
         pitfalls = verify_pitfalls(lib, case, answer(v.tokens, v.n_accepted, nxt))
         if "s04" in plan.flavors and "s04" not in pitfalls:
             continue  # the constructed flip was masked by another penalty: build it again
+        if "order" in plan.flavors and answer(*_drop_lps(run_variant(reordered(lib, params), case, None))) == answer(v.tokens, v.n_accepted, nxt):
+            continue  # its two truncation steps in the other order would answer alike: build it again
         if worst_margin(lib, case)[1] < N_MARGIN:
             continue  # a last-ulp difference of exp could flip a decision: build it again
         expect = answer(v.tokens, v.n_accepted, nxt)
@@ -209,6 +215,41 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
         case["pitfalls"] = pitfalls
         return case
     raise RuntimeError(f"verify case {index} ({plan}) could not be constructed")
+
+
+ATTEMPTS = 60  # a case's constructions: a handful always suffice
+ORDER_ATTEMPTS = 1000  # an "order" case's: the other order answers differently in 3 % of them at worst (the top_p and
+# min_p case: median 29, most 173 over 60 seeds), so 1000 fail with a chance of 0.97^1000 < 1e-13; 3 ms each
+TRUNCATION = ("top_k", "top_p", "min_p")  # spec/sampling.md section 5.2, steps 4 to 6, in the stated order
+
+
+class _Reordered:
+    """The reference's sampler with the truncation steps a params object sets run in `order` (verify_variant reads
+    lib.sampling): each step is the reference's own distribution with that knob alone, the first at the case's
+    temperature, the next over the log of what the one before kept (its renormalized probabilities)."""
+
+    def __init__(self, sampling, order: tuple[str, ...]) -> None:
+        self._sampling, self._order = sampling, order
+
+    def __getattr__(self, name: str):
+        return getattr(self._sampling, name)
+
+    def distribution(self, z, params):
+        if params.greedy or not self._order:
+            return self._sampling.distribution(z, params)
+        probs, temperature = None, params.temperature
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a token a step dropped stays dropped
+            for knob in self._order:
+                logits = z if probs is None else np.log(probs)
+                probs = self._sampling.distribution(logits, self._sampling.SamplingParams(temperature=temperature, **{knob: getattr(params, knob)}))
+                temperature = 1.0
+        return probs
+
+
+def reordered(lib: RefLib, params: dict) -> RefLib:
+    """lib with the case's truncation steps in the reverse of the stated order (a case with two: the other order)."""
+    on = [k for k in TRUNCATION if params[k] != {"top_k": 0, "top_p": 1.0, "min_p": 0.0}[k]]
+    return dataclasses.replace(lib, sampling=_Reordered(lib.sampling, tuple(reversed(on))))
 
 
 # the float32 ports each probe flavour must tell from the reference (verify_variant's bugs)

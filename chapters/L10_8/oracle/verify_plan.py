@@ -78,10 +78,11 @@ def verify_plan() -> list[VPlan]:
             plan.append(VPlan(SM, (knob,), m, j, vs[n % len(vs)], flavors=fl,
                               history=knob in PENALTIES or rep != 2))
             n += 1
-    # sampled, knobs in combination
+    # sampled, knobs in combination ("order": two truncation steps that do not commute, built so that the other order
+    # answers differently: spec/sampling.md 5.2 states the order)
     for (knobs, m, j, v, fl) in [
-        ((T, K), 3, 1, 10, ()), ((T, TP), 4, 4, 16, ("split",)), ((K, TP), 5, 2, 24, ("zero_p",)),
-        ((TP, MP), 2, 0, 8, ("zero_p",)), ((T, MP, R), 6, 3, 32, ("hist_boost",)),
+        ((T, K), 3, 1, 10, ()), ((T, TP), 4, 4, 16, ("split",)), ((K, TP), 5, 2, 24, ("zero_p", "order")),
+        ((TP, MP), 2, 0, 8, ("zero_p", "order")), ((T, MP, R), 6, 3, 32, ("hist_boost",)),
         ((T, K, TP, MP), 7, 5, 64, ("split",)), (KNOBS, 8, 4, 50, ("hist_boost",)),
         ((P, F, T), 4, 2, 12, ("hist_boost", "split")), ((R, K), 3, 3, 6, ("hist_boost",)),
         ((T, TP, F), 5, 1, 20, ("hist_boost",)), ((K, MP, P), 2, 1, 40, ("hist_boost", "zero_p")),
