@@ -39,7 +39,8 @@ class ModelTarget:
     (no KV cache to get wrong), the rows of the ids fed."""
 
     def __init__(self, model) -> None:
-        self.model, self.ids = model, []
+        self.model = model
+        self.ids: list[int] = []
 
     def cached(self) -> int:
         return len(self.ids)
