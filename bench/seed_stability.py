@@ -99,7 +99,9 @@ def main() -> int:
         if s in sets and seed in seeds:
             sets[s].setdefault(failed, []).append(seed)
     log.parent.mkdir(parents=True, exist_ok=True)
-    with ProcessPoolExecutor(max_workers=a.jobs) as pool, log.open("a" if a.resume else "w") as out:
+    # each check in a fresh process, as `ol grade` checks each submission: a submission's state left in a process (a
+    # mutable default argument, a module-level cache) must not reach the next check (spawn: a fresh interpreter)
+    with ProcessPoolExecutor(max_workers=a.jobs, max_tasks_per_child=1) as pool, log.open("a" if a.resume else "w") as out:
         # seed by seed: a seed's fresh cases are built once and read back by every row (harness.kernel.memo keeps
         # FRESH_KEPT seeds; row by row, 40 seeds would evict each other and every check would build them again)
         futures = {pool.submit(failing, s, seed, a.lang): (s, seed) for seed in seeds for s in subjects if (s, seed) not in done}
