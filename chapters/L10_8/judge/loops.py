@@ -20,6 +20,7 @@ names the smallest request found and the round and token where the generations p
 
 from dataclasses import dataclass, replace
 import random
+from typing import Callable
 
 from harness.pack import Raised
 
@@ -125,15 +126,16 @@ STOPS = ("inside a round", "a round's last token", "never", "the first token")  
 TRIES = 20  # requests drawn for a cell until its generation has a round that can be stopped inside
 
 
-def _stop_at(rng: random.Random, where: str, rounds: list[list[int]]) -> int | None:
+def _stop_at(rng: random.Random, where: str, rounds: Callable[[], list[list[int]]]) -> int | None:
     """The 1-based token the listener says stop on, by category: inside a round (a token its round emits more after:
-    None when no round emits two), at a round's last token, never, on the first token."""
+    None when no round emits two), at a round's last token, never, on the first token. `rounds()`: the tokens of
+    each round of the request's generation, asked only where the category needs them."""
     if where == "never":
         return None
     if where == "the first token":
         return 1
     ends, at = [], 0
-    for tokens in rounds:
+    for tokens in rounds():
         ends.append((at, at + len(tokens)))
         at += len(tokens)
     if where == "a round's last token":
@@ -142,7 +144,7 @@ def _stop_at(rng: random.Random, where: str, rounds: list[list[int]]) -> int | N
     return rng.choice(inside) if inside else None
 
 
-def stream_requests(grading_seed: int, rounds) -> list[Request]:
+def stream_requests(grading_seed: int, rounds: Callable[[Request], list]) -> list[Request]:
     """Every draft kind, greedy and sampled with penalties, streamed to a listener that says stop at each category of
     STOPS on every run: inside a round (the drafted greedy requests: `rounds(request)` gives the rounds' tokens of
     its generation, and requests are drawn until one emits two tokens in a round), at a round's last token, never, on
@@ -161,24 +163,23 @@ def stream_requests(grading_seed: int, rounds) -> list[Request]:
             if (d, sampled) not in where:
                 stop_at = None if rng.randrange(3) == 0 else rng.randint(1, max_new)
             else:
-                stop_at = _stop_at(rng, where[d, sampled], [rd.tokens for rd in rounds(r)])
+                stop_at = _stop_at(rng, where[d, sampled], lambda: [rd.tokens for rd in rounds(r)])
             if stop_at is not None or where.get((d, sampled)) in (None, "never"):
                 break
         out.append(replace(r, stop_at=stop_at))
     return out
 
 
-def _oracle(r: Request) -> str:
-    """The implementation's own propose and verify_draft composed, for every drawn request: the drawn requests judge the
-    loop alone, so a slip of a draft or of the verifier (the bonus token's draw, a penalty, the sampler) costs its own
-    test, not these, on every seed. A request without a draft is no exception: its every round is verify_draft's bonus
-    token. (The fixed requests of the loop's tests hold greedy speculation to plain greedy.)"""
-    return "own parts"
+# What every drawn request is judged against: the implementation's own propose and verify_draft composed, so the drawn
+# requests judge the loop alone and a slip of a draft or of the verifier (the bonus token's draw, a penalty, the
+# sampler) costs its own test, not these, on every seed. A request without a draft is no exception: its every round is
+# verify_draft's bonus token. (The fixed requests of the loop's tests hold greedy speculation to plain greedy.)
+ORACLE = "own parts"
 
 
 def _differs(impl, ref, r: Request, where: str, hint: str) -> str | None:
     try:
-        check_generation(impl, ref, where, _oracle(r), {"draft": r.draft, "k": r.k}, list(r.prompt),
+        check_generation(impl, ref, where, ORACLE, {"draft": r.draft, "k": r.k}, list(r.prompt),
                          dict(r.params), r.seed, r.max_new, list(r.eos), stop_at=r.stop_at, stream=r.stream, hint=hint,
                          parts_judged_elsewhere=True)
     except AssertionError as e:
