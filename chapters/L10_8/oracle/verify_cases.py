@@ -28,7 +28,7 @@ from harness.pack import exact_logprob
 from .common import PENALTIES, REFUSED, VERIFY_BUGS, VERIFY_TAGS, RefLib, Retry, order_tags
 from .margins import N_MARGIN, UNWATCHED, Margins, Watch, seq_sum
 from .verify_builder import Builder
-from .verify_plan import EDGE_SEEDS, VPlan, history, make_params, make_seed
+from .verify_plan import EDGE_SEEDS, OFF, VPlan, history, make_params, make_seed
 from .verify_probes import PROBES, ProbeBuilder, probe_seed, residual_f32
 
 
@@ -175,14 +175,19 @@ def verify_variant(lib: RefLib, rows_in, draft, draft_probs, params, prompt, out
     return tokens, lps, len(draft)
 
 
+ATTEMPTS = 60  # a case's constructions: a handful always suffice
+ORDER_ATTEMPTS = 1000  # an "order" case's: the other order answers differently in 3 % of them at worst (the top_p and
+# min_p case: median 29, most 173 over 60 seeds), so 1000 fail with a chance of 0.97^1000 < 1e-13; 3 ms each
+
+
 def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
     """Case `index` of the plan: constructed, replayed through the reference, tagged."""
     r = lib.rand(master_seed, "verify", index)
     params = make_params(plan, r)
     probe = set(PROBES) & set(plan.flavors)
     seed = probe_seed(lib, plan.flavors, r) if probe else make_seed(plan, index, r)
-    for _attempt in range(ORDER_ATTEMPTS if "order" in plan.flavors else ATTEMPTS):  # a fresh history and fresh rows each time
-        if "order" in plan.flavors and _attempt:  # knob values under which the order cannot matter are drawn again too
+    for attempt in range(ORDER_ATTEMPTS if "order" in plan.flavors else ATTEMPTS):  # a fresh history and fresh rows each time
+        if "order" in plan.flavors and attempt:  # knob values under which the order cannot matter are drawn again too
             params = make_params(plan, r)
         prompt, output = history(plan, r)
         b = (ProbeBuilder if probe else Builder)(lib, plan, r, params, prompt, output, seed)
@@ -197,14 +202,14 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
             raise AssertionError(f"verify case {index}: planned {plan.j} acceptances, the reference accepted {v.n_accepted}")
         if run_variant(lib, case, None) != (v.tokens, v.logprobs, v.n_accepted, nxt):
             raise AssertionError(f"verify case {index}: the local copy of verify_draft disagrees with the reference")
-        pitfalls = verify_pitfalls(lib, case, answer(v.tokens, v.n_accepted, nxt))
+        expect = answer(v.tokens, v.n_accepted, nxt)
+        pitfalls = verify_pitfalls(lib, case, expect)
         if "s04" in plan.flavors and "s04" not in pitfalls:
             continue  # the constructed flip was masked by another penalty: build it again
-        if "order" in plan.flavors and answer(*_drop_lps(run_variant(reordered(lib, params), case, None))) == answer(v.tokens, v.n_accepted, nxt):
+        if "order" in plan.flavors and answer(*_drop_lps(run_variant(reordered(lib, params), case, None))) == expect:
             continue  # its two truncation steps in the other order would answer alike: build it again
         if worst_margin(lib, case)[1] < N_MARGIN:
             continue  # a last-ulp difference of exp could flip a decision: build it again
-        expect = answer(v.tokens, v.n_accepted, nxt)
         if probe and any(answer(*_drop_lps(run_variant(lib, case, bug))) == expect for bug in F32_BUGS[next(iter(probe))]):
             continue  # a float32 port would answer this probe as the reference does: build it again
         lps = exact_logprobs(lib, case, v.tokens)
@@ -217,9 +222,6 @@ def verify_case(lib: RefLib, master_seed: int, index: int, plan: VPlan) -> dict:
     raise RuntimeError(f"verify case {index} ({plan}) could not be constructed")
 
 
-ATTEMPTS = 60  # a case's constructions: a handful always suffice
-ORDER_ATTEMPTS = 1000  # an "order" case's: the other order answers differently in 3 % of them at worst (the top_p and
-# min_p case: median 29, most 173 over 60 seeds), so 1000 fail with a chance of 0.97^1000 < 1e-13; 3 ms each
 TRUNCATION = ("top_k", "top_p", "min_p")  # spec/sampling.md section 5.2, steps 4 to 6, in the stated order
 
 
@@ -248,7 +250,7 @@ class _Reordered:
 
 def reordered(lib: RefLib, params: dict) -> RefLib:
     """lib with the case's truncation steps in the reverse of the stated order (a case with two: the other order)."""
-    on = [k for k in TRUNCATION if params[k] != {"top_k": 0, "top_p": 1.0, "min_p": 0.0}[k]]
+    on = [k for k in TRUNCATION if params[k] != OFF[k]]
     return dataclasses.replace(lib, sampling=_Reordered(lib.sampling, tuple(reversed(on))))
 
 
@@ -288,9 +290,8 @@ def _verify_tags(lib: RefLib, case: dict, plan: VPlan, shows: set[str]) -> set[s
     active = []
     if not params.greedy and params.temperature != 1.0:
         active.append("temperature")
-    for k, off in (("top_k", 0), ("top_p", 1.0), ("min_p", 0.0), ("repetition_penalty", 1.0),
-                   ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
-        if case["params"][k] != off:
+    for k in ("top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty", "frequency_penalty"):
+        if case["params"][k] != OFF[k]:
             active.append(k)
     tags |= set(active)
     if not params.greedy:

@@ -140,11 +140,15 @@ FREQUENCIES = (0.3, 0.7, 1.0, -0.4)  # likewise; the s04 cases take 0.7 and 1.0
 EDGE_SEEDS = {"zero": 0, "half": 1 << 63, "max": MASK64}
 
 
+# each knob's value when it is off (temperature 0: greedy)
+OFF: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
+                       "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+
+
 def make_params(plan: VPlan, r: Rand) -> dict:
     """The case's seven sampling parameters: off, except the plan's knobs at drawn values."""
     s04 = "s04" in plan.flavors  # the constructed penalty flip wants penalties that bite (> 0)
-    d: dict[str, Any] = {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0,
-                         "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0}
+    d = dict(OFF)
     if plan.mode == "sampled":
         d["temperature"] = r.choice(TEMPS) if "temperature" in plan.knobs else 1.0
     if "top_k" in plan.knobs:
