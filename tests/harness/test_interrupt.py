@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.tty_kit import at_a_pty, text_of
+from tests.harness.tty_kit import SIGNAL_STATE, at_a_pty, text_of
 
 REPO = Path(__file__).resolve().parents[2]
 OL = [sys.executable, "-m", "harness.cli"]
@@ -32,7 +32,7 @@ def reports(tmp_path: Path) -> list[str]:
 def assert_interrupted(code: int, raw: bytes, typed: bool, tmp_path: Path, word: str = "ol: interrupted") -> None:
     text = text_of(raw)
     assert typed, f"the run ended before Ctrl-C could be typed:\n{text[-3000:]}"
-    assert code == 130, f"exit {code}:\n{text[-3000:]}"
+    assert code == 130, f"exit {code}:\n{text[-3000:]}\nas Ctrl-C was typed:\n{SIGNAL_STATE.get('last')}"
     assert word in text, text[-3000:]
     assert not SCORE.search(text.split("^C", 1)[-1]), f"a score after Ctrl-C:\n{text[-3000:]}"
     assert "ERROR" not in text and "did not run" not in text, text[-3000:]

@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import signal
 import zipfile
 
 import pytest
@@ -137,6 +138,29 @@ def test_the_ledger_skips_only_a_grade_with_the_same_key(tmp_path):
     assert entry["key"] == {"content": "da", "seed": 5, "ref_deps": True, "harness": "v1"} and entry["wall_s"] == 1.5
     (tmp_path / "results" / "a.json").write_text(entry.__repr__())  # damaged by hand: graded again, not trusted
     assert not a_ledger(tmp_path, ["a"]).graded("a", "da", False)
+
+
+def test_a_ctrl_c_as_an_entry_is_written_keeps_the_finished_grade(tmp_path, monkeypatch):
+    """Ctrl-C just after an entry's file is written (where `ol grade`'s interrupt test once landed: it signals as
+    the second entry appears): the grade stands, and the run's stop fills only the entries never graded."""
+    from harness.grading import ledger as ledger_mod
+
+    real, typed = ledger_mod.write_atomic, []
+
+    def written_then_interrupted(path, data):
+        real(path, data)
+        if path.name == "a.json" and not typed:
+            typed.append(path)
+            os.kill(os.getpid(), signal.SIGINT)  # heard by Python at its next instruction
+
+    (tmp_path / "results").mkdir()
+    book = a_ledger(tmp_path, ["a", "b"])
+    monkeypatch.setattr(ledger_mod, "write_atomic", written_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        book.record(report("a"), 1.5, "da", "local")
+    book.fill("the run was interrupted before it was graded")
+    kept = {n: json.loads((tmp_path / "results" / f"{n}.json").read_text())["ungraded"] for n in ("a", "b")}
+    assert kept == {"a": None, "b": "the run was interrupted before it was graded"}, kept
 
 
 @pytest.fixture

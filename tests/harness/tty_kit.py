@@ -20,6 +20,22 @@ import time
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")  # rich's styles; any other escape sequence stays in the text
 CTRL_C = b"\x03"
+SIGNAL_STATE: dict[int | str, str] = {}  # pid -> its threads' signal masks as Ctrl-C was typed (for a failure's message)
+
+
+def signal_state(pid: int) -> str:
+    """Each thread of `pid`: its pending, blocked, ignored and caught signal masks (/proc), and the terminal's
+    foreground group: what a Ctrl-C that nobody heard needs explained."""
+    lines = []
+    try:
+        lines.append(f"pgrp {os.getpgid(pid)}, terminal's foreground group {open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()[5]}")
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+            fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status").read().splitlines() if ":" in line)
+            lines.append(f"{tid} {fields['Name'].strip()} " + " ".join(f"{k}={fields[k].strip()}" for k in
+                                                                        ("State", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")))
+    except OSError as e:
+        lines.append(f"({e})")
+    return "\n".join(lines)
 
 
 def _controlling_terminal() -> None:
@@ -53,7 +69,7 @@ def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600
                 raise subprocess.TimeoutExpired(argv, timeout)
             if interrupt_after is not None and not typed and time.monotonic() - started >= interrupt_after:
                 os.write(master, CTRL_C)
-                typed = True
+                typed, SIGNAL_STATE[p.pid] = True, signal_state(p.pid)
             if not select.select([master], [], [], min(left, 0.2))[0]:
                 continue
             try:
@@ -65,10 +81,11 @@ def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600
             chunks.append(data)
             if interrupt_on is not None and not typed and interrupt_on in b"".join(chunks):
                 os.write(master, CTRL_C)
-                typed = True
+                typed, SIGNAL_STATE[p.pid] = True, signal_state(p.pid)
     finally:
         os.close(master)
     code = p.wait(timeout=60)
+    SIGNAL_STATE["last"] = SIGNAL_STATE.pop(p.pid, "")
     return code, b"".join(chunks), typed
 
 
