@@ -125,6 +125,14 @@ class Client(Impl):
                     max_new=max_new, eos=eos, stream=on_token is not None)
         return self.call("generate", args, JudgeObjects(None if remote else target, on_token), deadline_s)
 
+    def proposed(self) -> list:
+        """propose's calls during the last generate, [ctx, k, draft] each: the Python worker notes them (ops.op_proposed);
+        a compiled port's worker has no such op, and a worker that cannot answer now (it hung, it died) notes nothing."""
+        try:
+            return self.call("proposed", {})
+        except Exception:  # noqa: BLE001 -- no record is no verdict: the caller's own failure stands
+            return []
+
     def runner_target(self, model_dir, num_blocks, block_tokens) -> "RunnerProxy":
         return RunnerProxy(self, self.call("runner_target_new", dict(
             model_dir=str(model_dir), num_blocks=num_blocks, block_tokens=block_tokens)))

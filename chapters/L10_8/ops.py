@@ -222,15 +222,56 @@ def _generated(g) -> dict:
                       "accept_rate": float(st.accept_rate())}}
 
 
+MAX_NOTED = 1024  # propose's calls noted per generate: a request has at most max_new rounds (the tests' under 300)
+
+
+def _recording(spec, request_cfg, asked: list):
+    """spec.propose, wrapped to note each call the generation makes with the request's configuration, [ctx, k, draft]
+    (a call with another configuration, or whose arguments or draft are not ids, goes unnoted): the loop's own drafts,
+    which the judge composes its expected generation from (judge/replay.py `proposed`), whatever state propose keeps.
+    It answers and raises exactly as propose does."""
+    real = spec.propose
+    try:
+        want = _cfg_data(request_cfg)
+    except (TypeError, AttributeError, ValueError):  # a configuration the judge cannot read: nothing noted
+        want = None
+
+    def propose(cfg, ctx, k):
+        draft = real(cfg, ctx, k)
+        try:
+            if want is not None and len(asked) < MAX_NOTED and _cfg_data(cfg) == want:
+                asked.append([_ids(ctx), operator.index(k), _ids(draft)])
+        except (TypeError, AttributeError, ValueError):
+            pass
+        return draft
+    return real, propose
+
+
 def op_generate(s, a):
     spec = s.module("infer.spec")
     target = JudgeTarget(s.call_judge) if a["target"] == "judge" else s.handle(a["target"], "target")
-    args = (target, _cfg(s, a["cfg"]), a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
-    if not a.get("stream"):
-        return _generated(spec.generate(*args))
-    # the listener's answer as it gave it (None, 0, "" included): its truth value is the implementation's to read
-    on_token = lambda t, lp: s.call_judge("on_token", {"token": int(t), "logprob": float(lp)})
-    return _generated(spec.generate_stream(*args, on_token))
+    cfg = _cfg(s, a["cfg"])
+    args = (target, cfg, a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
+    asked: list = []
+    s.handles[_PROPOSED] = asked  # kept for op_proposed: the judge asks it when this generate fails
+    real, spec.propose = _recording(spec, cfg, asked)
+    try:
+        if not a.get("stream"):
+            g = spec.generate(*args)
+        else:  # the listener's answer as it gave it (None, 0, "" included): its truth value is the implementation's to read
+            g = spec.generate_stream(*args, lambda t, lp: s.call_judge("on_token", {"token": int(t), "logprob": float(lp)}))
+    finally:
+        spec.propose = real
+    return _generated(g) | {"proposed": asked}
+
+
+_PROPOSED = ("proposed",)  # the session's record of propose's calls during the last generate
+
+
+def op_proposed(s, a):
+    """propose's calls noted during the last generate, [ctx, k, draft] each (op_generate): what the judge asks when
+    that generate failed, to tell a draft no propose may answer (its slip) from the loop's own."""
+    return s.handles.get(_PROPOSED, [])
 
 
 def op_runner_target_new(s, a):
@@ -274,6 +315,7 @@ _POOL_ANSWERS = {"alloc": "int", "retain": "null", "release": "bool", "fill": "i
 _RUNNER_ANSWERS = {"extend": [FLOATS], "truncate": "null", "cached": "int", "blocks": IDS, "pool_free": "int", "close": "null"}
 _GENERATED = {"tokens": IDS, "logprobs": FLOATS, "finish_reason": "str",
               "stats": {"drafted": "int", "accepted": "int", "target_calls": "int", "accept_rate": "float"}}
+_RECORDED = _GENERATED | {"proposed": [("tuple", IDS, "int", IDS)]}  # the Python worker's: propose's calls as well
 ANSWERS = {
     "load": "null",
     "spec_config_parse": {"draft": "str", "k": "int", "max_ngram": "int", "min_ngram": "int"},
@@ -283,6 +325,6 @@ ANSWERS = {
     "verify_first_tokens": IDS, "rng_u32s": IDS, "blocks_for": "int",
     "pool_new": "int", "pool_call": lambda a: _POOL_ANSWERS.get(a.get("method"), "null"),
     "pool_write": IDS, "pool_state": {"refcounts": IDS, "fills": IDS, "free": "int"}, "rollback": {"released": "int", "table": IDS},
-    "generate": _GENERATED,
+    "generate": ("any", _RECORDED, _GENERATED), "proposed": _RECORDED["proposed"],
     "runner_target_new": "int", "runner_target_call": lambda a: _RUNNER_ANSWERS.get(a.get("method"), "null"),
 }

@@ -9,6 +9,7 @@ from harness.pack import Raised, SubmissionFailure, expected_got
 
 from ..judge.fake_target import FakeTarget
 from ..judge.judging import case, uniforms_drawn
+from ..judge.replay import propose_broke_it
 from ..judge.requests import GREEDY
 from ..spelling import spelling
 from .schema import DIFFERS, REFUSED, SECTIONS, case_inputs, draft_inputs, label, recorded, shown_params
@@ -24,17 +25,26 @@ def filled_table(pool, fills) -> list[int]:
     return table
 
 
+# A generate case's answer when the target refused a draft that the implementation's own propose gave its loop and no
+# propose may answer (judge.replay.propose_broke_it): propose's slip, which its own tests judge; the case says
+# nothing of the loop and is not counted (so the slip costs the same tests whatever state propose was left in).
+PROPOSE_BROKE_IT = "propose's slip"
+
+
 def generate_answer(impl, ref, c: dict):
     """{"tokens", "cached"} of a greedy generation on the case's fake target (with its KV budget, or none),
-    or REFUSED when the target refused a call (KV past the budget); another failure propagates."""
+    or REFUSED when the target refused a call (KV past the budget), or PROPOSE_BROKE_IT; another failure
+    propagates."""
     target = FakeTarget(ref, c["vocab"], budget=c["budget"])
     try:
         g = impl.generate(target, c["cfg"], c["prompt"], GREEDY, c["seed"], c["max_new"], [])
     except SubmissionFailure:
         if target.misuse:
-            return REFUSED
+            return PROPOSE_BROKE_IT if propose_broke_it(impl, target) else REFUSED
         raise
-    return REFUSED if target.misuse else {"tokens": g["tokens"], "cached": target.cached()}
+    if target.misuse:
+        return PROPOSE_BROKE_IT if propose_broke_it(impl, target) else REFUSED
+    return {"tokens": g["tokens"], "cached": target.cached()}
 
 
 def rollback_answer(impl, ref, c: dict):
@@ -89,6 +99,8 @@ def golden_section(impl, ref, golden: dict, section: str) -> list[tuple[dict, ob
     for c in golden.get(section, []):
         with case(label(c)) if section in NAMES_THE_CASE else nullcontext():
             got = ASK[section](impl, ref, c)
+        if got is PROPOSE_BROKE_IT:
+            continue
         impl.record(c["id"], recorded(section, got))
         if DIFFERS[section](c["expect"], got):
             wrong.append((c, got))

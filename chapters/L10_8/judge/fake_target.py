@@ -47,9 +47,12 @@ class FakeTarget:
         self.ids: list[int] = []
         self.calls = 0  # extend calls = forward passes
         self.misuse: list[str] = []
+        self.refused: list[list[int]] = []  # the ids of each extend it refused
 
-    def _refuse(self, message: str) -> None:
+    def _refuse(self, message: str, ids: list[int] | None = None) -> None:
         self.misuse.append(message)
+        if ids is not None:
+            self.refused.append(ids)
         raise FakeTargetError(message)
 
     def cached(self) -> int:
@@ -61,13 +64,13 @@ class FakeTarget:
     def extend(self, ids) -> list[np.ndarray]:
         ids = [int(i) for i in ids]
         if not ids:
-            self._refuse("extend([]) fed no ids: every round feeds the pending token plus the draft")
+            self._refuse("extend([]) fed no ids: every round feeds the pending token plus the draft", ids)
         bad = [i for i in ids if not 0 <= i < self.vocab]
         if bad:
-            self._refuse(f"extend fed token id {bad[0]}, outside the vocabulary [0, {self.vocab})")
+            self._refuse(f"extend fed token id {bad[0]}, outside the vocabulary [0, {self.vocab})", ids)
         if self.budget is not None and len(self.ids) + len(ids) > self.budget:
             self._refuse(f"extend would hold {len(self.ids) + len(ids)} positions, past the request's budget of "
-                         f"{self.budget} (len(prompt) + max_new - 1): shorten drafts to max_new - emitted - 1")
+                         f"{self.budget} (len(prompt) + max_new - 1): shorten drafts to max_new - emitted - 1", ids)
         self.calls += 1
         rows = []
         for i in ids:

@@ -56,6 +56,7 @@ class Expected:
     rounds: list[Round] = field(default_factory=list)
     cached: int = 0  # the target's positions when generation ends
     oracle: str = ""  # how the judge got it, in words, for the messages
+    asked: dict = field(default_factory=dict)  # own parts: (ctx, budget) -> the draft each round took
 
     def stats(self) -> dict:
         return {"drafted": sum(len(r.draft) for r in self.rounds), "accepted": sum(r.n_accepted for r in self.rounds),
@@ -113,36 +114,65 @@ def _drawn(rng, state: int, next_u32: int) -> tuple[int, int] | None:
     return None
 
 
+Answers = dict[tuple[tuple[int, ...], int], list[int]]  # (ctx, budget) -> the draft propose gave
+
+
+class PartUnusable(AssertionError):
+    """The implementation's own propose or verify_draft answered what no loop can use (a draft the target refuses,
+    more accepted than drafted, more draws than a round takes): a slip of that part, which its own tests judge."""
+
+
+def proposed(generated: dict) -> Answers:
+    """What propose answered the implementation's own generation, by its arguments: the Python worker notes each call
+    its generate makes (ops.op_generate); none from a compiled port's worker, or for a loop that drafts without
+    calling propose by that name. The first answer to the same arguments stands."""
+    out: Answers = {}
+    for ctx, k, draft in generated.get("proposed", ()):
+        out.setdefault((tuple(ctx), k), list(draft))
+    return out
+
+
 def own_parts_generation(impl, ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), vocab: int = VOCAB,
-                         stop_at: int | None = None) -> Expected:
+                         stop_at: int | None = None, answers: Answers | None = None) -> Expected:
     """spec.pyi's generate_stream, steps 1 to 5, run by the judge over the implementation's own propose and
-    verify_draft on a fresh fake target (the implementation's parts are called through the protocol)."""
+    verify_draft on a fresh fake target (the implementation's parts are called through the protocol). `answers`:
+    propose's answers as the implementation's own loop got them (`proposed`), taken where the loop asked what step 1
+    asks; the judge asks propose the rest. A propose that keeps state between calls answers the judge otherwise than
+    it answered the loop: its answers to the loop keep that slip out of the loop's verdict, on every seed."""
     rng = ref.module("rng")
     target, listener = FakeTarget(ref, vocab), Listener(stop_at)
     want = Expected(oracle="what your own propose and verify_draft give, composed as spec.pyi's generate_stream composes them")
     prompt, eos = [int(t) for t in prompt], set(int(t) for t in eos)
     state = rng.Pcg32.from_seed(seed).state  # the request's generator, followed from outside
+    answers = answers or {}
     while len(want.tokens) < max_new:
         emitted = list(want.tokens)
         budget = min(cfg["k"], max_new - len(emitted) - 1)  # step 1
-        draft = [int(t) for t in impl.propose(cfg, prompt + emitted, budget)] if budget > 0 else []
+        asked = (tuple(prompt + emitted), budget)
+        if budget <= 0:
+            draft = []
+        elif asked in answers:
+            draft = answers[asked]
+        else:
+            draft = [int(t) for t in impl.propose(cfg, prompt + emitted, budget)]
+        want.asked[asked] = draft
         fed = ([emitted[-1]] if emitted else prompt) + draft  # step 2
         try:
             rows = target.extend(fed)[len(fed) - len(draft) - 1:]
         except FakeTargetError as e:  # the draft your propose gave cannot be fed: a wrong answer, not the judge's fault
-            raise AssertionError(f"your propose drafted {short(draft)} for a context of {len(prompt + emitted)} ids, "
+            raise PartUnusable(f"your propose drafted {short(draft)} for a context of {len(prompt + emitted)} ids, "
                                  f"which the target refuses: {e}") from None
         v = impl.verify_draft([np.asarray(r).tolist() for r in rows], draft, None, params, prompt, emitted,
                               seed_at(rng, state))  # step 3
         drawn = _drawn(rng, state, v["next_u32"])
         if drawn is None:
-            raise AssertionError(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
+            raise PartUnusable(f"your verify_draft drew more than {MAX_DRAWS} u32 for a draft of {len(draft)} "
                                  "(two uniforms per draft position and one for the bonus token at most)")
         state = drawn[1]
         try:
             target.truncate(target.cached() - len(draft) + v["n_accepted"])  # step 4
         except FakeTargetError as e:  # an n_accepted no rollback can give: a wrong answer
-            raise AssertionError(f"your verify_draft accepted {v['n_accepted']} of a draft of {len(draft)}: {e}") from None
+            raise PartUnusable(f"your verify_draft accepted {v['n_accepted']} of a draft of {len(draft)}: {e}") from None
         want.rounds.append(Round(fed, draft, list(v["tokens"]), list(v["logprobs"]), v["n_accepted"]))
         for t, lp in zip(v["tokens"], v["logprobs"]):  # step 5
             want.tokens.append(int(t))
@@ -224,24 +254,61 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     return None
 
 
+def propose_broke_it(impl, target) -> bool:
+    """Whether a generate that failed on its target's refusal fed a draft that propose answered its own loop (the
+    Python worker's record, `impl.proposed()`) and that no propose may answer: longer than the k it was asked for, or
+    holding an id its context does not (prompt lookup copies from the context; the n-gram draft follows it). That
+    is propose's slip, which its own tests judge: the loop did what it must with the draft it was given."""
+    if not target.refused:
+        return False
+    fed = target.refused[-1]
+    return any(draft and fed[-len(draft):] == draft and (len(draft) > k or not set(draft) <= set(ctx))
+               for ctx, k, draft in impl.proposed())
+
+
+def generated(impl, target, where: str, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(),
+              on_token=None) -> dict | None:
+    """impl.generate, its failures named by `where`; None when it failed because its own propose gave its loop a draft
+    no propose may answer (propose_broke_it): nothing the request can say of the loop."""
+    try:
+        with case(where):
+            return impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=on_token)
+    except Exception:
+        if propose_broke_it(impl, target):
+            return None
+        raise
+
+
+def own_expected(impl, ref, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(), stop_at: int | None = None,
+                 answers: Answers | None = None) -> Expected | None:
+    """own_parts_generation, or None when the implementation's own propose or verify_draft fails outright (a timeout,
+    a crash, an exception) or answers what no loop can use (PartUnusable): then the request cannot judge the loop,
+    and the parts' own tests judge that failure, so one slip costs those tests alone, on every seed."""
+    try:
+        return own_parts_generation(impl, ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at, answers=answers)
+    except (SubmissionFailure, PartUnusable):
+        return None
+
+
 def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, params: dict, seed: int, max_new: int,
-                     eos=(), stop_at: int | None = None, stream: bool = False, hint: str = "",
-                     parts_judged_elsewhere: bool = False) -> dict | None:
+                     eos=(), stop_at: int | None = None, stream: bool = False, hint: str = "") -> dict | None:
     """Generate with the implementation on a logged fake target holding the request's KV budget, and fail with
     the round and token where it parts from the expected generation (rounds, tokens, finish, logprobs, what the
     listener heard, stats, cached positions). oracle: "reference" (pristine_generation) or "own parts"
-    (own_parts_generation). A listener is used when `stream` or `stop_at` is given; `hint` ends the message.
-    Returns the implementation's answer. `parts_judged_elsewhere`: when the implementation's own propose or
-    verify_draft fails outright (a timeout, a crash, an exception) while the own-parts expectation is composed, the
-    request cannot judge the loop: None, nothing asked of its generate (the parts' own tests judge that failure, so
-    one slip costs those tests alone, on every seed)."""
-    make = pristine_generation if oracle == "reference" else (lambda *a, **kw: own_parts_generation(impl, *a, **kw))
-    try:
-        want = make(ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
+    (own_expected, composed before the generate is asked anything, so a part that fails outright costs no
+    generate; then again over propose's answers to the generate's own loop where they differ from the judge's).
+    A listener is used when `stream` or `stop_at` is given; `hint` ends the message. Returns the implementation's
+    answer, or None when the own parts cannot judge the request (own_expected)."""
+    own = oracle != "reference"
+    try:  # first: a part that fails outright fails here, before the implementation's generate is asked anything
+        want = own_parts_generation(impl, ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at) if own else \
+            pristine_generation(ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at)
     except SubmissionFailure:
-        if parts_judged_elsewhere and oracle != "reference":
+        if own:
             return None
         raise
+    except PartUnusable:  # what propose answered the judge; what it answers the generate's loop may differ
+        want = None
     target = LoggedTarget(ref, VOCAB, budget=len(prompt) + max(max_new, 1) - 1)
     heard: list[int] | None = [] if (stream or stop_at is not None) else None
     listener = None
@@ -249,8 +316,20 @@ def check_generation(impl, ref, where: str, oracle: str, cfg: dict, prompt, para
         def listener(t, lp) -> bool:  # hear the token; go on unless told to stop there
             heard.append(int(t))
             return stop_at is None or len(heard) < stop_at
-    with case(where):
-        g = impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=listener)
+    try:
+        g = generated(impl, target, where, cfg, prompt, params, seed, max_new, eos, on_token=listener)
+    except Exception:
+        if want is None:  # the parts answered the judge what no loop can use: that explains it
+            return None
+        raise
+    if g is None:
+        return None
+    answers = proposed(g)
+    if own and (want is None or any(answers.get(asked, draft) != draft for asked, draft in want.asked.items())):
+        want = own_expected(impl, ref, cfg, prompt, params, seed, max_new, eos, stop_at=stop_at, answers=answers)
+        if want is None:
+            return None
+    assert want is not None
     assert not target.misuse, f"{where}: {target.misuse[0]}"
     problem = parting(where, want, g, fed=target.fed, cached=target.cached(), heard=heard, spell=spelling(impl.language))
     assert problem is None, problem + (f"\n  {hint}" if hint else "")

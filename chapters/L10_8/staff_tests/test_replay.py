@@ -7,8 +7,11 @@ the round and the token where two generations part.
 """
 
 from hypothesis import given, settings, strategies as st
+import pytest
 
-from chapters.L10_8.judge.replay import Expected, Round, own_parts_generation, parting, pristine_generation, seed_at
+from chapters.L10_8.judge.fake_target import FakeTarget, FakeTargetError
+from chapters.L10_8.judge.replay import (Expected, Round, check_generation, own_parts_generation, parting, pristine_generation,
+                                         propose_broke_it, proposed, seed_at)
 from harness.pack import pristine
 from harness.pack import load_chapter
 from harness.pack import open_impl
@@ -59,3 +62,56 @@ def test_parting_names_the_round_and_the_token():
     assert "Round 2 (forward pass 2)" in message and "your loop fed [2 3 4]" in message, message
     message = parting("here", want, {**got, "tokens": [1, 2, 3, 4, 5], "finish_reason": "eos"})
     assert "finish_reason 'eos'" in message, message
+
+
+def test_a_propose_that_keeps_state_is_judged_by_what_it_answered_the_loop():
+    """A propose that remembers what it was asked (its first answer to each arguments, then nothing) answers the
+    judge's composition one draft and the implementation's loop another: the judge composes the expected generation
+    from propose's answers to the loop itself (the Python worker's record, replay.proposed), so the loop, the
+    reference's, passes; without the record it would be blamed for propose's state."""
+    spec = IMPL.transport.session.module("infer.spec")
+    real, asked = spec.propose, set()
+
+    def forgetful(cfg, ctx, k):
+        key = (tuple(ctx), k)
+        if key in asked:
+            return []
+        asked.add(key)
+        return real(cfg, ctx, k)
+
+    cfg, prompt = {"draft": "ngram", "k": 4}, [1, 2, 3, 1, 2, 3, 1, 2]
+    spec.propose = forgetful
+    try:
+        g = check_generation(IMPL, REF, "a drafted request", "own parts", cfg, prompt, PARAMS[4], 5, 16)
+        judged = own_parts_generation(IMPL, REF, cfg, prompt, PARAMS[4], 5, 16)  # every argument asked before: no drafts
+        asked.clear()
+        fresh = own_parts_generation(IMPL, REF, cfg, prompt, PARAMS[4], 5, 16)
+    finally:
+        spec.propose = real
+    assert g is not None and proposed(g) and not any(proposed(g).values()), "the loop was answered nothing, on record"
+    assert not judged.stats()["drafted"] and fresh.stats()["drafted"], "the judge's first asking drew drafts"
+
+
+class _Recorded:
+    """An implementation that is only its record of propose's calls to the loop."""
+
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def proposed(self) -> list:
+        return self.calls
+
+
+def test_a_refused_draft_is_proposes_slip_only_when_propose_gave_it_and_may_not_have():
+    target = FakeTarget(REF, 16)
+    with pytest.raises(FakeTargetError):
+        target.extend([1, 2, 3, 40])  # the prompt [1, 2, 3], then a draft holding an id outside the vocabulary
+    assert propose_broke_it(_Recorded([[[1, 2, 3], 2, [40]]]), target), "propose drafted 40, which its context lacks"
+    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [3]]]), target), "the loop fed 40 itself"
+    assert not propose_broke_it(_Recorded([]), target), "no record (a compiled port): the loop's failure stands"
+    budget = FakeTarget(REF, 16, budget=4)
+    with pytest.raises(FakeTargetError):
+        budget.extend([1, 2, 3, 1, 2])
+    assert propose_broke_it(_Recorded([[[1, 2, 3], 1, [1, 2]]]), budget), "two drafted for a k of 1: propose's slip"
+    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [1, 2]]]), budget), "asked for 2 past the budget: the loop's"
+    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [40]]]), FakeTarget(REF, 16)), "nothing refused"
