@@ -266,6 +266,10 @@ def op_generate(s, a):
 
 
 _PROPOSED = ("proposed",)  # the session's record of propose's calls during the last generate
+# The Python worker's notes of the implementation's own calls (op proposed; generate's "proposed" key): no answer of
+# the contract, so no other language's worker gives them (spec/protocol.md 12.16a), and the workers' conformance
+# test compares the rest.
+WORKER_NOTES = ("proposed",)
 
 
 def op_proposed(s, a):
