@@ -19,7 +19,7 @@ from typing import Callable, Sequence
 import pytest
 
 from ..kernel import stage
-from ..kernel.errors import BuildFailed, OlError, SubmissionFailure, UsageError
+from ..kernel.errors import BuildFailed, OlError, SubmissionFailure, UsageError, raise_if_interrupted
 from ..languages import in_process
 from ..kernel.outcomes import Outcome
 from ..registry import Chapter
@@ -304,6 +304,7 @@ def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOp
             code = pytest.main(pytest_args(chapter, submission, options), plugins=[collector])
         if collector.interrupted:  # the tests that did not run are no failures of the submission: no report at all
             raise KeyboardInterrupt
+        raise_if_interrupted()  # a Ctrl-C that something swallowed (kernel.errors): no report either
         failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
         impl = loader.impl
         assert impl is not None  # opened: wait() raised the opener's error otherwise

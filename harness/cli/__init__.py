@@ -30,7 +30,7 @@ from rich.text import Text
 
 from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
-from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit
+from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit, hear_interrupts, raise_if_interrupted
 from ..languages import LANGUAGES, in_process, language
 from ..kernel import cache
 from ..kernel.paths import shown
@@ -51,12 +51,18 @@ INTERRUPTED = ("ol: interrupted: no verdict (nothing was scored and no report wr
 
 
 class OlGroup(click.Group):
-    def invoke(self, ctx):
+    def _command(self, ctx) -> int:
         try:
             super().invoke(ctx)
-            code = 0
+            return 0
         except Exit as e:
-            code = e.code
+            return e.code
+
+    def invoke(self, ctx):
+        hear_interrupts()
+        try:
+            code = self._command(ctx)
+            raise_if_interrupted()  # a Ctrl-C that something swallowed still ends the run as one
         except OlError as e:  # its message may quote a submission (a file name in a zip): drawn literally
             err.print(Text.assemble(("ol:", "bold red"), " ", lit(str(e))))
             code = e.exit_code

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..kernel.errors import UsageError
+from ..kernel.errors import UsageError, raise_if_interrupted
 
 
 def _out_options() -> dict[str, Any]:
@@ -30,6 +30,7 @@ class Exit(Exception):
 
 
 def write_json(path: str, data) -> None:
+    raise_if_interrupted()  # no report after a Ctrl-C, even one something swallowed (kernel.errors)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(data, indent=2) + "\n")
 

@@ -7,7 +7,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from ..kernel.errors import UsageError
+from ..kernel.errors import UsageError, raise_if_interrupted
 from ..render.gradescope import results_json
 from .common import write_json
 
@@ -65,6 +65,7 @@ def refusal_out(reason: str) -> None:
 
 
 def write_outputs(rep, json_path, junit, gradescope) -> None:
+    raise_if_interrupted()  # no report after a Ctrl-C, even one something swallowed
     if json_path == "-":
         sys.stdout.write(json.dumps(rep.to_json()) + "\n")
         sys.stdout.flush()

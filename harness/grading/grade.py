@@ -24,7 +24,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from ..kernel.errors import UsageError
+from ..kernel.errors import UsageError, raise_if_interrupted
 from ..registry import Chapter
 from ..kernel.report import Report
 from ..sandbox.confine import descendants, kill_all
@@ -115,6 +115,7 @@ def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events
             report = report.but(language=language_of(chapter, by_name[task.parcel.name]))
         ledger.record(report, result["wall_s"], task.parcel.digest, result["where"])
         events.finished(report, result["wall_s"], result["where"])
+        raise_if_interrupted()  # a Ctrl-C that something swallowed (kernel.errors) stops the class here, this grade kept
 
     def lost(task, reason: str) -> None:  # the cluster could not finish it (its workers kept dying): ungraded
         report = Report.for_ungraded(chapter, task.parcel.name, ref_deps, reason)

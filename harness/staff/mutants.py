@@ -14,7 +14,7 @@ import signal
 from typing import Any
 
 from ..check.runner import CheckOptions, run_check
-from ..kernel.errors import OlError
+from ..kernel.errors import OlError, raise_if_interrupted
 from ..languages import in_process
 from ..kernel.outcomes import MutantVerdict, Outcome
 from ..registry import DEFAULT_SET, Chapter, load_chapter
@@ -201,6 +201,7 @@ def _run(chapter: Chapter, subjects: dict[str, tuple[str, ...]], jobs: int | Non
         futures = {pool.submit(_check_one, chapter.chapter, s, language, only): s for s, only in subjects.items()}
         try:
             for f in as_completed(futures):
+                raise_if_interrupted()  # a Ctrl-C dropped as the pool forked its processes (kernel.errors)
                 try:
                     reports[futures[f]] = f.result()
                 except OlError as e:  # a patch that does not apply: the mutant is unviable, said so

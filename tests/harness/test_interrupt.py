@@ -8,6 +8,7 @@ import os
 import signal
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,7 +33,8 @@ def reports(tmp_path: Path) -> list[str]:
 def assert_interrupted(code: int, raw: bytes, typed: bool, tmp_path: Path, word: str = "ol: interrupted") -> None:
     text = text_of(raw)
     assert typed, f"the run ended before Ctrl-C could be typed:\n{text[-3000:]}"
-    assert code == 130, f"exit {code}:\n{text[-3000:]}\nas Ctrl-C was typed:\n{SIGNAL_STATE.get('last')}"
+    assert code == 130, (f"exit {code}:\n{text[-3000:]}\nright after Ctrl-C:\n{text.split('^C', 1)[-1][:1500]}\n"
+                         f"as Ctrl-C was typed:\n{SIGNAL_STATE.get('last')}")
     assert word in text, text[-3000:]
     assert not SCORE.search(text.split("^C", 1)[-1]), f"a score after Ctrl-C:\n{text[-3000:]}"
     assert "ERROR" not in text and "did not run" not in text, text[-3000:]
@@ -116,3 +118,34 @@ def test_ctrl_c_during_ol_mutants_is_exit_130_and_no_matrix(tmp_path):
                                 interrupt_on=b"reference and mutants", timeout=300)
     assert_interrupted(code, raw, typed, tmp_path)
     assert "caught" not in text_of(raw), text_of(raw)[-3000:]
+
+
+def test_a_ctrl_c_that_a_finalizer_swallows_is_still_raised_where_the_run_decides():
+    """Python drops a KeyboardInterrupt raised inside a finalizer, an at-fork hook or a weakref callback ("Exception
+    ignored"): the one typed as `ol mutants` forked its pool was lost in logging's at-fork hook and the run went on
+    to exit 0. ol's handler (kernel.errors.hear_interrupts) notes it, and raise_if_interrupted raises it again."""
+    program = """
+import os, signal
+from harness.kernel.errors import hear_interrupts, raise_if_interrupted
+if os.environ.get("OL_HEAR") == "1":
+    hear_interrupts()
+
+class Swallows:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)  # heard at the next instruction: inside this finalizer, which drops it
+        for _ in range(3):
+            pass
+
+Swallows()
+try:
+    raise_if_interrupted()
+    print("went on")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+    said = {hear: subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60,
+                                 env={**os.environ, **ENV, "OL_HEAR": hear},
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as at a terminal
+            for hear in ("0", "1")}
+    assert said["0"].stdout.strip() == "went on" and "Exception ignored" in said["0"].stderr, said["0"]  # Python's own
+    assert said["1"].stdout.strip() == "interrupted", said["1"]
