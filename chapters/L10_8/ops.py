@@ -8,6 +8,9 @@ named by an integer handle. Callbacks into the judge (the judge's target, the on
 through `session.call_judge(method, args)`.
 """
 
+from contextlib import contextmanager
+import functools
+import inspect
 import operator
 
 import numpy as np
@@ -225,26 +228,42 @@ def _generated(g) -> dict:
 MAX_NOTED = 1024  # propose's calls noted per generate: a request has at most max_new rounds (the tests' under 300)
 
 
-def _recording(spec, request_cfg, asked: list):
-    """spec.propose, wrapped to note each call the generation makes with the request's configuration, [ctx, k, draft]
-    (a call with another configuration, or whose arguments or draft are not ids, goes unnoted): the loop's own drafts,
-    which the judge composes its expected generation from (judge/replay.py `proposed`), whatever state propose keeps.
-    It answers and raises exactly as propose does."""
-    real = spec.propose
+@contextmanager
+def _noting(spec, request_cfg, asked: list):
+    """While the block runs, spec.propose wrapped to note each call made with the request's configuration, [ctx, k,
+    draft], in `asked` (a call with another configuration, or whose arguments or draft are not ids, goes unnoted;
+    so does every call after the first MAX_NOTED): the loop's own drafts, which the judge composes its expected
+    generation from (judge/replay.py `proposed`), whatever state propose keeps. The wrapper takes the arguments as
+    they come (positional or by any names) and answers and raises exactly as propose does; a submission without a
+    propose of its own gets nothing wrapped."""
+    real = getattr(spec, "propose", None)
+    if not callable(real):
+        yield
+        return
     try:
-        want = _cfg_data(request_cfg)
-    except (TypeError, AttributeError, ValueError):  # a configuration the judge cannot read: nothing noted
-        want = None
+        want, names = _cfg_data(request_cfg), inspect.signature(real)
+    except (TypeError, AttributeError, ValueError):  # a configuration or a propose the judge cannot read: no notes
+        want, names = None, None
 
-    def propose(cfg, ctx, k):
-        draft = real(cfg, ctx, k)
+    def propose(*args, **kwargs):
+        draft = real(*args, **kwargs)
         try:
-            if want is not None and len(asked) < MAX_NOTED and _cfg_data(cfg) == want:
+            cfg, ctx, k = names.bind(*args, **kwargs).arguments.values()
+            if len(asked) < MAX_NOTED and _cfg_data(cfg) == want:
                 asked.append([_ids(ctx), operator.index(k), _ids(draft)])
-        except (TypeError, AttributeError, ValueError):
+        except (TypeError, AttributeError, ValueError):  # not three arguments, not ids: unnoted
             pass
         return draft
-    return real, propose
+
+    try:
+        functools.update_wrapper(propose, real)  # its name and attributes, as code that reads them expects
+    except Exception:  # noqa: BLE001 -- a callable whose attributes cannot be read: the plain wrapper
+        pass
+    spec.propose = propose
+    try:
+        yield
+    finally:
+        spec.propose = real
 
 
 def op_generate(s, a):
@@ -254,14 +273,11 @@ def op_generate(s, a):
     args = (target, cfg, a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
     asked: list = []
     s.handles[_PROPOSED] = asked  # kept for op_proposed: the judge asks it when this generate fails
-    real, spec.propose = _recording(spec, cfg, asked)
-    try:
+    with _noting(spec, cfg, asked):
         if not a.get("stream"):
             g = spec.generate(*args)
         else:  # the listener's answer as it gave it (None, 0, "" included): its truth value is the implementation's to read
             g = spec.generate_stream(*args, lambda t, lp: s.call_judge("on_token", {"token": int(t), "logprob": float(lp)}))
-    finally:
-        spec.propose = real
     return _generated(g) | {"proposed": asked}
 
 

@@ -115,3 +115,29 @@ def test_a_refused_draft_is_proposes_slip_only_when_propose_gave_it_and_may_not_
     assert propose_broke_it(_Recorded([[[1, 2, 3], 1, [1, 2]]]), budget), "two drafted for a k of 1: propose's slip"
     assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [1, 2]]]), budget), "asked for 2 past the budget: the loop's"
     assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [40]]]), FakeTarget(REF, 16)), "nothing refused"
+
+
+def test_the_worker_notes_propose_as_it_is_called_and_leaves_a_module_as_it_found_it():
+    """ops._noting wraps a submission's propose for one generate: a call by any names is noted and answered as
+    propose answers it, attributes read through the wrapper are propose's, the module gets its own propose back, and a
+    submission that drafts without a propose of its own gets nothing wrapped (nothing to fail on)."""
+    from types import SimpleNamespace
+
+    from chapters.L10_8 import ops
+
+    cfg = SimpleNamespace(draft="ngram", k=4, max_ngram=3, min_ngram=1)
+
+    def propose(config, context, budget):
+        return list(context[:budget])
+    propose.cache_clear = lambda: "cleared"
+    spec, asked = SimpleNamespace(propose=propose), []
+    with ops._noting(spec, cfg, asked):
+        assert spec.propose(cfg, [5, 6, 7], 2) == [5, 6] and spec.propose(config=cfg, context=[8, 9], budget=1) == [8]
+        assert spec.propose(SimpleNamespace(draft="prompt_lookup", k=4, max_ngram=3, min_ngram=1), [1], 1) == [1]
+        assert spec.propose.cache_clear() == "cleared" and spec.propose.__name__ == "propose"
+    assert spec.propose is propose
+    assert asked == [[[5, 6, 7], 2, [5, 6]], [[8, 9], 1, [8]]], "each call with the request's configuration, by any names"
+    bare = SimpleNamespace()
+    with ops._noting(bare, cfg, asked):
+        pass
+    assert not hasattr(bare, "propose")
