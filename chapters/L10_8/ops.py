@@ -9,7 +9,6 @@ through `session.call_judge(method, args)`.
 """
 
 from contextlib import contextmanager
-import functools
 import inspect
 import operator
 
@@ -228,14 +227,35 @@ def _generated(g) -> dict:
 MAX_NOTED = 1024  # propose's calls noted per generate: a request has at most max_new rounds (the tests' under 300)
 
 
+SEQUENCES = (list, tuple, np.ndarray)  # a context or a draft noted only as one of these: an iterator is never consumed
+
+
+class _Noted:
+    """A submission's propose as one generate sees it: called, it answers and raises exactly as propose does and notes
+    the call (`note(args, kwargs, draft)`); every attribute read is propose's own (a callable object's methods, a
+    cache's cache_clear)."""
+
+    def __init__(self, real, note) -> None:
+        self._real, self._note = real, note
+
+    def __call__(self, *args, **kwargs):
+        before = self._note(args, kwargs, None)  # the context as it was asked, before propose can change it
+        draft = self._real(*args, **kwargs)
+        self._note(args, kwargs, (before, draft))
+        return draft
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
 @contextmanager
 def _noting(spec, request_cfg, asked: list):
-    """While the block runs, spec.propose wrapped to note each call made with the request's configuration, [ctx, k,
-    draft], in `asked` (a call with another configuration, or whose arguments or draft are not ids, goes unnoted;
-    so does every call after the first MAX_NOTED): the loop's own drafts, which the judge composes its expected
-    generation from (judge/replay.py `proposed`), whatever state propose keeps. The wrapper takes the arguments as
-    they come (positional or by any names) and answers and raises exactly as propose does; a submission without a
-    propose of its own gets nothing wrapped."""
+    """While the block runs, spec.propose wrapped (_Noted) to note each call made with the request's configuration,
+    [ctx, k, draft], in `asked`: the loop's own drafts, which the judge composes its expected generation from
+    (judge/replay.py `proposed`), whatever state propose keeps. Unnoted: a call with another configuration, one whose
+    three arguments (positional or by propose's own names) or draft are not sequences of ids (SEQUENCES), one that
+    changed its context, every call after the first MAX_NOTED. A submission without a propose of its own gets nothing
+    wrapped."""
     real = getattr(spec, "propose", None)
     if not callable(real):
         yield
@@ -245,21 +265,21 @@ def _noting(spec, request_cfg, asked: list):
     except (TypeError, AttributeError, ValueError):  # a configuration or a propose the judge cannot read: no notes
         want, names = None, None
 
-    def propose(*args, **kwargs):
-        draft = real(*args, **kwargs)
+    def note(args, kwargs, answered):
         try:
             cfg, ctx, k = names.bind(*args, **kwargs).arguments.values()
-            if len(asked) < MAX_NOTED and _cfg_data(cfg) == want:
-                asked.append([_ids(ctx), operator.index(k), _ids(draft)])
+            if not isinstance(ctx, SEQUENCES) or len(asked) >= MAX_NOTED or _cfg_data(cfg) != want:
+                return None
+            if answered is None:
+                return _ids(ctx)
+            before, draft = answered
+            if before is not None and isinstance(draft, SEQUENCES) and _ids(ctx) == before:
+                asked.append([before, operator.index(k), _ids(draft)])
         except (TypeError, AttributeError, ValueError):  # not three arguments, not ids: unnoted
             pass
-        return draft
+        return None
 
-    try:
-        functools.update_wrapper(propose, real)  # its name and attributes, as code that reads them expects
-    except Exception:  # noqa: BLE001 -- a callable whose attributes cannot be read: the plain wrapper
-        pass
-    spec.propose = propose
+    spec.propose = _Noted(real, note)
     try:
         yield
     finally:
@@ -267,12 +287,12 @@ def _noting(spec, request_cfg, asked: list):
 
 
 def op_generate(s, a):
+    asked: list = []
+    s.handles[_PROPOSED] = asked  # kept for op_proposed: the judge asks it when this generate fails
     spec = s.module("infer.spec")
     target = JudgeTarget(s.call_judge) if a["target"] == "judge" else s.handle(a["target"], "target")
     cfg = _cfg(s, a["cfg"])
     args = (target, cfg, a["prompt"], _params(s, a["params"]), a["seed"], a["max_new"], a["eos"])
-    asked: list = []
-    s.handles[_PROPOSED] = asked  # kept for op_proposed: the judge asks it when this generate fails
     with _noting(spec, cfg, asked):
         if not a.get("stream"):
             g = spec.generate(*args)

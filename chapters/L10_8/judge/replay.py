@@ -254,16 +254,29 @@ def parting(where: str, want: Expected, got: dict, fed: list[list[int]] | None =
     return None
 
 
-def propose_broke_it(impl, target) -> bool:
-    """Whether a generate that failed on its target's refusal fed a draft that propose answered its own loop (the
-    Python worker's record, `impl.proposed()`) and that no propose may answer: longer than the k it was asked for, or
-    holding an id its context does not (prompt lookup copies from the context; the n-gram draft follows it). That
-    is propose's slip, which its own tests judge: the loop did what it must with the draft it was given."""
+def propose_broke_it(impl, target, prompt, k: int, max_new: int) -> bool:
+    """Whether a generate that failed on its target's refusal was refused for a draft D that propose gave its loop in
+    that very round's step 1 and that no propose may answer: the refused extend is the round's pending ids then D;
+    the Python worker's record (`impl.proposed()`) holds step 1's call, propose(cfg, prompt + emitted,
+    min(k, max_new - emitted - 1)) -> D; and D's own flaw is the refusal: ids outside the vocabulary that its
+    context lacks, or more ids than asked where the asked number would have fit the budget (prompt lookup copies
+    from the context and the n-gram draft follows it, at most k of them). That is propose's slip, which its own
+    tests judge: the loop did what it must with the draft it was given. No record (a compiled port): never."""
     if not target.refused:
         return False
-    fed = target.refused[-1]
-    return any(draft and fed[-len(draft):] == draft and (len(draft) > k or not set(draft) <= set(ctx))
-               for ctx, k, draft in impl.proposed())
+    fed, cached = target.refused[-1], target.cached()
+    pending = len(prompt) if cached == 0 else 1
+    ctx, draft = target.ids + fed[:pending], fed[pending:]
+    if not fed or not draft or (cached == 0 and fed[:pending] != list(prompt)):
+        return False
+    budget = min(k, max_new - (len(ctx) - len(prompt)) - 1)
+    if [ctx, budget, draft] not in impl.proposed():
+        return False
+    outside = [t for t in fed if not 0 <= t < target.vocab]
+    if outside:  # the target's first refusal: an id outside the vocabulary
+        return all(t in draft and t not in ctx for t in outside)
+    return (target.budget is not None and len(draft) > budget
+            and cached + pending + max(budget, 0) <= target.budget)  # what step 1 asked for would have fit
 
 
 def generated(impl, target, where: str, cfg: dict, prompt, params: dict, seed: int, max_new: int, eos=(),
@@ -274,7 +287,7 @@ def generated(impl, target, where: str, cfg: dict, prompt, params: dict, seed: i
         with case(where):
             return impl.generate(target, cfg, list(prompt), params, seed, max_new, list(eos), on_token=on_token)
     except Exception:
-        if propose_broke_it(impl, target):
+        if propose_broke_it(impl, target, prompt, cfg["k"], max_new):
             return None
         raise
 

@@ -102,19 +102,22 @@ class _Recorded:
         return self.calls
 
 
-def test_a_refused_draft_is_proposes_slip_only_when_propose_gave_it_and_may_not_have():
+def test_a_refused_draft_is_proposes_slip_only_when_step_1_asked_for_it_and_its_flaw_is_the_refusal():
+    prompt = [1, 2, 3]
     target = FakeTarget(REF, 16)
     with pytest.raises(FakeTargetError):
-        target.extend([1, 2, 3, 40])  # the prompt [1, 2, 3], then a draft holding an id outside the vocabulary
-    assert propose_broke_it(_Recorded([[[1, 2, 3], 2, [40]]]), target), "propose drafted 40, which its context lacks"
-    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [3]]]), target), "the loop fed 40 itself"
-    assert not propose_broke_it(_Recorded([]), target), "no record (a compiled port): the loop's failure stands"
-    budget = FakeTarget(REF, 16, budget=4)
+        target.extend([1, 2, 3, 40])  # the prompt, then a draft holding an id outside the vocabulary
+    broke = lambda calls, t=target, k=2, max_new=10: propose_broke_it(_Recorded(calls), t, prompt, k, max_new)
+    assert broke([[[1, 2, 3], 2, [40]]]), "step 1 asked for 2 and propose drafted 40, which its context lacks"
+    assert not broke([[[1, 2, 3], 2, [3]]]), "propose drafted [3]: the loop fed 40 itself"
+    assert not broke([[[1, 2], 2, [40]]]) and not broke([[[1, 2, 3], 4, [40]]]), "not step 1's call: the loop asked otherwise"
+    assert not broke([]), "no record (a compiled port): the loop's failure stands"
+    full = FakeTarget(REF, 16, budget=4)  # len(prompt) + max_new - 1 with max_new 2: step 1 asks for min(k, 1) = 1
     with pytest.raises(FakeTargetError):
-        budget.extend([1, 2, 3, 1, 2])
-    assert propose_broke_it(_Recorded([[[1, 2, 3], 1, [1, 2]]]), budget), "two drafted for a k of 1: propose's slip"
-    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [1, 2]]]), budget), "asked for 2 past the budget: the loop's"
-    assert not propose_broke_it(_Recorded([[[1, 2, 3], 2, [40]]]), FakeTarget(REF, 16)), "nothing refused"
+        full.extend([1, 2, 3, 1, 2])
+    assert broke([[[1, 2, 3], 1, [1, 2]]], full, 2, 2), "asked for 1, drafted 2: propose's slip, 1 would have fit"
+    assert not broke([[[1, 2, 3], 2, [1, 2]]], full, 2, 2), "the loop asked for 2 past the budget: its own slip"
+    assert not broke([[[1, 2, 3], 2, [40]]], FakeTarget(REF, 16)), "nothing refused"
 
 
 def test_the_worker_notes_propose_as_it_is_called_and_leaves_a_module_as_it_found_it():
@@ -141,3 +144,44 @@ def test_the_worker_notes_propose_as_it_is_called_and_leaves_a_module_as_it_foun
     with ops._noting(bare, cfg, asked):
         pass
     assert not hasattr(bare, "propose")
+
+
+def test_the_worker_never_consumes_an_iterator_and_forwards_every_attribute():
+    """A context or a draft that is an iterator goes unnoted and reaches the loop whole; a callable object's methods
+    and a cache's cache_clear are read through the wrapper; a propose that changes its context goes unnoted."""
+    from collections import namedtuple
+    from functools import lru_cache
+    from types import SimpleNamespace
+
+    from chapters.L10_8 import ops
+
+    cfg = namedtuple("SpecConfig", "draft k max_ngram min_ngram")("ngram", 4, 3, 1)  # hashable, as a frozen dataclass is
+
+    class Proposer:
+        def __call__(self, cfg, ctx, k):
+            return iter(list(ctx)[:k])
+
+        def forget(self):
+            return "forgot"
+
+    spec, asked = SimpleNamespace(propose=Proposer()), []
+    with ops._noting(spec, cfg, asked):
+        assert list(spec.propose(cfg, iter([4, 5, 6]), 2)) == [4, 5] and spec.propose.forget() == "forgot"
+        assert list(spec.propose(cfg, [4, 5, 6], 2)) == [4, 5]
+    assert asked == [], "neither an iterator context nor an iterator draft is noted"
+
+    @lru_cache
+    def cached(cfg, ctx, k):
+        return ctx[:k]
+    spec = SimpleNamespace(propose=cached)
+    with ops._noting(spec, cfg, asked):
+        assert spec.propose(cfg, (7, 8), 1) == (7,) and spec.propose.cache_info().hits == 0
+        spec.propose.cache_clear()
+
+    def eats(cfg, ctx, k):
+        ctx.append(9)
+        return [9]
+    spec = SimpleNamespace(propose=eats)
+    with ops._noting(spec, cfg, asked):
+        spec.propose(cfg, [1, 2], 1)
+    assert asked == [[[7, 8], 1, [7]]], asked
