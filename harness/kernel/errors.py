@@ -28,8 +28,11 @@ def _heard(signum, frame) -> None:
 
 
 def hear_interrupts() -> None:
-    """ol's Ctrl-C handler in place of the interpreter's default (from the CLI, in the main thread): the same
-    KeyboardInterrupt, noted first, so that raise_if_interrupted() raises it again where a run decides or writes."""
+    """ol's Ctrl-C handler in place of the interpreter's default (from the CLI, in the main thread, as a command
+    starts): the same KeyboardInterrupt, noted first, so that raise_if_interrupted() raises it again where a run
+    decides or writes. A command starts unnoted: a Ctrl-C belongs to the run it interrupted (a process that runs
+    several commands, as a test's does, carries none into the next)."""
+    _INTERRUPTED.clear()
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _heard)
 

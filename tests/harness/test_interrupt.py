@@ -149,3 +149,25 @@ except KeyboardInterrupt:
             for hear in ("0", "1")}
     assert said["0"].stdout.strip() == "went on" and "Exception ignored" in said["0"].stderr, said["0"]  # Python's own
     assert said["1"].stdout.strip() == "interrupted", said["1"]
+
+
+def test_a_command_starts_with_no_interrupt_noted():
+    """The latch belongs to one run: a process that runs several commands (a test's CliRunner) carries no Ctrl-C from
+    one into the next."""
+    program = """
+import os, signal
+from harness.kernel.errors import hear_interrupts, raise_if_interrupted
+hear_interrupts()
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(3):
+        pass
+except KeyboardInterrupt:
+    pass
+hear_interrupts()  # the next command
+raise_if_interrupted()
+print("next command runs")
+"""
+    r = subprocess.run([sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, **ENV}, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    assert r.stdout.strip() == "next command runs", r
