@@ -19,42 +19,19 @@ with it, 8.9 s without it, fastest of 3 (2026-12-07, this project's 2-core machi
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from functools import lru_cache
 from dataclasses import asdict, dataclass
 import hashlib
 import json
 import os
 from pathlib import Path
-import signal
-import threading
 
-from ..kernel.errors import OlError, UsageError
+from ..kernel.errors import OlError, UsageError, interrupts_deferred
 from ..kernel.paths import read_json, write_atomic
 from ..render.csv import grades_csv
 from ..kernel.report import Report, schema_digest
 
 SUMMARY = "summary.json"
-
-
-@contextmanager
-def _uninterrupted():
-    """Ctrl-C heard inside the block acts at its end: an entry's file and the ledger's record of it are written
-    together, or neither (a Ctrl-C between the two once left a finished grade on disk that the run, stopping, then
-    overwrote as "interrupted before it was graded"). Signal handlers belong to the main thread: elsewhere, as is."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    heard: list = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: heard.append(frame))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if heard and callable(previous):
-            previous(signal.SIGINT, heard[0])  # Python's own handler: KeyboardInterrupt, here
-        elif heard and previous == signal.SIG_DFL:
-            signal.raise_signal(signal.SIGINT)
 
 
 @dataclass(frozen=True)
@@ -240,7 +217,7 @@ class Ledger:
         written from it need no second validation when this run's class report reads them back."""
         data = {**report.to_json(), "seed": self.seed, "wall_s": wall, "key": key, "graded_on": where}
         text = json.dumps(data, indent=2) + "\n"
-        with _uninterrupted():
+        with interrupts_deferred():
             write_atomic(entry_file(self.results_dir, report.submission), text)
             self.reader.valid.add(hashlib.sha256(text.encode()).hexdigest())
             self.entries[report.submission] = (report, wall, key)

@@ -7,6 +7,7 @@ Exit codes (the contract of every `ol` command):
   3  the harness itself failed (a bug in ol: please report it with the output)
 """
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 import signal
 import threading
@@ -41,6 +42,27 @@ def raise_if_interrupted() -> None:
     """KeyboardInterrupt when Ctrl-C came in this process (hear_interrupts), whatever swallowed it since."""
     if _INTERRUPTED.is_set():
         raise KeyboardInterrupt
+
+
+@contextmanager
+def interrupts_deferred():
+    """Ctrl-C heard inside the block acts at its end (through the handler it replaced: ol's notes it), so that what
+    the block writes is written whole (the ledger's entry file and its record of it: a Ctrl-C between the two once
+    left a finished grade on disk that the run, stopping, overwrote as "interrupted before it was graded"). Signal
+    handlers belong to the main thread: elsewhere, as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    heard: list = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: heard.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if heard and callable(previous):
+            previous(signal.SIGINT, heard[0])  # the handler's own KeyboardInterrupt, here
+        elif heard and previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
 
 
 SIGNALLED = 128  # a shell's exit status for a process killed by signal N is SIGNALLED + N (subprocess's is -N)

@@ -39,9 +39,8 @@ def generate_answer(impl, ref, c: dict):
     try:
         g = impl.generate(target, c["cfg"], c["prompt"], GREEDY, c["seed"], c["max_new"], [])
     except SubmissionFailure:
-        if target.misuse:
-            return PROPOSE_BROKE_IT if propose_broke_it(impl, target, c["prompt"], c["cfg"]["k"], c["max_new"]) else REFUSED
-        raise
+        if not target.misuse:
+            raise
     if target.misuse:
         return PROPOSE_BROKE_IT if propose_broke_it(impl, target, c["prompt"], c["cfg"]["k"], c["max_new"]) else REFUSED
     return {"tokens": g["tokens"], "cached": target.cached()}
