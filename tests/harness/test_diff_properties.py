@@ -5,6 +5,7 @@ sentence that the check fails elsewhere and which test; the reference, neither. 
 "0 of 150 cases diverge" while `ol check` failed a property of that very function."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,3 +48,34 @@ def test_the_reference_has_no_property_failure():
     r = ol("diff", "L10.8", "--submission", "reference", "--only", "verify_draft")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every property check agrees" in " ".join(r.stdout.split()) and "property check failed" not in r.stdout, r.stdout
+
+
+SEARCH_STORAGE = """
+import os, sys
+from harness.pack import differential
+differential._storage()
+where = os.environ["HYPOTHESIS_STORAGE_DIRECTORY"]
+print(where)
+if os.fork() == 0:  # a child forked after the search: it exits normally, the folder is its parent's
+    sys.exit(0)
+os.wait()
+print(os.path.isdir(where))
+"""
+
+
+def test_a_search_storage_folder_made_outside_the_cache_is_removed_when_its_maker_exits(tmp_path):
+    """A refused cache folder (ol's hypothesis folder open to others, as Hypothesis itself makes it) sends the
+    search's storage to a folder of TMPDIR: it goes when the process that made it exits, not when a child does."""
+    hypothesis = tmp_path / "xdg" / "ol" / "hypothesis"
+    hypothesis.mkdir(parents=True)
+    hypothesis.chmod(0o755)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    r = subprocess.run([sys.executable, "-c", SEARCH_STORAGE], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       env={**env, "XDG_CACHE_HOME": str(tmp_path / "xdg"), "TMPDIR": str(scratch)})
+    assert r.returncode == 0, r.stderr
+    where, alive_after_child = r.stdout.split()
+    assert Path(where).parent == scratch, "the refused cache folder is not used"
+    assert alive_after_child == "True", "a forked child's exit must not remove its parent's folder"
+    assert not list(scratch.iterdir()), f"left behind: {list(scratch.iterdir())}"
