@@ -1,6 +1,6 @@
 """bench/grade_rate.py's cluster path and resume figure (not a bench itself: CI runs bench/[!_]*.py).
 
-- `Loopback` (harness.grading.loopback): the cluster each class is graded on through `ol grade --scheduler`, a
+- `Loopback` (tests/harness/loopback_kit.py): the cluster each class is graded on through `ol grade --scheduler`, a
   real `dask scheduler` and `dask worker --nthreads 1` processes, started before and stopped after the
   timed runs, as an existing cluster would be.
 - `overhead`: what Dask adds per submission, against `--jobs 1` (one judge at a time, like one worker):

@@ -66,7 +66,7 @@ REPO = Path(__file__).resolve().parents[1]
 from _benchkit import add_common, out_path, write_figures  # noqa: E402  (bench/ is sys.path[0])
 import _grade_cluster as gc  # noqa: E402
 sys.path.insert(0, str(REPO))
-from harness.grading.loopback import Loopback  # noqa: E402
+from tests.harness.loopback_kit import Loopback  # noqa: E402
 from harness.registry import load_chapter  # noqa: E402
 from harness.subjects.open import materialize_mutant  # noqa: E402
 

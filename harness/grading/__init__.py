@@ -6,7 +6,7 @@
     task      one submission graded wherever it runs (local or a Dask worker)
     parcel    a submission as bytes that travel; version: the harness version a grade is made with
     ledger    what is graded, kept across runs; events: what a run tells as it goes
-    cluster, loopback   Dask: the client side, and a loopback cluster on one machine
+    cluster   Dask: the client side (the tests' loopback cluster is tests/harness/loopback_kit.py)
     roster    who the class is: submission folders mapped to student ids and emails
     class_report   what staff read after a deadline: the class's figures and each submission's feedback page
 """

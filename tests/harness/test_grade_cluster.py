@@ -1,5 +1,5 @@
 """`ol grade --scheduler` on a real Dask cluster: a `dask scheduler` and `dask worker` processes on
-loopback, started by the tests themselves (harness.grading.loopback: every wait with a deadline, every process
+loopback, started by the tests themselves (tests/harness/loopback_kit.py: every wait with a deadline, every process
 killed with its session at the end).
 
 - a small mixed class graded on workers of two threads each (two judges at once in one worker process)
@@ -29,7 +29,7 @@ import pytest
 
 from harness.languages import rust
 
-from harness.grading.loopback import Loopback
+from tests.harness.loopback_kit import Loopback
 from harness.kernel.paths import REPO
 
 pytestmark = pytest.mark.slow

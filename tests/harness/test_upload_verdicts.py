@@ -289,7 +289,7 @@ def test_the_class_of_bad_entries_on_a_loopback_dask_cluster_gets_the_local_runs
     """The same class, graded once by `ol grade --scheduler` on a loopback Dask cluster (one worker of two
     threads): every row is the local run's (status, counts, score, reason, sandbox, each test's verdict; the
     timing column aside), the honest entry graded as if alone, exit 0."""
-    from harness.grading.loopback import Loopback
+    from tests.harness.loopback_kit import Loopback
 
     _r, local, _out, _said, klass = hostile_class
     out = tmp_path / "cluster"

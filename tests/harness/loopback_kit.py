@@ -1,5 +1,5 @@
 """A real Dask cluster on this machine's loopback: `dask scheduler` and N `dask worker` processes, for the cluster
-tests, bench/grade_rate.py, and trying `ol grade --scheduler` on one machine. Every wait has a deadline (START_S);
+tests and bench/grade_rate.py (which imports it by its path). Every wait has a deadline (START_S);
 every process runs in a session of its own, killed with its children on leaving the `with`. A scheduler left
 behind anyway stops after IDLE_S idle, its workers DEATH_S after losing it. Logs go to files in `self.dir`.
 """
@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..kernel.paths import REPO
-from ..sandbox.confine import kill_group
+from harness.kernel.paths import REPO
+from harness.sandbox.confine import kill_group
 
 START_S = 90  # the scheduler's file and the workers' registration
 IDLE_S = 900  # a scheduler with no client for this long stops (a leftover of a killed caller)
