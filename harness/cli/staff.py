@@ -119,7 +119,8 @@ def gradescope(chapter, out_zip, seed) -> None:
 @click.command()
 @click.argument("chapter")
 @click.option("--json", "json_path", default=None, help="write the result as JSON")
-@click.option("--jobs", type=click.IntRange(min=1), default=2, help="mutmut's parallel children")
+@click.option("--jobs", type=click.IntRange(min=1), default=2,  # 2: the grading machine has 2 cores
+              help="mutmut's parallel children")
 def mutmut(chapter, json_path, jobs) -> None:
     """mutmut over the reference's chapter files against the chapter's tests, in a scratch copy."""
     require("staff", "mutmut")

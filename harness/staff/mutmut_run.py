@@ -38,7 +38,6 @@ from ..kernel.paths import REPO, git_files
 from ..registry import Chapter, load_chapter
 from ..subjects.reference import FROM_PATH_ENV
 
-MAX_CHILDREN = 2  # the grading machine has 2 cores
 # What the tests reach besides the mutated package; reference/ is the judge's pristine copy.
 ALSO_COPY = ("harness", "chapters", "conftest.py", "fixtures", "config", "spec", "otel", "oracle", "reference")
 
@@ -61,10 +60,6 @@ print(json.dumps(out))
 """
 
 
-def equivalent_file(chapter: Chapter) -> Path:
-    return chapter.mutants_manifest.parent / "mutmut_equivalent.toml"
-
-
 def diff_summary(diff: str) -> str:
     """The changed lines of a unified diff, stripped: what an equivalence entry is keyed on."""
     keep = [l[0] + " " + l[1:].strip() for l in diff.splitlines()
@@ -73,7 +68,7 @@ def diff_summary(diff: str) -> str:
 
 
 def load_equivalent(chapter: Chapter) -> dict[str, dict]:
-    path = equivalent_file(chapter)
+    path = chapter.mutants_manifest.parent / "mutmut_equivalent.toml"
     if not path.is_file():
         return {}
     try:
@@ -83,17 +78,13 @@ def load_equivalent(chapter: Chapter) -> dict[str, dict]:
         raise RegistryError(f"{path}: malformed: {e}") from e
 
 
-def _tracked_files() -> list[str]:
-    listed = git_files("--cached", "--others", "--exclude-standard")
-    if listed is None:
-        raise RegistryError(f"`git ls-files` failed in {REPO}: `ol mutmut` copies a git checkout of ol")
-    return listed
-
-
 def _make_scratch(scratch: Path) -> None:
     """The tree without our mutants/, with reference/ copied to src/ (what mutmut mutates); reference/
     itself stays, pristine, for the judge (harness.subjects.reference.pristine)."""
-    for f in _tracked_files():
+    listed = git_files("--cached", "--others", "--exclude-standard")
+    if listed is None:
+        raise RegistryError(f"`git ls-files` failed in {REPO}: `ol mutmut` copies a git checkout of ol")
+    for f in listed:
         top = f.split("/", 1)[0]
         if top in ("mutants", ".venv", "py", "out") or "__pycache__" in f:
             continue
@@ -162,13 +153,7 @@ def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
     return failed
 
 
-def _mutmut_command(max_children: int) -> list[str]:
-    exe = Path(sys.executable).with_name("mutmut")
-    head = [str(exe)] if exe.is_file() else [sys.executable, "-c", "from mutmut.__main__ import cli; cli()"]
-    return head + ["run", "--max-children", str(max_children)]
-
-
-def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
+def _run_mutmut(scratch: Path, cmd: list[str], on_progress: Callable[[str], None]) -> tuple[int, str]:
     # mutmut's mutated package is the implementation; reference/ is the judge's
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONUNBUFFERED": "1", FROM_PATH_ENV: "1"}
     p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -190,8 +175,7 @@ def _run_mutmut(scratch: Path, cmd: list[str], on_progress) -> tuple[int, str]:
             if text and text != last:
                 last = text
                 tail = (tail + [text])[-40:]
-                if on_progress:
-                    on_progress(text)
+                on_progress(text)
     if buf.strip():
         tail.append(buf.decode(errors="replace").strip())
     return p.wait(), "\n".join(tail)
@@ -238,7 +222,7 @@ class Survivor:
 class MutmutResult:
     """One `ol mutmut` run. score = (killed + timed_out) / (total - equivalent), a timeout being a mutant the tests
     stopped. `other`: mutants mutmut ended otherwise ({name, status}); `deselected`: the tests left out because
-    they fail on the reference ({nodeid, message}); `scratch`: the kept scratch copy (keep_scratch) or None."""
+    they fail on the reference ({nodeid, message})."""
     chapter: str
     score: float
     total: int
@@ -252,7 +236,6 @@ class MutmutResult:
     deselected: tuple[dict, ...]
     duration_s: float
     command: str
-    scratch: str | None = None
 
     @property
     def new(self) -> list[Survivor]:
@@ -260,11 +243,10 @@ class MutmutResult:
         return [s for s in self.survived if s.disposition == "new"]
 
     def to_json(self) -> dict:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items() if k != "scratch" or v is not None}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
 
 
-def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *, max_children: int = MAX_CHILDREN,
-               keep_scratch: bool = False) -> MutmutResult:
+def run_mutmut(chapter: str, on_progress: Callable[[str], None], *, max_children: int) -> MutmutResult:
     """Run mutmut over the chapter's reference files against the chapter's tests; see the module doc."""
     ch = load_chapter(chapter)
     own = in_process().name  # mutmut mutates code of ol's own language, run in its process
@@ -276,11 +258,12 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
     scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
     try:
         _make_scratch(scratch)
-        if on_progress:
-            on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
+        on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
         deselected = _baseline_failures(scratch, tests_dir)
         _write_config(scratch, ch.language(own).package, mutate, tests_dir, [d["nodeid"] for d in deselected])
-        cmd = _mutmut_command(max_children)
+        exe = Path(sys.executable).with_name("mutmut")
+        head = [str(exe)] if exe.is_file() else [sys.executable, "-c", "from mutmut.__main__ import cli; cli()"]
+        cmd = [*head, "run", "--max-children", str(max_children)]
         code, tail = _run_mutmut(scratch, cmd, on_progress)
         if not (scratch / "mutants").is_dir():
             raise RuntimeError(f"mutmut failed (exit {code}) before writing mutants/:\n{tail}")
@@ -309,8 +292,6 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None] | None = None, *
             timed_out=timed_out, equivalent=equivalent, no_tests=sum(1 for x in survived if x.status == "no tests"),
             survived=tuple(survived), other=tuple(other), stale_equivalent=tuple(stale), deselected=tuple(deselected),
             duration_s=round(time.monotonic() - start, 1),
-            command=" ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})",
-            scratch=str(scratch) if keep_scratch else None)
+            command=" ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})")
     finally:
-        if not keep_scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
