@@ -13,7 +13,7 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from ..grading.events import Events
+from ..grading.grade import Events
 from ..render.console import lit
 from ..render.literal import visible
 

@@ -30,9 +30,8 @@ from ..kernel.report import Report
 from ..sandbox.confine import descendants, kill_all
 from ..subjects import upload
 from . import task as task_mod
-from .events import Events
-from .judge import JUDGE_ENV_DROP, WHOLE_CHECK_S, judge_env, language_of, layout_of, too_slow  # noqa: F401  (re-exported)
-from .ledger import Ledger, summarize  # noqa: F401  (summarize: re-exported)
+from .judge import language_of, too_slow
+from .ledger import Ledger
 from .parcel import ParcelError, digest, pack
 from .task import Task
 from ..subjects.version import version_of
@@ -41,6 +40,17 @@ if TYPE_CHECKING:  # Dask is imported by --scheduler alone (harness.cli.grade)
     from .cluster import Cluster
 
 STOP_S = 30  # a stopped run waits this long at most for its running judges to be killed
+
+
+class Events:
+    """What a grading run tells as it goes (the CLI's live progress, harness.cli.progress, overrides these); nothing
+    here prints. `started` may be called from another thread; `begin` and `finished` from the caller's."""
+
+    def begin(self, total: int, skipped: list[str], todo: int) -> None: ...
+
+    def started(self, name: str, where: str) -> None: ...
+
+    def finished(self, report: Report, wall: float, where: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -144,13 +144,6 @@ def _open(task: Task, slots: int, scratch_root: str | None) -> _Run:
         return run
 
 
-def _release(run: _Run) -> None:
-    with _runs_lock:
-        run.users -= 1
-        run.last_used = time.monotonic()
-    close_idle(KEEP_IDLE)
-
-
 def close_idle(keep: int = 0) -> None:
     """Remove the scratch of the runs no task uses, all but the `keep` most recently used."""
     with _runs_lock:
@@ -235,18 +228,18 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                                              run_.uids, run_.env_for(language))
                 report, wall = judge.judge(sub, box, task.shown, options)
             except Exception as e:  # noqa: BLE001 -- the grader's or this machine's fault on this entry: its own row
-                return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, fault_on(e)))
+                why = (f"the grader failed on {_who()}, not the submission "
+                       f"({type(e).__name__}: {' '.join(str(e).split())[:300]})")
+                return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, why))
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
         finally:
             shutil.rmtree(box, ignore_errors=True)
     finally:
-        _release(run_)
-
-
-def fault_on(e: BaseException) -> str:
-    """An ungraded row's reason for a fault of the grader or the machine on the entry, with where it happened."""
-    return f"the grader failed on {_who()}, not the submission ({type(e).__name__}: {' '.join(str(e).split())[:300]})"
+        with _runs_lock:
+            run_.users -= 1
+            run_.last_used = time.monotonic()
+        close_idle(KEEP_IDLE)
 
 
 def _shown_as(data: dict, here: str, shown: str) -> dict:
