@@ -106,12 +106,6 @@ def tests(chapter: str) -> None:
     show.tests_table(out, load_chapter(chapter))
 
 
-def _fresh_cases(ch, seed: int) -> str:
-    fresh_dir = Path(tempfile.mkdtemp(prefix="ol-fresh-"))
-    atexit.register(shutil.rmtree, fresh_dir, True)  # the cases live as long as this check
-    return str(fresh_golden(ch, seed, fresh_dir))
-
-
 def _ref_deps(ch, submission: str, ref_deps: bool, if_missing: bool, lang: str | None = None) -> bool:
     if ref_deps or not if_missing or submission == "reference" or submission.startswith("mutant:"):
         return ref_deps
@@ -167,7 +161,9 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
         ref_deps = _ref_deps(ch, submission, ref_deps, ref_deps_if_missing, lang)
         mode = _sandbox_mode(console, ch, submission, transport, lang)
         if seed is not None:
-            golden = _fresh_cases(ch, seed)
+            fresh_dir = Path(tempfile.mkdtemp(prefix="ol-fresh-"))
+            atexit.register(shutil.rmtree, fresh_dir, True)  # the cases live as long as this check
+            golden = str(fresh_golden(ch, seed, fresh_dir))
             console.print(f"fresh cases from seed {seed} (replay with --fresh {seed})")
         console.print(Text.assemble((f"{ch.chapter} on ", "bold"), lit(submission), " (--ref-deps)" if ref_deps else ""))
         with CheckProgress(console, len(only or ch.tests)) as progress:

@@ -107,8 +107,11 @@ def grade(chapter, submissions_dir, jobs, scheduler, scheduler_file, out_csv, re
                if result["skipped"] else "") + (f"; {rate:.1f} graded a minute" if rate else ""))
     for note in result.get("notes", []):  # a record kept beside the ledger was corrupt: not trusted, made again
         err.print(Text.assemble(("ol: not trusted: ", "bold yellow"), lit(note)))
-    if matched is not None:
-        _roster_lines(matched)
+    if matched is not None and matched["unmatched"]:  # the roster's mismatches, both ways
+        err.print(Text.assemble(("ol: on no roster row: ", "bold yellow"), lit(", ".join(matched["unmatched"]))))
+    if matched is not None and matched["without_submission"]:
+        missing = ", ".join(f"{s['id']} ({s['submission']})" for s in matched["without_submission"])
+        err.print(Text.assemble(("ol: students with no submission: ", "bold yellow"), lit(missing)))
     kept = {r.submission for r in result["reports"] if r.rejected is None}  # a rejected entry is no submission
     _similarity(ch, submissions_dir, results_dir, kept, skip=no_similar)
     from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
@@ -216,12 +219,3 @@ def similar_cmd(chapter, submissions_dir, threshold, results_dir, html_path, jso
             write_atomic(path, text())
     show.similar_pairs(out, found)
     raise Exit(1 if found["pairs"] else 0)
-
-
-def _roster_lines(matched: dict) -> None:
-    """The roster's mismatches, both ways."""
-    if matched["unmatched"]:
-        err.print(Text.assemble(("ol: on no roster row: ", "bold yellow"), lit(", ".join(matched["unmatched"]))))
-    if matched["without_submission"]:
-        err.print(Text.assemble(("ol: students with no submission: ", "bold yellow"),
-                                lit(", ".join(f"{s['id']} ({s['submission']})" for s in matched["without_submission"]))))

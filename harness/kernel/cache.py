@@ -92,8 +92,7 @@ def entry(parent: Path, name: str) -> Path:
     (and is marked ol's: a folder at the name ol keys it by is ol's making)."""
     path = parent / name
     _made(path, private=False)
-    fd = os.open(path / MARK, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    os.close(fd)
+    mark(path)
     return path
 
 

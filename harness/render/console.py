@@ -72,16 +72,12 @@ def kill_matrices(out, results: list) -> None:
     """One kill matrix (harness.staff.mutants.KillMatrix) per language; several side by side (a grid of tables) when
     the terminal is wide enough."""
     if len(results) == 1:
-        return kill_matrix(out, results[0])
+        out.print(_matrix_table(results[0]))
+        return _matrix_summary(out, results[0])
     out.print(Columns([_matrix_table(r) for r in results], equal=False, expand=False))
     for r in results:
         out.print(f"[bold]{r.language}[/]")
         _matrix_summary(out, r)
-
-
-def kill_matrix(out, result) -> None:
-    out.print(_matrix_table(result))
-    _matrix_summary(out, result)
 
 
 VERDICT_STYLE = {"caught": "green", "caught elsewhere": "yellow", "timeout": "yellow"}
