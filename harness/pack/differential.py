@@ -67,9 +67,13 @@ def _storage() -> None:
         where = str(folder("hypothesis"))
     except (RuntimeError, OSError, CacheRefused):
         where = tempfile.mkdtemp(prefix="ol-hypothesis-", dir=os.environ.get("TMPDIR") or None)
-        maker = os.getpid()  # a child forked from this process inherits the hook, never the folder
-        atexit.register(lambda: os.getpid() == maker and shutil.rmtree(where, ignore_errors=True))
+        atexit.register(_remove_if_made_here, where, os.getpid())
     os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = where
+
+
+def _remove_if_made_here(where: str, maker: int) -> None:
+    if os.getpid() == maker:  # a child forked from the maker inherits the hook, never the folder
+        shutil.rmtree(where, ignore_errors=True)
 
 
 class Refused:
