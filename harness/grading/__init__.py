@@ -4,7 +4,7 @@
     judge     one submission's judge process and how its exit becomes a report
     zygote    a forking server of judges, preloaded
     task      one submission graded wherever it runs (local or a Dask worker)
-    parcel    a submission as bytes that travel; version: the harness version a grade is made with
+    parcel    a submission as bytes that travel
     ledger    what is graded, kept across runs
     cluster   Dask: the client side (the tests' loopback cluster is tests/harness/loopback_kit.py)
     roster    who the class is: submission folders mapped to student ids and emails
