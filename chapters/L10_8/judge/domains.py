@@ -6,7 +6,8 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
 - token lists: empty, one token, several, many; duplicates, periodic repeats, long runs, ties among followers,
   ids at u32's edge; a refused negative id;
 - floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
-  each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1), NaN and +-inf;
+  each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1; temperature == 0: its
+  least graded neighbour, where the free region of an overflowing x / T ends), NaN and +-inf;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
   every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V); a pairwise frame
   draws the others at random, which may undo what the pair meant (a penalty on a tied token breaks the tie), so
@@ -317,9 +318,15 @@ STEP = Domain("speculative_step", (
 
 # ---- the sampler's knobs and logits ------------------------------------------------------------------------------
 
+# The sampler branches on temperature == 0; its least graded neighbour above is where the free region ends (spec/
+# sampling.md 5.2: a T so small that some x / T overflows is free). Every logit these domains draw, penalized, is
+# below 2^11 in magnitude (800, doubled by a repetition penalty of 2, less the presence and frequency penalties of a
+# few ids), so over 2^-1010 it stays below 2^1021: finite, and graded. A power of two: x / T and x * (1 / T) agree.
+LEAST_GRADED_T = {"the least graded positive value (2^-1010)": just(2.0**-1010)}
+
 KNOBS = (
-    Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "below one": just(0.5), "one": just(1.0),
-                          "above one": just(2.0)}, base="one"),
+    Param("temperature", {"zero": just(0.0), **LEAST_GRADED_T, "a tiny positive value": just(1e-6), "below one": just(0.5),
+                          "one": just(1.0), "above one": just(2.0)}, base="one"),
     Param("top_k", {"off": just(0), "one": just(1), "two": just(2), "V": lambda r, g: vocab(g),
                     "past V": lambda r, g: vocab(g) + 1}),
     Param("min_p", {"off": just(0.0), "between": just(0.5), "one": just(1.0)}),
@@ -460,7 +467,8 @@ VERIFY = Domain("verify_draft", (
     Param("V", {"one": just(1), "two": just(2), "several": ints(3, 5)}, base="several"),
     Param("m", {"empty": just(0), "one": just(1), "several": ints(2, 3)}, base="several"),
     Param("rows", ROWS), Param("draft", DRAFT, base="any ids"), Param("draft_probs", DRAFT_PROBS, base="valid"),
-    Param("temperature", {"zero": just(0.0), "a tiny positive value": just(1e-6), "one": just(1.0), "other": pick(0.5, 2.0)}),
+    Param("temperature", {"zero": just(0.0), **LEAST_GRADED_T, "a tiny positive value": just(1e-6), "one": just(1.0),
+                          "other": pick(0.5, 2.0)}),
     *(p for p in KNOBS if p.name != "temperature"),
     Param("prompt", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
     Param("output", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
