@@ -6,8 +6,9 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
 - token lists: empty, one token, several, many; duplicates, periodic repeats, long runs, ties among followers,
   ids at u32's edge; a refused negative id;
 - floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
-  each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1; temperature == 0: its
-  least graded neighbour, where the free region of an overflowing x / T ends), NaN and +-inf;
+  each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1; a p's mass against none:
+  zeros and one 5e-324; temperature == 0: its least graded neighbour, where the free region of an overflowing x / T
+  ends), NaN and +-inf; for an index bound (the n-gram's i + m < len(e)), the last admitted value deciding the answer;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
   every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V); a pairwise frame
   draws the others at random, which may undo what the pair meant (a penalty on a tied token breaks the tie), so
@@ -124,8 +125,16 @@ def _ngram_k(r, g) -> int:  # k bounded: a repetitive context drafts k tokens, s
     return min(_len(g) + r.randint(1, 3), 40)
 
 
+def _last_start_decides(r, g) -> list:
+    """[a, a, b, a, a, a], a < b: the suffix [a, a] occurred at 0 (followed by b) and at the last start the bound
+    i + m < len(e) admits (3, followed by the suffix's own a): counted, the tie goes to a; left out, b wins."""
+    a, b = sorted(r.sample(ALPHABET, 2))
+    return [a, a, b, a, a, a]
+
+
 NGRAM = Domain("ngram_draft", (
-    Param("ctx", {**CTX, "tied followers": _tied_followers}, base="periodic"),
+    Param("ctx", {**CTX, "tied followers": _tied_followers, "the last admitted start decides": _last_start_decides},
+          base="periodic"),
     Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": _ngram_k, **NEGATIVE}, base="small"),
     Param("n", {"one": just(1), "two": just(2), "three": just(3), "small": ints(4, 6),
                 "past the context": lambda r, g: _len(g) + r.randint(1, 2), "the domain's end": just(NGRAM_MAX),
@@ -229,6 +238,11 @@ def _with(values):
     return _one_entry(probs, values)
 
 
+def _least_mass(r, g) -> list:
+    """Zeros and one 5e-324: the contract branches on a p with no mass, and this is the least mass above it."""
+    return _one_entry(lambda r, n: [0.0] * n, (5e-324,))(r, g)
+
+
 DIST = {  # a p (or q) as given: finite and non-negative, of any sum; the refused kinds last
     "one entry": lambda r, g: probs(r, 1),
     "several": lambda r, g: probs(r, r.randint(2, 6)),
@@ -240,6 +254,7 @@ DIST = {  # a p (or q) as given: finite and non-negative, of any sum; the refuse
     "huge": _with((1e300, 1.7976931348623157e308)),
     "negative zero": _with((-0.0,)),
     "no mass": lambda r, g: [0.0] * r.randint(1, 4),
+    "the least mass above none": _least_mass,
     "empty": just([]),
     "NaN": _with((NAN,)),
     "an infinity": _with((INF, -INF)),
