@@ -108,17 +108,39 @@ def _len(g, key: str = "ctx") -> int:
     return len(g[key])
 
 
+# The configuration bounds k (1..16) and the n-gram sizes (1..8); the draft functions take any k and n. A port may
+# apply the configuration's bound where it does not hold, as it may a narrower type: each function's k or n is
+# drawn at that bound + 1, and a context where the bound changes the answer, crossed (the parameter is a mode, so
+# every value of it meets every other category with the rest at base, on every run).
+CONFIG_K, CONFIG_NGRAM = 16, 8
+
+
+def _match_far_back(r, g) -> list:
+    """s, 30-40 distinct other ids, s again (len(s) = 4): every suffix of length <= 4 occurred once, followed by more
+    than CONFIG_K + 1 tokens."""
+    s = toks(r, 4, 4)
+    return s + r.sample(range(10, 60), r.randint(30, 40)) + s
+
+
+def _levels_disagree(r, g) -> list:
+    """The suffix of CONFIG_NGRAM tokens occurred once, followed by x; its last CONFIG_NGRAM - 1 tokens occurred three
+    times, followed by x, y, y: n = CONFIG_NGRAM + 1 drafts x, n = CONFIG_NGRAM drafts y."""
+    body = r.sample(range(10, 40), CONFIG_NGRAM - 1)
+    a, b, c, x, y = r.sample(range(40, 60), 5)
+    return [a, *body, x, b, *body, y, c, *body, y, a, *body]
+
+
 LOOKUP = Domain("prompt_lookup", (
-    Param("ctx", CTX, base="periodic"),
+    Param("ctx", {**CTX, "a match far back": _match_far_back}, base="periodic"),
     Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": lambda r, g: _len(g) + r.randint(1, 3),
-                **NARROW, **NEGATIVE}, base="small"),
+                "the configuration's bound + 1": just(CONFIG_K + 1), **NARROW, **NEGATIVE}, base="small"),
     Param("max_ngram", {"one": just(1), "small": ints(2, 4), "the context's length": lambda r, g: max(1, _len(g)),
                         "the context's length + 1": lambda r, g: _len(g) + 1, "past the context": lambda r, g: _len(g) + r.randint(2, 5),
                         "the domain's end": just(NGRAM_MAX), "zero": just(0), **NEGATIVE}, base="small"),
     Param("min_ngram", {"one": just(1), "equal to max_ngram": lambda r, g: g["max_ngram"],
                         "between": lambda r, g: r.randint(1, max(1, min(g["max_ngram"], 4))), "zero": just(0),
                         "max_ngram + 1": lambda r, g: g["max_ngram"] + 1, "minus one": just(-1), "u64 max": just(U64_MAX)}),
-), random_frames=20)
+), random_frames=20, modes=("k",))
 
 
 def _ngram_k(r, g) -> int:  # k bounded: a repetitive context drafts k tokens, so a huge k is a huge answer
@@ -133,13 +155,14 @@ def _last_start_decides(r, g) -> list:
 
 
 NGRAM = Domain("ngram_draft", (
-    Param("ctx", {**CTX, "tied followers": _tied_followers, "the last admitted start decides": _last_start_decides},
-          base="periodic"),
+    Param("ctx", {**CTX, "tied followers": _tied_followers, "the last admitted start decides": _last_start_decides,
+                  "the levels at the configuration's bound disagree": _levels_disagree}, base="periodic"),
     Param("k", {"zero": just(0), "one": just(1), "small": ints(2, 8), "past the context": _ngram_k, **NEGATIVE}, base="small"),
     Param("n", {"one": just(1), "two": just(2), "three": just(3), "small": ints(4, 6),
+                "the configuration's bound + 1": just(CONFIG_NGRAM + 1),
                 "past the context": lambda r, g: _len(g) + r.randint(1, 2), "the domain's end": just(NGRAM_MAX),
                 "zero": just(0), **NEGATIVE}, base="three"),
-), random_frames=20)
+), random_frames=20, modes=("n",))
 
 
 # ---- the configuration and propose ------------------------------------------------------------------------------
@@ -170,7 +193,9 @@ PARSE = Domain("SpecConfig.parse", (
 def _cfg(draft: str, raw: bool = False):
     def draw(r, g) -> dict:
         mx = r.randint(1, 8)
-        c = {"draft": draft, "k": r.randint(1, 16), "max_ngram": mx, "min_ngram": r.randint(1, mx)}
+        # cfg.k up to CONFIG_K - 3, so that "above cfg.k" stays within the configuration's bound: a draft function
+        # that caps k there is its own test's slip (the draft functions' rules are judged in their rows), on every seed
+        c = {"draft": draft, "k": r.randint(1, CONFIG_K - 3), "max_ngram": mx, "min_ngram": r.randint(1, mx)}
         if raw:  # built without parse: bounds its function refuses
             c.update(raw=True, **dict(zip(("max_ngram", "min_ngram"), r.choice([(0, 0), (1, 2), (3, 0), (0, 1), (2, 3)]))))
         return c
@@ -183,7 +208,7 @@ def _unambiguous(r, g) -> list:
     occurrence, stopping at the suffix or not, ties, back-off), so propose is judged on what it dispatches to and
     passes on (draft kind, bounds, k), not on the draft functions' own rules (their tests' rows)."""
     a = r.sample(range(60), r.randint(30, 45))
-    i = r.randint(0, len(a) - 23)  # room for k up to cfg.k + 3 = 19 before the copy
+    i = r.randint(0, len(a) - 23)  # room for k up to cfg.k + 3 = CONFIG_K before the copy (and 3 to spare)
     return a + a[i:i + r.randint(1, 3)]
 
 
