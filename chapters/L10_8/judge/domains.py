@@ -116,9 +116,9 @@ CONFIG_K, CONFIG_NGRAM = 16, 8
 
 
 def _match_far_back(r, g) -> list:
-    """s, 30-40 distinct other ids, s again (len(s) = 4): every suffix of length <= 4 occurred once, followed by more
-    than CONFIG_K + 1 tokens."""
-    s = toks(r, 4, 4)
+    """s (4 distinct ids), 30-40 distinct other ids, s again: every suffix of length <= 4 occurred once, followed by
+    more than CONFIG_K + 1 tokens."""
+    s = r.sample(ALPHABET, 4)
     return s + r.sample(range(10, 60), r.randint(30, 40)) + s
 
 
