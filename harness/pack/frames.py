@@ -4,6 +4,7 @@ category per parameter. The frames of a run:
 - base choice: every category of every parameter with the others at their base (`Param.base`, else the first), so
   no category is judged only beside another the contract refuses first; a domain's `modes` (parameters that switch
   the function's way of working) are crossed with it: the base-choice frames once under each category of each mode;
+  a mode's category may hold other parameters at a base of its own (`Domain.mode_bases`, keyed `param:category`);
 - pairwise: every pair of categories of every two parameters in some frame (built greedily);
 - random frames on top. Everything is drawn with `random.Random` from a seed: the same seed and table give the
   same inputs on every machine and library version.
@@ -51,6 +52,7 @@ class Domain:
     assemble: Callable[[dict], tuple] | None = None
     random_frames: int = 30
     modes: tuple[str, ...] = ()
+    mode_bases: dict[str, dict[str, str]] = field(default_factory=dict)
     names: frozenset = field(init=False)
 
     def __post_init__(self) -> None:
@@ -58,6 +60,10 @@ class Domain:
         unknown = set(self.modes) - {p.name for p in self.params}
         if unknown:
             raise ValueError(f"{self.name}: modes {sorted(unknown)} are none of its parameters")
+        for mode, bases in self.mode_bases.items():
+            named = {f"{p}:{c}" for p, c in bases.items()} | {mode}
+            if mode.split(":")[0] not in self.modes or not named <= self.names:
+                raise ValueError(f"{self.name}: mode_bases {mode!r}: {sorted(named - self.names) or 'not a mode'}")
 
     def args(self, frame: dict[str, str], rng: random.Random) -> tuple:
         """The call's arguments for `frame` (a category per parameter), each value drawn by its category."""
@@ -108,9 +114,10 @@ def base_choice(domain: Domain) -> list[dict[str, str]]:
     under = [{m: c} for m in domain.modes for c in next(p for p in domain.params if p.name == m).categories] or [{}]
     frames: dict[tuple, dict[str, str]] = {}
     for mode in under:
+        held = {k: v for m, c in mode.items() for k, v in domain.mode_bases.get(f"{m}:{c}", {}).items()}
         for p in domain.params:
             for c in p.categories:
-                frame = {**base, **mode, p.name: c}
+                frame = {**base, **held, **mode, p.name: c}
                 frames.setdefault(tuple(frame.items()), frame)
     return list(frames.values())
 

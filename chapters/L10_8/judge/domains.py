@@ -15,7 +15,11 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
   where the knobs are the function's own steps (dense_distribution) they are modes as well: each crossed with
   every other argument's categories with the rest at base, on every run;
 - indexes and ids: each bound of [0, V) and one past it on both sides (V; -1, and i32's or i64's minimum);
-- a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature,
+- a check the contract makes before a loop (verify's "SpecError before the walk": ids, row shapes, draft_probs) is
+  judged where the loop would stop before the refused element: a mode of its own (verify's `walk`), under which
+  every category is drawn again with the walk stopping at its first step, and no second check that would refuse
+  the same element first (draft_probs absent: present, each q[d]'s check reads the draft ids too);
+- a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature and walk,
   propose's draft kind, dense_distribution's every knob): every category is also judged with every other argument valid, under each mode, so that
   no refused argument masks the check of another (harness.pack.frames.base_choice).
 Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
@@ -472,9 +476,23 @@ DRAFT = {"agrees with the argmax": _draft_agreeing, "any ids": lambda r, g: [r.r
          "a negative id": lambda r, g: [r.randint(0, g["V"] - 1) for _ in range(g["m"] - 1)] + [-1] if g["m"] else [-1]}
 
 
+def _stops_at_once(r, g) -> list:
+    """The draft as drawn, its first id replaced by row 0's least likely (the last of them on ties) when another id
+    follows it: greedy rejects it, so the walk stops at its first step (the refusals the contract makes before the
+    walk are then of elements the walk never reaches)."""
+    draft, rows = list(g["draft"]), g["rows"]
+    scores = [x for x in rows[0] if x == x] if rows else []
+    if len(draft) >= 2 and scores and max(scores) > min(scores):
+        draft[0] = max(i for i, x in enumerate(rows[0]) if x == min(scores))
+    return draft
+
+
+WALK = {"as drawn": lambda r, g: list(g["draft"]), "stops at once": _stops_at_once}  # the draft as called
+
+
 def _qs(r, g) -> list:
-    qs = [probs(r, g["V"]) for _ in g["draft"]]
-    for q, d in zip(qs, g["draft"]):
+    qs = [probs(r, g["V"]) for _ in g["walk"]]
+    for q, d in zip(qs, g["walk"]):
         if d < g["V"] and q[d] <= 0.0:
             q[d] = 0.5
     return qs
@@ -489,12 +507,12 @@ def _qs_then(change):
 
 
 def _zero_at_d(r, g, qs) -> None:
-    if qs and g["draft"][0] < g["V"]:
-        qs[0][g["draft"][0]] = 0.0
+    if qs and g["walk"][0] < g["V"]:
+        qs[0][g["walk"][0]] = 0.0
 
 
 DRAFT_PROBS = {
-    "none": just(None), "valid": _qs, "one-hot": lambda r, g: [[float(i == d) for i in range(g["V"])] for d in g["draft"]],
+    "none": just(None), "valid": _qs, "one-hot": lambda r, g: [[float(i == d) for i in range(g["V"])] for d in g["walk"]],
     "one too many": _qs_then(lambda r, g, qs: qs.append([1.0] * g["V"])),
     "one too few": _qs_then(lambda r, g, qs: qs.pop() if qs else qs.append([1.0] * g["V"])),
     "a wrong length": _qs_then(lambda r, g, qs: qs[-1].append(0.5) if qs else qs.append([0.5] * (g["V"] + 1))),
@@ -506,15 +524,19 @@ SEED = {"zero": just(0), "small": ints(1, 2**16), "any 64-bit": ints(0, U64_MAX)
 VERIFY = Domain("verify_draft", (
     Param("V", {"one": just(1), "two": just(2), "several": ints(3, 5)}, base="several"),
     Param("m", {"empty": just(0), "one": just(1), "several": ints(2, 3)}, base="several"),
-    Param("rows", ROWS), Param("draft", DRAFT, base="any ids"), Param("draft_probs", DRAFT_PROBS, base="valid"),
+    Param("rows", ROWS), Param("draft", DRAFT, base="any ids"), Param("walk", WALK),
+    Param("draft_probs", DRAFT_PROBS, base="valid"),
     Param("temperature", {"zero": just(0.0), **LEAST_GRADED_T, "a tiny positive value": just(1e-6), "one": just(1.0),
                           "other": pick(0.5, 2.0)}),
     *(p for p in KNOBS if p.name != "temperature"),
     Param("prompt", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
     Param("output", {**_ids(), "the id V": lambda r, g: [g["V"]]}, base="several"),
     Param("seed", SEED, base="small"),
-), assemble=lambda g: (g["rows"], g["draft"], g["draft_probs"], _knobs(g), g["prompt"], g["output"], g["seed"]),
-    random_frames=20, modes=("temperature",))  # greedy and sampled: every argument's check at every temperature
+), assemble=lambda g: (g["rows"], g["walk"], g["draft_probs"], _knobs(g), g["prompt"], g["output"], g["seed"]),
+    random_frames=20, modes=("temperature", "walk"),  # every argument's check at every temperature, and greedy with
+    # the walk stopping at its first step, draft_probs absent there (greedy never reads them; present, their own check
+    # of each q[d] would also refuse a draft id the walk's check leaves to the walk)
+    mode_bases={"walk:stops at once": {"draft_probs": "none"}})
 
 # ---- blocks_for -------------------------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from harness.pack import ALL, ANSWERS, REFUSALS, REPO, Domain, Explicit, Param, Property, Raised, Timeout, check, drawn, reach
+from harness.pack.frames import base_choice
 from chapters.L10_8.judge import properties
 from chapters.L10_8.judge.properties import PROPERTIES, judge_reference
 
@@ -175,17 +176,26 @@ def test_the_reference_is_asked_once_per_input_over_a_functions_two_tests():
 def test_every_category_is_drawn_with_every_other_argument_at_its_base_under_each_mode():
     """No refused argument masks the check of another: each category of each parameter is in a frame whose other
     parameters are at their base (a valid, typical category), once under each category of each of the domain's
-    modes (verify's temperature, propose's draft kind); a frame that strays from the base is seen missing."""
+    modes (verify's temperature and walk, propose's draft kind), the others held where a mode's category says
+    (`mode_bases`: verify's walk that stops at once, draft_probs absent); a frame that strays is seen missing."""
     for prop in PROPERTIES.values():
         dom = prop.domain
         frames = [frame for frame, _ in drawn(dom, 11)]
         base = {p.name: p.base_category for p in dom.params}
         unders = [{m: c} for m in dom.modes for c in next(p for p in dom.params if p.name == m).categories] or [{}]
         for under in unders:
+            held = dom.mode_bases.get(":".join(*under.items()), {}) if under else {}
             for p in dom.params:
                 for c in p.categories:
-                    assert {**base, **under, p.name: c} in frames, f"{dom.name}: {p.name}:{c} under {under} never beside the base"
+                    assert {**base, **held, **under, p.name: c} in frames, f"{dom.name}: {p.name}:{c} under {under} never beside the base"
     toy = Domain("toy", (Param("a", {"bad": lambda r, g: -1, "ok": lambda r, g: 1}, base="ok"),
                          Param("b", {"bad": lambda r, g: -1, "ok": lambda r, g: 1, "edge": lambda r, g: 2}, base="ok")))
     assert {"a": "ok", "b": "edge"} in [f for f, _ in drawn(toy, 1)]
     assert {"a": "bad", "b": "ok"} in [f for f, _ in drawn(toy, 1)]
+    m = Param("m", {"one": lambda r, g: 1, "two": lambda r, g: 2})
+    held = Domain("held", (m, *toy.params), modes=("m",), mode_bases={"m:two": {"b": "edge"}}, random_frames=0)
+    base_frames = base_choice(held)
+    assert {"m": "two", "a": "bad", "b": "edge"} in base_frames and {"m": "one", "a": "bad", "b": "ok"} in base_frames
+    assert {"m": "two", "a": "bad", "b": "ok"} not in base_frames
+    with pytest.raises(ValueError, match="mode_bases"):
+        Domain("held", (m, *toy.params), modes=("m",), mode_bases={"m:three": {"b": "edge"}})
