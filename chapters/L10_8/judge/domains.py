@@ -487,7 +487,8 @@ def _stops_at_once(r, g) -> list:
     return draft
 
 
-WALK = {"as drawn": lambda r, g: list(g["draft"]), "stops at once": _stops_at_once}  # the draft as called
+WALK: dict[str, Callable[[random.Random, dict], Any]] = {  # the draft as called
+    "as drawn": lambda r, g: list(g["draft"]), "stops at once": _stops_at_once}
 
 
 def _qs(r, g) -> list:
