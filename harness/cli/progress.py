@@ -61,12 +61,10 @@ class GradeProgress(Events):
             self.counts[kind] += 1
         self.bar.advance(self.task)
         on = "" if where == "local" else f" on {where}"
-        if report.ungraded is not None:
-            self.console.print(Text.assemble(("ungraded", "bold red"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.ungraded)), soft_wrap=True)
-        elif report.rejected is not None:
-            self.console.print(Text.assemble(("rejected", "bold yellow"), " ", lit(report.submission), lit(on), ": ",
-                                             lit(report.rejected)), soft_wrap=True)
+        if kind in ("ungraded", "rejected"):
+            style = "bold red" if kind == "ungraded" else "bold yellow"
+            self.console.print(Text.assemble((kind, style), " ", lit(report.submission), lit(on), ": ",
+                                             lit(getattr(report, kind))), soft_wrap=True)
         else:
             colour = "green" if report.ok else "yellow"
             self.console.print(Text.assemble((f"{report.passed}/{len(report.tests)}", colour), " ", lit(report.submission),

@@ -13,6 +13,7 @@ it makes; anything else there is left where it is.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -72,9 +73,7 @@ def ready(depth: int = 2) -> Path | None:
                 except OSError:  # removed since the listing (another check pruning)
                     continue
                 if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
-                    why = refusal(st, private=False)
-                    if why is not None:
-                        raise CacheRefused(path, why + (f" (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode) else ""))
+                    _refuse(path, st, private=False)
                     below.append(path)
         level = below
     return top
@@ -110,17 +109,22 @@ def ours(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_ISREG(marked.st_mode)
 
 
-def prune(parent: Path, kept: int, grace_s: float = 0.0, skip: str = ".") -> list[Path]:
-    """Remove the entries of `parent` ol made (`ours`) beyond the `kept` most recently used, unless used within
-    `grace_s` (or named with the prefix `skip`: one being made). Returns what it removed."""
+def prune(parent: Path, kept: int, grace_s: float = 0.0, skip: str = ".", made=ours) -> list[Path]:
+    """Remove the entries of `parent` ol made (`made`: `ours`, or a file test of the caller's) beyond the `kept` most
+    recently used, unless used within `grace_s` (or named with the prefix `skip`: one being made). Returns what it
+    removed."""
     try:
-        found = [(os.lstat(p).st_mtime, p) for p in Path(parent).iterdir() if not p.name.startswith(skip) and ours(p)]
+        found = [(os.lstat(p).st_mtime, p) for p in Path(parent).iterdir() if not p.name.startswith(skip) and made(p)]
     except OSError:  # an entry removed while listing (another check pruning): next time
         return []
     now, gone = time.time(), []
     for mtime, old in sorted(found, reverse=True)[kept:]:
         if now - mtime > grace_s:
-            shutil.rmtree(old, ignore_errors=True)  # removes links inside, never what they point to
+            if old.is_dir():
+                shutil.rmtree(old, ignore_errors=True)  # removes links inside, never what they point to
+            else:
+                with contextlib.suppress(OSError):
+                    old.unlink()
             gone.append(old)
     return gone
 
@@ -143,9 +147,10 @@ def _made(path: Path, private: bool) -> None:
         os.mkdir(path, 0o700)  # an OSError but this one (a read-only home) is the caller's: a cache it goes without
     except FileExistsError:
         pass
-    st = os.lstat(path)
-    why = refusal(st, private)
-    if why is not None:
-        if stat.S_ISLNK(st.st_mode):
-            why += f" (to {os.readlink(path)})"
-        raise CacheRefused(path, why)
+    _refuse(path, os.lstat(path), private)
+
+
+def _refuse(path: Path, st: os.stat_result, private: bool) -> None:
+    """CacheRefused when `refusal` finds this folder's lstat `st` wanting (a link's target named)."""
+    if (why := refusal(st, private)) is not None:
+        raise CacheRefused(path, why + (f" (to {os.readlink(path)})" if stat.S_ISLNK(st.st_mode) else ""))

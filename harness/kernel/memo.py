@@ -108,7 +108,7 @@ def _write(path: Path, key: str, value, kept: int) -> None:
         paths.write_atomic(path, data)
     except OSError:  # no room, a read-only home: the value is made again next time
         return
-    _prune(path.parent, kept)
+    cache.prune(path.parent, kept, made=_ours)
 
 
 def _ours(path: Path) -> bool:
@@ -118,15 +118,3 @@ def _ours(path: Path) -> bool:
     except OSError:
         return False
     return NAME.fullmatch(path.name) is not None and stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()
-
-
-def _prune(where: Path, kept: int) -> None:
-    try:
-        files = sorted((p for p in where.iterdir() if _ours(p)), key=lambda p: os.lstat(p).st_mtime, reverse=True)
-    except OSError:  # a file removed while listing (another judge pruning): next time
-        return
-    for old in files[kept:]:
-        try:
-            old.unlink()
-        except OSError:
-            pass

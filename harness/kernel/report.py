@@ -96,13 +96,12 @@ class Report:
         return self.ungraded is None and self.passed == len(self.tests)
 
     def to_json(self) -> dict:
-        data = {"chapter": self.chapter, "submission": self.submission, "ref_deps": self.ref_deps, "golden": self.golden,
+        return {"chapter": self.chapter, "submission": self.submission, "ref_deps": self.ref_deps, "golden": self.golden,
                 "fresh_seed": self.fresh_seed, "tests": [t.to_json() for t in self.tests],
                 "summary": {"passed": self.passed, "failed": len(self.tests) - self.passed, "total": len(self.tests),
                             "score": self.score, "max_score": self.max_score, "duration_s": round(self.duration_s, 3)},
                 "pitfall_matches": list(self.pitfall_matches), "ungraded": self.ungraded,
                 "load_error": self.load_error, "sandbox": self.sandbox, "language": self.language, "rejected": self.rejected}
-        return data
 
     @classmethod
     def from_json(cls, data: dict, validated: bool = False) -> "Report":

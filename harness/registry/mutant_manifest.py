@@ -55,12 +55,7 @@ def read_mutants(manifest: Path, tests: tuple, chapter: str) -> tuple[MutantSpec
                                             if k.endswith("_patch")}) for x in m.get("mutant", []))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
-    unique_names([x.id for x in mutants], "mutant", manifest)
-    names = {t.name for t in tests}
-    for x in mutants:
-        if x.must_fail not in names:
-            raise RegistryError(f"{manifest}: mutant {x.id} must fail {x.must_fail!r}, which is not a test of {chapter}")
-    return mutants
+    return _checked(manifest, mutants, tests, chapter)
 
 
 def read_rule_mutants(manifest: Path, tests: tuple, chapter: str, plain: str) -> tuple[RuleMutantSpec, ...]:
@@ -91,10 +86,17 @@ def read_rule_mutants(manifest: Path, tests: tuple, chapter: str, plain: str) ->
                                                           if k.endswith("_none")}))
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as e:
         raise RegistryError(f"{manifest}: malformed mutant manifest: {e}") from e
+    return _checked(manifest, tuple(mutants), tests, chapter)
+
+
+def _checked(manifest: Path, mutants: tuple, tests: tuple, chapter: str) -> tuple:
+    """`mutants`, once their ids are unique and the tests each names (must_fail, or expected_by) are the chapter's."""
     unique_names([x.id for x in mutants], "mutant", manifest)
     names = {t.name for t in tests}
     for x in mutants:
-        unknown = [t for t in x.expected_by if t not in names]
-        if unknown:
+        if isinstance(x, MutantSpec) and x.must_fail not in names:
+            raise RegistryError(f"{manifest}: mutant {x.id} must fail {x.must_fail!r}, "
+                                f"which is not a test of {chapter}")
+        if unknown := [t for t in getattr(x, "expected_by", ()) if t not in names]:
             raise RegistryError(f"{manifest}: mutant {x.id} is expected_by {unknown}, which are not tests of {chapter}")
-    return tuple(mutants)
+    return mutants

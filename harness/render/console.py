@@ -204,12 +204,10 @@ def grades(out, chapter: str, result: dict) -> None:
         else:
             t.add_row(lit(r.submission), f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
     out.print(t)
-    for r, _ in rows:
-        if r.rejected is not None and r.ungraded is None:
-            out.print(Text.assemble(("rejected", "bold yellow"), " ", lit(r.submission), ": ", lit(r.rejected)))
-    for r, _ in rows:
-        if r.ungraded is not None:
-            out.print(Text.assemble(("ungraded", "bold red"), " ", lit(r.submission), ": ", lit(r.ungraded)))
+    for field, style in (("rejected", "bold yellow"), ("ungraded", "bold red")):
+        for r, _ in rows:
+            if getattr(r, field) is not None and (field == "ungraded" or r.ungraded is None):
+                out.print(Text.assemble((field, style), " ", lit(r.submission), ": ", lit(getattr(r, field))))
     if result.get("missing"):
         out.print(Text.assemble(("not graded", "bold red"), " (the run stopped first): ", lit(", ".join(result["missing"]))))
     summ = result["summary"]

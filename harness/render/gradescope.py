@@ -56,13 +56,16 @@ def results_json(rep: Report) -> dict:
             "extra_data": extra}
 
 
+def _not_graded(tests: list[dict], output: str, why: str, ol: str) -> dict:
+    return {"score": 0.0, "output": output, **FORMAT,
+            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": ol}}
+
+
 def upload_rejected(tests: list[dict], upload: str, listing: str, reason: str) -> dict:
     """No submission in the upload (the layout function's `reason`): one sentence saying what to upload."""
     held = f"your upload held {listing}" if listing else "your upload was empty"
     output = visible(f"Nothing was graded ({held}): upload {upload}.")  # the listing is the upload's own names
-    why = f"not run: {reason}"
-    return {"score": 0.0, "output": output, **FORMAT,
-            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "rejected upload"}}
+    return _not_graded(tests, output, f"not run: {reason}", "rejected upload")
 
 
 def killed(tests: list[dict], signal: int) -> dict:
@@ -70,9 +73,7 @@ def killed(tests: list[dict], signal: int) -> dict:
     output = (f"Your upload was not graded: the grading process was killed (signal {signal}) before it could report. "
               "Code that kills processes or uses up the memory does this: fix that and resubmit; if your code does "
               "neither, tell your course staff.")
-    why = "not run: the grading process was killed (see above)"
-    return {"score": 0.0, "output": output, **FORMAT,
-            "tests": [_test(t["name"], 0.0, t["max_score"], False, why) for t in tests], "extra_data": {"ol": "killed"}}
+    return _not_graded(tests, output, "not run: the grading process was killed (see above)", "killed")
 
 
 def redact(text: str, seed: str) -> str:

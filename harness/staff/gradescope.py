@@ -167,12 +167,16 @@ def _listing(submission: Path) -> str:
     return ", ".join(names[:LISTED_NAMES]) + more
 
 
+def _yours(text: str, submission: Path) -> str:
+    return text.replace(str(submission.resolve()), "your upload").replace(str(submission), "your upload")
+
+
 def _rejection(chapter: str, submission: Path) -> str | None:
     """The layout function's reason this upload is no submission, or None when it accepts it."""
     try:
         detect(load_chapter(chapter), submission).close()
     except BadSubmission as e:
-        return str(e).replace(str(submission.resolve()), "your upload").replace(str(submission), "your upload")
+        return _yours(str(e), submission)
     return None
 
 
@@ -183,9 +187,7 @@ def _refused(report: Path, submission: Path) -> str | None:
         reason = refusal_in(report.read_text())
     except OSError:
         return None
-    if reason is None:
-        return None
-    return " ".join(reason.replace(str(submission.resolve()), "your upload").replace(str(submission), "your upload").split())
+    return None if reason is None else " ".join(_yours(reason, submission).split())
 
 
 def _report(path: Path) -> dict | None:

@@ -39,6 +39,9 @@ SWEEP_EVERY_S = 0.25  # the worker's child processes are killed this often at mo
 # Hard limits of every process of a worker (harness.sandbox.bwrap.Limits): a whole check uses about 10 s of CPU
 # and a few threads; the worker writes no file of its own (its tmpfs is 64 MiB, each file at most 16 MiB).
 WORKER_LIMITS = Limits(address_space=MEMORY_LIMIT, cpu_seconds=600, file_size=16 << 20, processes=64, open_files=256)
+SIGNAL_CAUSES: dict[int, str] = {  # what a worker's death by a signal most likely means
+    signal.SIGKILL: " (out of memory, or a limit of its sandbox?)", signal.SIGSEGV: " (segmentation fault)",
+    signal.SIGXCPU: " (its CPU time limit)", signal.SIGXFSZ: " (it wrote a file over its size limit)"}
 ENV_KEEP = ("PATH", "LANG", "LC_ALL", "TZ", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OL_SPIN_S")  # what a worker inherits
 
 
@@ -221,15 +224,7 @@ class WorkerTransport:
         if code > 128 and self.mode.name == "bwrap":
             code = -(code - 128)
         how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        if code == -signal.SIGKILL:
-            how += " (out of memory, or a limit of its sandbox?)"
-        elif code == -signal.SIGSEGV:
-            how += " (segmentation fault)"
-        elif code == -signal.SIGXCPU:
-            how += " (its CPU time limit)"
-        elif code == -signal.SIGXFSZ:
-            how += " (it wrote a file over its size limit)"
-        return how
+        return how + SIGNAL_CAUSES.get(-code, "")
 
     def _send(self, msg, op: str, deadline: float) -> None:
         """Write one message, never blocking past the deadline: a worker that stops reading (its pipe stays full
