@@ -7,7 +7,7 @@ counts, and renders nothing (harness.render.console does).
 from collections import Counter
 import json
 
-from ..kernel.errors import BuildFailed, SubmissionFailure, UsageError
+from ..kernel.errors import BuildFailed, UsageError
 from ..registry import Chapter
 from ..subjects.open import open_impl
 from ..subjects.reference import pristine
@@ -18,16 +18,14 @@ def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_p
     """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or its
     function), and the failing property checks (`properties`; `elsewhere`: the other sections', when those shown
     agree). A submission that does not load (or compile) is one `load_error`, and no case is run."""
-    from .runner import LOAD_DEADLINE_S  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
+    from .runner import load_failure  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
 
     golden = json.loads(open(golden_path or chapter.golden).read())
     impl = open_impl(chapter, submission, ref_deps, language_name=language)
     try:
         cases = chapter.module("cases")
         shown = sections_for(cases, only)
-        try:
-            impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
-        except SubmissionFailure as e:
+        if (e := load_failure(impl)) is not None:
             why = f"{e.summary}\n{e}" if isinstance(e, BuildFailed) else str(e)  # a compiled language's build failed
             return {"chapter": chapter.chapter, "submission": submission, "sections": {}, "by_tag": {}, "divergent": 0,
                     "load_error": why.removeprefix("load: ")}

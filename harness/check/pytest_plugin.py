@@ -4,6 +4,7 @@
 elsewhere; `ol check` runs pytest with this plugin. A test's chapter is `--chapter`, else its file's pack.
 """
 
+from functools import lru_cache
 import hashlib
 import json
 from pathlib import Path
@@ -86,15 +87,13 @@ def golden(request, chapter):
     if (handed := given(request.config, "ol_golden")) is not None:
         return handed
     data = Path(request.config.option.golden or chapter.golden).read_bytes()
-    key = hashlib.sha256(data).digest()  # the same bytes are parsed once (a file rewritten in place is read anew)
-    if key not in _GOLDEN:
-        if len(_GOLDEN) >= 4:
-            _GOLDEN.clear()
-        _GOLDEN[key] = json.loads(data)
-    return _GOLDEN[key]
+    return _parsed(hashlib.sha256(data).digest(), data)  # the same bytes are parsed once (a file rewritten: anew)
 
 
-_GOLDEN: dict[bytes, dict] = {}  # digest -> the parsed golden file
+@lru_cache(maxsize=4)
+def _parsed(digest: bytes, data: bytes) -> dict:
+    """The golden document of these bytes (`digest`: their sha256, what the cache finds them by)."""
+    return json.loads(data)
 
 
 @pytest.fixture(autouse=True)

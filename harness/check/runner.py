@@ -74,7 +74,7 @@ class _Loader:
             self.impl.transport.spawn()
             if self._on_stage is not None:
                 self._on_stage("loading the submission, running the tests")
-            self.failure = _load(self.impl)
+            self.failure = load_failure(self.impl)
         except BaseException as e:  # noqa: BLE001 -- the judge's own error, or a bad submission: re-raised by wait()
             self.error = e
         finally:
@@ -245,7 +245,7 @@ def select(chapter: Chapter, expression: str) -> list[str]:
     return chosen
 
 
-def _load(impl) -> SubmissionFailure | None:
+def load_failure(impl) -> SubmissionFailure | None:
     """Import the submission once, before any test: the failure, or None when it loads."""
     try:
         impl.call("load", {}, deadline_s=LOAD_DEADLINE_S)
@@ -264,12 +264,6 @@ def _unloadable(chapter: Chapter, submission: str, options: CheckOptions, golden
              if not options.only or t.name in options.only]
     return Report(chapter.chapter, submission, options.ref_deps, tests, duration_s, golden, options.fresh_seed,
                   load_error=_plain(failure).removeprefix("load: "))
-
-
-def _opened(chapter: Chapter, submission: str, options: CheckOptions, on_stage: Callable[[str], None] | None) -> Impl:
-    with stage.reporting(on_stage):
-        return open_impl(chapter, submission, options.ref_deps, options.transport, sandbox=options.sandbox,
-                         language_name=options.language)
 
 
 def language_of(impl: Impl) -> str:
@@ -296,7 +290,13 @@ def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOp
     trusted = submission == "reference" or submission.startswith("mutant:")
     language, only = options.language, options.only
     label = f"{submission} ({language})" if trusted and language not in (None, in_process().name) else submission  # its name
-    loader = _Loader(lambda: _opened(chapter, submission, options, on_stage), on_stage)
+
+    def opened() -> Impl:
+        with stage.reporting(on_stage):
+            return open_impl(chapter, submission, options.ref_deps, options.transport, sandbox=options.sandbox,
+                             language_name=options.language)
+
+    loader = _Loader(opened, on_stage)
     try:
         collector = _Collector(loader, only, on_result, chapter, doc)
         sink = io.StringIO()

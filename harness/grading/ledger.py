@@ -196,12 +196,9 @@ class Ledger:
     def key(self, digest: str) -> dict:
         return {"content": digest, "seed": self.seed, "ref_deps": self.ref_deps, "harness": self.version["digest"]}
 
-    def read(self, name: str) -> tuple[Report, float, dict] | None:
-        return self.reader.read(name)
-
     def graded(self, name: str, digest: str, unconfined_ok: bool) -> bool:
         """True (and the entry kept for the CSV) when `name` was graded before with this run's key."""
-        entry = self.read(name)
+        entry = self.reader.read(name)
         if entry is None:
             return False
         report, _, key = entry

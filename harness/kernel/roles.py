@@ -103,15 +103,17 @@ def extra_requirements(extra: str, project: dict | None = None) -> list[Requirem
     return out
 
 
+def package_version(name: str) -> str | None:
+    """The installed version of the distribution `name`, None when it is not installed."""
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def missing(extra: str) -> list[str]:
     """The distributions of the extra that this environment lacks."""
-    out = []
-    for r in extra_requirements(extra):
-        try:
-            metadata.version(r.name)
-        except metadata.PackageNotFoundError:
-            out.append(r.name)
-    return out
+    return [r.name for r in extra_requirements(extra) if package_version(r.name) is None]
 
 
 def require(extra: str, command: str) -> None:

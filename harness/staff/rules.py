@@ -65,14 +65,10 @@ def markdown_path(ch: Chapter) -> Path:
 
 def load_rules(ch: Chapter) -> list[Rule]:
     rows = tomllib.loads(rules_path(ch).read_text()).get("rule", [])
-    fields = set(Rule.__dataclass_fields__)
-    out = []
     for i, row in enumerate(rows):
-        extra = set(row) - fields
-        if extra:
+        if extra := set(row) - set(Rule.__dataclass_fields__):
             raise ValueError(f"{rules_path(ch)}: row {i + 1} ({row.get('id')}) has unknown keys {sorted(extra)}")
-        out.append(Rule(**{**row, "golden": tuple(row.get("golden", ()))}))
-    return out
+    return [Rule(**{**row, "golden": tuple(row.get("golden", ()))}) for row in rows]
 
 
 def load_sources(ch: Chapter) -> str:
@@ -82,9 +78,9 @@ def load_sources(ch: Chapter) -> str:
 
 def load_domains(ch: Chapter) -> list[Domain]:
     rows = tomllib.loads(rules_path(ch).read_text()).get("domain", [])
-    fields = set(Domain.__dataclass_fields__)
     for i, row in enumerate(rows):
-        extra, missing = set(row) - fields, {f for f in ("function", "admits", "refuses", "test", "drawn")} - set(row)
+        extra = set(row) - set(Domain.__dataclass_fields__)
+        missing = {"function", "admits", "refuses", "test", "drawn"} - set(row)
         if extra or missing:
             raise ValueError(f"{rules_path(ch)}: domain row {i + 1} ({row.get('function')}) has unknown keys "
                              f"{sorted(extra)} or lacks {sorted(missing)}")

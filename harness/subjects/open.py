@@ -126,11 +126,11 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     ops = chapter.module("ops")
     own = in_process().name  # the language whose trusted code can run in this process
     lang = language_name or own
+    worker = f"({lang} worker)" if lang != own else "(worker)"  # trusted code through a worker: its label's end
     if subject == "reference":
         if transport == "worker" or lang != own:
             into = copy_reference(chapter, _scratch(), lang)
-            return _over_worker(chapter, lang, into, f"reference ({lang} worker)" if lang != own else "reference (worker)",
-                                scratch=into, sandbox=sandbox)
+            return _over_worker(chapter, lang, into, f"reference {worker}", scratch=into, sandbox=sandbox)
         spec = chapter.language(own)
         use_reference(spec.reference)
         importlib.import_module(spec.package)
@@ -140,8 +140,7 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
         chapter.mutant(mid)  # an unknown id is a usage error, before anything is copied
         if transport == "worker" or lang != own:
             into = materialize_mutant(chapter, mid, _scratch(), lang)
-            return _over_worker(chapter, lang, into, f"mutant {mid} ({lang} worker)" if lang != own else f"mutant {mid} (worker)",
-                                scratch=into, sandbox=sandbox)
+            return _over_worker(chapter, lang, into, f"mutant {mid} {worker}", scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
     sub = detect(chapter, subject, language_name)
     try:

@@ -11,14 +11,13 @@ outputs left out, recomputed when a file's size or mtime changed: an edit change
 
 from functools import lru_cache
 import hashlib
-from importlib import metadata
 import os
 import threading
 from pathlib import Path
 
 from ..languages import INTERPRETER, SOURCE_ROOTS, interpreter_version
 from ..kernel.paths import REPO
-from ..kernel.roles import locked_names
+from ..kernel.roles import locked_names, package_version
 
 FILE_ROOTS = ("harness", "reference", *SOURCE_ROOTS, "fixtures", "config", "spec", "pyproject.toml")  # and the pack
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}
@@ -55,14 +54,6 @@ def files_digest(chapter) -> str:
     with _lock:
         _last.update(signature=signature, digest=h.hexdigest())
     return h.hexdigest()
-
-
-def package_version(name: str) -> str | None:
-    """The installed version of the distribution `name`, None when it is not installed."""
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 @lru_cache(maxsize=1)
