@@ -38,8 +38,12 @@ def to_wire(x):
         return [to_wire(v) for v in x]
     if t is dict:
         return {str(k): to_wire(v) for k, v in x.items()}
-    if isinstance(x, np.generic):  # a numpy scalar: its plain value
-        return to_wire(x.item())
+    if isinstance(x, np.floating):
+        return _float(float(x))
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
     return x
 
 
@@ -57,8 +61,14 @@ def floats(x):
 def _plain(x):
     """json's hook for what it cannot write itself: numpy arrays and scalars (a non-finite value then makes
     json raise ValueError, and dumps takes the slow path)."""
-    if isinstance(x, (np.ndarray, np.generic)):
+    if isinstance(x, np.ndarray):
         return x.tolist()
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
     raise TypeError(f"{type(x).__name__} is not plain data")
 
 
