@@ -15,8 +15,9 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
   where the knobs are the function's own steps (dense_distribution) they are modes as well: each crossed with
   every other argument's categories with the rest at base, on every run;
 - indexes and ids: each bound of [0, V) and one past it on both sides (V; -1, and i32's or i64's minimum);
-- a check the contract makes before a loop (verify's "SpecError before the walk": ids, row shapes, draft_probs) is
-  judged where the loop would stop before the refused element: a mode of its own (verify's `walk`), under which
+- a check the contract makes before a loop (verify's "SpecError before the walk": ids, row shapes, draft_probs; the
+  drafts' negative ids, refused whatever k) is judged where the loop would stop before the refused element: the
+  drafts' negative id first, before a suffix that recurs; verify's a mode of its own (`walk`), under which
   every category is drawn again with the walk stopping at its first step, and no second check that would refuse
   the same element first (draft_probs absent: present, each q[d]'s check reads the draft ids too);
 - a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature and walk,
@@ -78,9 +79,11 @@ def _tied_followers(r, g) -> list:
 
 
 def _negative_id(r, g) -> list:
-    ctx = toks(r, 1, 6, (0, 1))
-    ctx[r.randint(0, len(ctx) - 1)] = r.choice([-1, -(2**31)])
-    return ctx
+    """A negative id first, then a body twice: every suffix up to the body's length (4 to 6, past the base n-gram
+    bounds) recurs, so a search from the end that stops at its match never reads the first id (the ids are refused
+    before any search: a check the contract makes before a loop, judged where the loop stops before the element)."""
+    body = toks(r, 4, 6, (0, 1))
+    return [r.choice([-1, -(2**31)])] + body + body
 
 
 CTX = {
@@ -217,9 +220,8 @@ def _unambiguous(r, g) -> list:
 
 
 def _long_negative_id(r, g) -> list:
-    ctx = r.sample(range(60), r.randint(9, 20))
-    ctx[r.randint(0, len(ctx) - 1)] = -1
-    return ctx
+    body = r.sample(range(60), r.randint(9, 20))  # as _negative_id, the body past any n-gram bound
+    return [-1] + body + body
 
 
 # every context longer than any n-gram bound drawn here (8): contexts no longer than a bound are the draft functions'
