@@ -8,7 +8,8 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
 - floats: +-0, a subnormal, a tiny positive value, huge, values not exact in float32 (0.1), one ulp either side of
   each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1; a p's mass against none:
   zeros and one 5e-324; temperature == 0: its least graded neighbour, where the free region of an overflowing x / T
-  ends), NaN and +-inf; for an index bound (the n-gram's i + m < len(e)), the last admitted value deciding the answer;
+  ends; a quotient the contract compares (u < p[x]/q[x]): operands whose quotient is inexact, rounding back below
+  the dividend), NaN and +-inf; for an index bound (the n-gram's i + m < len(e)), the last admitted value deciding the answer;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
   every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V); a pairwise frame
   draws the others at random, which may undo what the pair meant (a penalty on a tied token breaks the tie), so
@@ -21,7 +22,7 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
   every category is drawn again with the walk stopping at its first step, and no second check that would refuse
   the same element first (draft_probs absent: present, each q[d]'s check reads the draft ids too);
 - a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature and walk,
-  propose's draft kind, dense_distribution's every knob): every category is also judged with every other argument valid, under each mode, so that
+  speculative_step's branch: accepted as drawn, or the draft rejected, q above p; propose's draft kind, dense_distribution's every knob): every category is also judged with every other argument valid, under each mode, so that
   no refused argument masks the check of another (harness.pack.frames.base_choice).
 Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
 bounds past 2^16, NaN or +inf in a verify row the walk may skip, a reached row that is -inf everywhere, top_p's
@@ -315,6 +316,25 @@ Q = {  # q beside p: one length, unless a category says otherwise
     "negative": lambda r, g: [-0.25] + probs(r, max(0, len(g["p"]) - 1)),
 }
 
+
+
+def _exceeds_at_even(r, g) -> list:
+    """q above p at every even index, below it at every odd one (a draft at an even index can be rejected, and the
+    residual then has mass); above p, each quotient p/q is inexact and its product with q rounds below p: the
+    accept test the contract states is the quotient u < p[x]/q[x], so its rounding is judged, not a rewrite's."""
+    p = g["p"] if all(isinstance(x, float) and math.isfinite(x) and x > 0.0 for x in g["p"]) else probs(r, len(g["p"]))
+    q = []
+    for i, x in enumerate(p):
+        f = r.uniform(0.3, 0.9)
+        for _ in range(4096 if i % 2 == 0 and x > 0.0 else 0):  # 1 draw in 15 to 150 rounds below (x 0.1 to 0.7)
+            f = r.uniform(1.1, 3.0)
+            if (x / (x * f)) * (x * f) < x:
+                break
+        q.append(x * f if x > 0.0 else r.random())
+    return q
+
+
+Q["above p at even indexes"] = _exceeds_at_even
 RESIDUAL = Domain("residual", (Param("p", DIST, base="sums to one"), Param("q", Q)), random_frames=20)
 
 
@@ -349,17 +369,43 @@ def _ratio(g) -> float:
         return 0.5
 
 
+def _residual_sums(g) -> list:
+    """The running sums of the residual normalize(max(0, p - q)) (p's own when no entry of p exceeds q's)."""
+    p, q = g["p"], g["q"]
+    try:
+        res = [max(0.0, a - b) for a, b in zip(p, q)]
+        mass = sum(res)
+        res = [x / mass for x in res] if mass > 0.0 else [x / sum(p) for x in p]
+    except (TypeError, ZeroDivisionError):
+        return [0.5]
+    return _running({"p": res})
+
+
+def _rejectable(r, g) -> int:
+    """The first index where q exceeds p (a draft there can be rejected); 0 when none does."""
+    return next((i for i, (a, b) in enumerate(zip(g["p"], g["q"])) if b > a), 0)
+
+
 STEP = Domain("speculative_step", (
     Param("p", DIST, base="sums to one"), Param("q", Q, base="equal to p"),
     Param("x", {"first": just(0), "last": lambda r, g: max(0, len(g["p"]) - 1), "any": lambda r, g: r.randint(0, max(0, len(g["p"]) - 1)),
+                "where q exceeds p": _rejectable,
                 "where q is zero": lambda r, g: next((i for i, v in enumerate(g["q"]) if v == 0.0), len(g["p"])),
                 "len(p)": lambda r, g: len(g["p"]), "truncates to 0 in 32 bits": just(2**32), "u64 max": just(U64_MAX),
                 **NEGATIVE}, base="any"),  # an index: 0 - 1 and i64's minimum below its lower bound, len(p) at its upper
     Param("u_accept", {**U, "at the acceptance boundary": lambda r, g: _ratio(g),
                        "one ulp below the boundary": lambda r, g: down(_ratio(g)),
                        "one ulp above the boundary": lambda r, g: up(_ratio(g))}, base="uniform"),
-    Param("u_resample", U, base="uniform"),
-), random_frames=20)
+    Param("u_resample", {**U, "a running sum of the residual": lambda r, g: r.choice(_residual_sums(g)),
+                         "one ulp below a running sum of the residual": lambda r, g: down(r.choice(_residual_sums(g))),
+                         "one ulp above a running sum of the residual": lambda r, g: up(r.choice(_residual_sums(g)))},
+          base="uniform"),
+    Param("branch", {"as drawn": just(None), "the draft rejected": just(None)}),  # a mode: not an argument
+), assemble=lambda g: (g["p"], g["q"], g["x"], g["u_accept"], g["u_resample"]), random_frames=20, modes=("branch",),
+    # the function's two ways of working: base choice holds q equal to p (always accepted), so every category is
+    # judged again where the draft at x is rejected, u_resample's among them (the resample's comparisons)
+    mode_bases={"branch:the draft rejected": {"q": "above p at even indexes", "x": "where q exceeds p",
+                                              "u_accept": "one ulp above the boundary"}})
 
 
 # ---- the sampler's knobs and logits ------------------------------------------------------------------------------
