@@ -9,7 +9,8 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
   each comparison the contract makes (p - q > 0, the running sum > u, u < p(x)/q(x), u < 1; a p's mass against none:
   zeros and one 5e-324; temperature == 0: its least graded neighbour, where the free region of an overflowing x / T
   ends; a quotient the contract compares (u < p[x]/q[x]): operands whose quotient is inexact, rounding back below
-  the dividend), NaN and +-inf; for an index bound (the n-gram's i + m < len(e)), the last admitted value deciding the answer;
+  the dividend), NaN and +-inf; for an index bound (the n-gram's i + m < len(e)), the last admitted value deciding
+  the answer;
 - options: each knob of the sampler a parameter of its own, so pairwise frames cross every value of one with
   every value of another (penalties at temperature 0, a tiny temperature, top-k at and past V); a pairwise frame
   draws the others at random, which may undo what the pair meant (a penalty on a tied token breaks the tie), so
@@ -22,8 +23,9 @@ by rule from the parameter's type and constraints (rules.toml's [[domain]] rows 
   every category is drawn again with the walk stopping at its first step, and no second check that would refuse
   the same element first (draft_probs absent: present, each q[d]'s check reads the draft ids too);
 - a base per parameter (`Param.base`: a valid, typical category) and a domain's modes (verify's temperature and walk,
-  speculative_step's branch: accepted as drawn, or the draft rejected, q above p; propose's draft kind, dense_distribution's every knob): every category is also judged with every other argument valid, under each mode, so that
-  no refused argument masks the check of another (harness.pack.frames.base_choice).
+  speculative_step's branch: as drawn, or the draft rejected; propose's draft kind, dense_distribution's every
+  knob): every category is also judged with every other argument valid, under each mode, so that no refused
+  argument masks the check of another (harness.pack.frames.base_choice).
 Inputs the contract leaves free are never drawn: ids of 2^32 or more and counts of 2^64 or more (R-ER-04), n-gram
 bounds past 2^16, NaN or +inf in a verify row the walk may skip, a reached row that is -inf everywhere, top_p's
 boundary. Each category is a small function (rng, values drawn so far) -> value (harness.pack.frames).
@@ -294,6 +296,22 @@ DIST = {  # a p (or q) as given: finite and non-negative, of any sum; the refuse
 }
 
 
+def _exceeds_at_even(r, g) -> list:
+    """q above p at every even index, below it at every odd one (a draft at an even index can be rejected, and the
+    residual then has mass); above p, each quotient p/q is inexact and its product with q rounds below p: the
+    accept test the contract states is the quotient u < p[x]/q[x], so its rounding is judged, not a rewrite's."""
+    p = g["p"] if all(isinstance(x, float) and math.isfinite(x) and x > 0.0 for x in g["p"]) else probs(r, len(g["p"]))
+    q = []
+    for i, x in enumerate(p):
+        f = r.uniform(0.3, 0.9)
+        for _ in range(4096 if i % 2 == 0 and x > 0.0 else 0):  # 1 draw in 15 to 150 rounds below (x 0.1 to 0.7)
+            f = r.uniform(1.1, 3.0)
+            if (x / (x * f)) * (x * f) < x:
+                break
+        q.append(x * f if x > 0.0 else r.random())
+    return q
+
+
 def _q_like(f):
     def draw(r, g) -> list:
         p = g["p"] if all(isinstance(x, float) and math.isfinite(x) for x in g["p"]) else probs(r, len(g["p"]))
@@ -314,27 +332,10 @@ Q = {  # q beside p: one length, unless a category says otherwise
     "NaN": lambda r, g: [NAN] + probs(r, max(0, len(g["p"]) - 1)),
     "an infinity": lambda r, g: probs(r, max(0, len(g["p"]) - 1)) + [r.choice((INF, -INF))],
     "negative": lambda r, g: [-0.25] + probs(r, max(0, len(g["p"]) - 1)),
+    "above p at even indexes": _exceeds_at_even,
 }
 
 
-
-def _exceeds_at_even(r, g) -> list:
-    """q above p at every even index, below it at every odd one (a draft at an even index can be rejected, and the
-    residual then has mass); above p, each quotient p/q is inexact and its product with q rounds below p: the
-    accept test the contract states is the quotient u < p[x]/q[x], so its rounding is judged, not a rewrite's."""
-    p = g["p"] if all(isinstance(x, float) and math.isfinite(x) and x > 0.0 for x in g["p"]) else probs(r, len(g["p"]))
-    q = []
-    for i, x in enumerate(p):
-        f = r.uniform(0.3, 0.9)
-        for _ in range(4096 if i % 2 == 0 and x > 0.0 else 0):  # 1 draw in 15 to 150 rounds below (x 0.1 to 0.7)
-            f = r.uniform(1.1, 3.0)
-            if (x / (x * f)) * (x * f) < x:
-                break
-        q.append(x * f if x > 0.0 else r.random())
-    return q
-
-
-Q["above p at even indexes"] = _exceeds_at_even
 RESIDUAL = Domain("residual", (Param("p", DIST, base="sums to one"), Param("q", Q)), random_frames=20)
 
 
