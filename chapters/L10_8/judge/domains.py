@@ -406,7 +406,7 @@ STEP = Domain("speculative_step", (
     # the function's two ways of working: base choice holds q equal to p (always accepted), so every category is
     # judged again where the draft at x is rejected, u_resample's among them (the resample's comparisons)
     mode_bases={"branch:the draft rejected": {"q": "above p at even indexes", "x": "where q exceeds p",
-                                              "u_accept": "one ulp above the boundary"}})
+                                              "u_accept": "at the acceptance boundary"}})
 
 
 # ---- the sampler's knobs and logits ------------------------------------------------------------------------------
