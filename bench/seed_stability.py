@@ -5,15 +5,17 @@
 
 Rows: the samples of examples/submissions (of the language), the default mutant set (s01-s13) and every row of
 the further sets named by --sets (default extra and blind, as issue 37 asks; batch_a on request) ported to the
-language. A sealed set (SEALED: written, not yet run) is refused: its first figure is taken once, by `ol mutants --set`. Each row is checked with `run_check(..., fresh_seed=S)`
-(fresh cases and property inputs of the seed S, as `ol grade --seed S` grades) for the seeds 1..N, and its
-failing tests are compared across seeds. The table prints each row's failing tests, or every distinct set with
-the seeds that gave it when they vary; exit 1 when any row's set varies (or a check cannot run).
+language. A sealed set (SEALED: written, not yet run) is refused: its first figure is taken once, by `ol mutants
+--set`. Each row is checked with `run_check(..., fresh_seed=S)` (fresh cases and property inputs of the seed S, as
+`ol grade --seed S` grades) for the seeds 1..N, and its failing tests are compared across seeds. The table prints
+each row's failing tests, or every distinct set with the seeds that gave it when they vary; exit 1 when any row's
+set varies (or a check cannot run).
 Cost: rows x seeds checks (132 x 40 in Python, 134 x 40 in Rust; 4-5 s each in Python, 3-4 s in Rust, over J
-processes): about 6 hours on two cores, more than a working session,  so each finished check is appended to a log beside the figures (F.jsonl: row, seed, failing tests and the
-harness version) and `--resume` keeps the log's checks of this harness version and runs only the others. The checks
-go seed by seed, so a run stopped early has whole seeds 1..m for every row. --quick (CI's smoke run) checks seeds 1
-and 2 of s07 and of the correct sample; the suite's test_seed_stability.py checks a few mutants on a few seeds.
+processes): about 6 hours on two cores, more than a working session, so each finished check is appended to a log
+beside the figures (F.jsonl: row, seed, failing tests and the harness version) and `--resume` keeps the log's
+checks of this harness version and runs only the others. The checks go seed by seed, so a run stopped early has
+whole seeds 1..m for every row. --quick (CI's smoke run) checks seeds 1 and 2 of s07 and of the correct sample; the
+suite's test_seed_stability.py checks a few mutants on a few seeds.
 """
 
 import argparse
