@@ -178,6 +178,8 @@ def speculative_step(p, q, x: int, u_accept: float, u_resample: float) -> tuple[
     u_accept, u_resample = _unit(u_accept, "u_accept"), _unit(u_resample, "u_resample")
     if q[x] <= 0.0:
         raise SpecError(f"q[{x}] = 0: the draft could not have proposed token {x}")
+    if not (p > 0.0).any():  # refused whatever u_accept is, before the test (as the Rust reference checks)
+        raise SpecError("p has no token of nonzero probability: it rejects every x and leaves nothing to resample")
     if u_accept < p[x] / q[x]:
         return x, True
     return sample_dense(residual(p, q), u_resample), False
