@@ -1,7 +1,7 @@
 """One slip, one cost, whatever the seed: the set of failing tests of every sample and mutant on N grading seeds.
 
     python bench/seed_stability.py [--seeds N] [--rows s01,x03,...] [--sets extra,blind] [--lang python|rust] [--jobs J]
-                                   [--resume] [--quick] [--out F.json]
+                                   [--resume] [--pause-file P] [--quick] [--out F.json]
 
 Rows: the samples of examples/submissions (of the language), the default mutant set (s01-s13) and every row of
 the further sets named by --sets (default extra and blind, as issue 37 asks; batch_a on request) ported to the
@@ -12,8 +12,12 @@ each row's failing tests, or every distinct set with the seeds that gave it when
 set varies (or a check cannot run).
 Cost: rows x seeds checks (132 x 40 in Python, 134 x 40 in Rust; 4-5 s each in Python, 3-4 s in Rust, over J
 processes): about 6 hours on two cores, more than a working session, so each finished check is appended to a log
-beside the figures (F.jsonl: row, seed, failing tests and the harness version) and `--resume` keeps the log's
-checks of this harness version and runs only the others. The checks go seed by seed, so a run stopped early has
+beside the figures (F.jsonl: row, seed, each failing test's outcome, the check's start and end, the harness
+version) and `--resume` keeps the log's checks of this harness version and runs only the others. A row whose set
+varies is printed with its outcomes other than fail (a timeout on one seed may be the machine's: the table's checks
+have their calls' deadlines like any check). For a quiet moment, never stop the bench's processes (a check stopped
+mid-call sees its deadline pass on resuming: a timeout of the bench's making); create --pause-file's file: no check
+starts while it exists, the running ones end. The checks go seed by seed, so a run stopped early has
 whole seeds 1..m for every row. --quick (CI's smoke run) checks seeds 1 and 2 of s07 and of the correct sample; the
 suite's test_seed_stability.py checks a few mutants on a few seeds.
 """
@@ -25,6 +29,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -56,23 +61,30 @@ def rows(language: str, quick: bool, further: list[str]) -> list[str]:
     return found + [f"mutant:{m.id}" for s in sets for m in ported(chapter, language, s)]
 
 
-def failing(subject: str, seed: int, language: str) -> tuple[str, ...]:
+def failing(subject: str, seed: int, language: str) -> dict[str, str]:
+    """Each test `subject` does not pass on `seed`: its outcome (fail, error, timeout, crashed)."""
     chapter = load_chapter(CHAPTER)
     with tempfile.TemporaryDirectory(prefix="ol-seed-") as into:
         golden = str(fresh_golden(chapter, seed, Path(into)))
         rep = run_check(chapter, subject, CheckOptions(golden=golden, fresh_seed=seed, language=language,
                         ref_deps=not subject.startswith("mutant:")))  # the samples as expected.json checks them
-    return tuple(sorted(t.name for t in rep.tests if not t.outcome.passed))
+    return {t.name: t.outcome.value for t in sorted(rep.tests, key=lambda t: t.name) if not t.outcome.passed}
 
 
-def failing_rows(subjects: list[str], seed: int, language: str) -> list[tuple[str, tuple[str, ...] | str]]:
-    """Each of `subjects` checked on `seed` in turn, in this process: its failing tests, or why it could not run."""
+def failing_rows(subjects: list[str], seed: int, language: str, pause: str) -> list[tuple[str, dict | str, float, float]]:
+    """Each of `subjects` checked on `seed` in turn, in this process: its failing tests and their outcomes, or why
+    it could not run; with the check's start and end (time.time()). No check starts while the file `pause` exists
+    (--pause-file: a quiet moment for a measurement; a process stopped mid-check would see its calls' deadlines
+    pass, and a timeout that is the bench's, not the row's)."""
     found = []
     for s in subjects:
+        while pause and os.path.exists(pause):
+            time.sleep(1)
+        t0 = time.time()
         try:
-            found.append((s, failing(s, seed, language)))
+            found.append((s, failing(s, seed, language), t0, time.time()))
         except Exception as e:  # noqa: BLE001 -- a check that cannot run is a row of the table, not a crash
-            found.append((s, f"{type(e).__name__}: {e}"))
+            found.append((s, f"{type(e).__name__}: {e}", t0, time.time()))
     return found
 
 
@@ -95,6 +107,7 @@ def main() -> int:
     ap.add_argument("--lang", default="python", help="the language of the samples and mutant ports (default python)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--resume", action="store_true", help="keep the log's checks of this harness version, run the rest")
+    ap.add_argument("--pause-file", default="", help="no check starts while this file exists (the checks running end)")
     add_common(ap, "seed_stability", "seeds 1 and 2 of s07 and the correct sample")
     a = ap.parse_args()
     seeds = list(range(1, (2 if a.quick else a.seeds) + 1))
@@ -110,6 +123,10 @@ def main() -> int:
     version = version_of(load_chapter(CHAPTER))["digest"]
     log = out_path(a, "seed_stability").with_suffix(f".{a.lang}.jsonl")
     done = {(d["row"], d["seed"]): tuple(d["failing"]) for d in _logged(log) if d.get("version") == version} if a.resume else {}
+    kinds: dict[str, set[str]] = {s: set() for s in subjects}  # a row's outcomes other than fail, on any seed
+    for d in _logged(log) if a.resume else ():
+        if d.get("version") == version and d["row"] in kinds:
+            kinds[d["row"]].update(f"{t} {k} (seed {d['seed']})" for t, k in d.get("outcomes", {}).items() if k != "fail")
     for (s, seed), failed in done.items():
         if s in sets and seed in seeds:
             sets[s].setdefault(failed, []).append(seed)
@@ -127,16 +144,18 @@ def main() -> int:
         # seed by seed: a seed's fresh cases are built once and read back by every row (harness.kernel.memo keeps
         # FRESH_KEPT seeds; row by row, 40 seeds would evict each other and every check would build them again)
         todo = [(seed, [s for s in subjects if (s, seed) not in done]) for seed in seeds]
-        futures = {pool.submit(failing_rows, rows_[i:i + CHUNK], seed, a.lang): seed
+        futures = {pool.submit(failing_rows, rows_[i:i + CHUNK], seed, a.lang, a.pause_file): seed
                    for seed, rows_ in todo for i in range(0, len(rows_), CHUNK)}
         for f in as_completed(futures):
             seed = futures[f]
-            for s, failed in f.result():
-                if isinstance(failed, str):
-                    errors.append(f"{s} seed {seed}: {failed}")
+            for s, outcomes, t0, t1 in f.result():
+                if isinstance(outcomes, str):
+                    errors.append(f"{s} seed {seed}: {outcomes}")
                     continue
-                sets[s].setdefault(failed, []).append(seed)
-                out.write(json.dumps({"row": s, "seed": seed, "failing": list(failed), "version": version}) + "\n")
+                sets[s].setdefault(tuple(outcomes), []).append(seed)
+                kinds[s].update(f"{t} {k} (seed {seed})" for t, k in outcomes.items() if k != "fail")
+                out.write(json.dumps({"row": s, "seed": seed, "failing": list(outcomes), "outcomes": outcomes,
+                                      "start": round(t0, 1), "end": round(t1, 1), "version": version}) + "\n")
                 out.flush()
     varies = [s for s, got in sets.items() if len(got) > 1]
     print(f"{'row':40} failing tests on seeds {seeds[0]}..{seeds[-1]}")
@@ -145,6 +164,8 @@ def main() -> int:
         for i, (failed, on) in enumerate(sorted(got.items(), key=lambda kv: -len(kv[1]))):
             where = "" if len(got) == 1 else f"  (seeds {sorted(on)})"
             print(f"{name if i == 0 else '':40} {', '.join(failed) or '(none)'}{where}")
+        if kinds[s] and len(got) > 1:  # a timeout or crash on some seed: the machine's, or the row's own
+            print(f"{'':40}   not a plain fail: {', '.join(sorted(kinds[s]))}")
     print(f"{len(subjects)} rows, {len(seeds)} seeds: {len(varies)} rows whose failing tests vary with the seed"
           + (f": {', '.join(varies)}" if varies else ""))
     for e in errors:
