@@ -32,7 +32,7 @@ from ..check.diff import case_literal, run_diff, sections_for
 from ..check.golden import fresh_golden, verify as verify_golden
 from ..kernel.errors import BadSubmission, OlError, UsageError, check_exit, hear_interrupts, raise_if_interrupted
 from ..languages import LANGUAGES, in_process, language
-from ..kernel import cache
+from ..kernel import cache, clock
 from ..kernel.paths import shown
 from ..registry import courses, defaults, load_chapter
 from ..render import console as show
@@ -60,6 +60,7 @@ class OlGroup(click.Group):
 
     def invoke(self, ctx):
         hear_interrupts()
+        clock.install()  # a Ctrl-C ends a run; a Ctrl-Z stops it, and its stopped time is no call's
         try:
             code = self._command(ctx)
             raise_if_interrupted()  # a Ctrl-C that something swallowed still ends the run as one

@@ -44,10 +44,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..kernel import clock
 from ..kernel.errors import OlError
 from ..kernel.paths import isolated_argv
 from ..sandbox.confine import kill_group
@@ -203,7 +203,7 @@ class Zygote:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errors, env=env,
                                          cwd="/", start_new_session=True)
         assert self.proc.stdout is not None  # stdout=PIPE
-        ready = _read_line(self.proc.stdout.fileno(), time.monotonic() + READY_S)
+        ready = _read_line(self.proc.stdout.fileno(), clock.now() + READY_S)
         if ready != "ready":
             self.close()
             why = log.read_text(errors="replace").strip().splitlines()[-1:]
@@ -255,7 +255,7 @@ def _read_line(fd: int, deadline: float) -> str | None:
     with selectors.DefaultSelector() as sel:
         sel.register(fd, selectors.EVENT_READ)
         while not buf.endswith(b"\n"):
-            left = deadline - time.monotonic()
+            left = deadline - clock.now()
             if left <= 0 or not sel.select(left):
                 return None
             chunk = os.read(fd, 4096)
@@ -266,8 +266,9 @@ def _read_line(fd: int, deadline: float) -> str | None:
 
 
 def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now."""
-    deadline = time.monotonic() + timeout
+    """Read the judge's stdout, stderr and status to their ends; kill its session `timeout` seconds from now (the
+    judge's clock, harness.kernel.clock: a Ctrl-Z of `ol grade` is no judge's time)."""
+    deadline = clock.now() + timeout
     data = {fd: bytearray() for fd in fds}
     open_ = set(fds)
     killed = False
@@ -275,12 +276,12 @@ def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.Comp
         for fd in fds:
             sel.register(fd, selectors.EVENT_READ)
         while open_:
-            left = deadline - time.monotonic()
+            left = deadline - clock.now()
             if left <= 0 and not killed:
                 pid = _pid(data[fds[2]])
                 if pid is not None:
                     kill_group(pid)
-                killed, deadline = True, time.monotonic() + 10  # what is left of its output, after the kill
+                killed, deadline = True, clock.now() + 10  # what is left of its output, after the kill
                 continue
             if left <= 0:
                 break

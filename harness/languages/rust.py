@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..kernel import cache as cache_folders, errors, stage
+from ..kernel import cache as cache_folders, clock, errors, stage
 from ..kernel.errors import OlError, UsageError
 from ..sandbox.bwrap import Limits
 from ..sandbox.confine import Mode, confine, kill_group, readable_file, reap
@@ -233,15 +233,18 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
     started = time.monotonic()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, **how)
-    timed_out = threading.Event()
+    timed_out, done = threading.Event(), threading.Event()
+    end = clock.now() + BUILD_DEADLINE_S  # the judge's clock: a Ctrl-Z of `ol check` is not the build's time
 
     def deadline() -> None:
-        timed_out.set()
-        kill_group(proc.pid)
-        proc.wait()
+        while not done.wait(max(0.0, end - clock.now())):
+            if clock.now() >= end:
+                timed_out.set()
+                kill_group(proc.pid)
+                proc.wait()
+                return
 
-    killer = threading.Timer(BUILD_DEADLINE_S, deadline)
-    killer.start()
+    threading.Thread(target=deadline, name="ol-build-deadline", daemon=True).start()
     chunks: list[bytes] = []
     out = proc.stdout
     assert out is not None  # stdout=PIPE
@@ -252,7 +255,7 @@ def _cargo(tc: Toolchain, mode: Mode, ws: Path, target: Path, home: Path):
         drain.join()
         proc.wait()
     finally:
-        killer.cancel()
+        done.set()
         reap(mode)
     if timed_out.is_set():
         raise BuildFailed(f"your crate did not finish compiling within {BUILD_DEADLINE_S:.0f} s "

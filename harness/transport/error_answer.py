@@ -3,8 +3,9 @@ frames' source lines read from the judge's copy of the submission within the cal
 
 import os
 import stat
-import time
 from pathlib import Path
+
+from ..kernel import clock
 
 # What the judge reads of an error answer, whatever the worker sent (issue 36, item 4: 4,000 frames naming an 8 MiB
 # file of the upload made the judge read 32 GB after the answer): at most FRAMES_CAP frames (the innermost, a
@@ -43,7 +44,7 @@ def _source_lines(path: Path) -> list[str]:
 def with_sources(data: dict, root: Path | None, deadline: float | None = None) -> dict:
     """The error with each frame's missing source line read from the judge's copy of the submission (a
     compiled worker knows the file and line of a panic, not the text). Only a file inside `root`; bounded as the
-    caps above say, and nothing read past `deadline` (monotonic)."""
+    caps above say, and nothing read past `deadline` (harness.kernel.clock.now)."""
     frames = data.get("frames")
     if root is None or not isinstance(frames, list):
         return data
@@ -52,7 +53,7 @@ def with_sources(data: dict, root: Path | None, deadline: float | None = None) -
     out = []
     for f in frames:
         wanted = isinstance(f, dict) and not f.get("source") and isinstance(f.get("file"), str) and type(f.get("line")) is int
-        if wanted and (deadline is None or time.monotonic() < deadline):
+        if wanted and (deadline is None or clock.now() < deadline):
             path = (top / f["file"]).resolve()
             if path not in read and len(read) < SOURCE_FILES_CAP and path.is_relative_to(top):
                 try:

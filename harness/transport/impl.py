@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol
 
+from ..kernel import clock
 from ..kernel.errors import Raised, SubmissionFailure, Timeout, WrongType
 from ..protocol.wire import floats
 from ..sandbox.confine import Mode
@@ -113,11 +113,11 @@ class Impl:
     def arm_check_limit(self) -> None:
         """Start the whole check's limit now: a check (harness.check.runner) arms it when it opens the
         implementation; a long pytest session over one Impl (ol's own suite) has none, only each test's budget."""
-        self.check_end = time.monotonic() + self.check_s
+        self.check_end = clock.now() + self.check_s
 
     def start_budget(self, seconds: float) -> None:
         """Every call of the current test must end within `seconds` of now, all calls together."""
-        self.budget_s, self.budget_end = seconds, time.monotonic() + seconds
+        self.budget_s, self.budget_end = seconds, clock.now() + seconds
 
     def call(self, op: str, args: dict, callbacks=None, deadline_s: float | None = None):
         """Run `op`; a failure is raised in the student's vocabulary: the contract's function (in the submission's
@@ -144,13 +144,13 @@ class Impl:
 
     def _deadline(self, op: str, args: dict, deadline_s: float) -> float:
         """`deadline_s` cut to the time left of the whole check and of the test's budget; a Timeout when none is left."""
-        left = float("inf") if self.check_end is None else self.check_end - time.monotonic()
+        left = float("inf") if self.check_end is None else self.check_end - clock.now()
         if left <= 0:
             raise Timeout(f"{self._called(op, args)}: the whole check's limit of {self.check_s:.3g} s ran out (your code "
                           "is too slow on every call; the tests left time out)")
         deadline_s = min(deadline_s, left)
         if self.budget_end is not None:
-            left = self.budget_end - time.monotonic()
+            left = self.budget_end - clock.now()
             if left <= 0:
                 raise Timeout(f"{self._called(op, args)}: the test's budget of {self.budget_s:.0f} s ran out "
                               "(your code is too slow or stuck)")

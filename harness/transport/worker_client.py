@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, NoReturn, Protocol
 
+from ..kernel import clock
 from ..kernel.errors import Crashed, Raised, Timeout, Words
 from ..protocol.session import PROTOCOL_VERSION
 from ..protocol.wire import dumps, loads, read_some
@@ -132,7 +133,7 @@ class WorkerTransport:
         self._swept = 0.0  # when its child processes were last killed
         self._buf, self._scanned = bytearray(), 0  # bytes read, not yet a whole line; how far scanned
         self._out, self._err = _Capped(self.proc.stdout), _Capped(self.proc.stderr)
-        self._greeted, self._spawned_at = False, time.monotonic()
+        self._greeted, self._spawned_at = False, clock.now()
 
     def _greet(self, by: float | None = None) -> None:
         """Read the worker's hello, within STARTUP_S of its start (and before `by`, a `load`'s deadline)."""
@@ -191,7 +192,7 @@ class WorkerTransport:
     def _read(self, deadline: float, op: str, call="") -> dict:  # call: what a timeout names (a str, or a function making it)
         while (end := self._buf.find(b"\n", self._scanned)) < 0:
             self._scanned = len(self._buf)  # each byte is scanned once: an oversize line costs linear time
-            left = deadline - time.monotonic()
+            left = deadline - clock.now()
             if left <= 0:
                 self._fail(Timeout(f"{call() if callable(call) else (call or op)}: no answer within the deadline; the worker was stopped"))
             chunk = read_some(self._from_worker, left)
@@ -239,7 +240,7 @@ class WorkerTransport:
                 pass
             except OSError:
                 self._fail(Crashed(f"{op}: the worker process is gone (its input closed)"))
-            left = deadline - time.monotonic()
+            left = deadline - clock.now()
             if left <= 0:
                 self._fail(Crashed(f"{op}: the worker stopped reading the judge's messages (a reply was left unread "
                                    f"until the call's deadline of {self._deadline_s:.3g} s)"))
@@ -261,7 +262,7 @@ class WorkerTransport:
                 # the hello: the start is not taken from its deadline (spec/protocol.md section 5)
                 if not self._greeted:
                     self._greet()
-                deadline = time.monotonic() + deadline_s
+                deadline = clock.now() + deadline_s
             value = self._exchange(op, args, callbacks, deadline, lambda: describe_call(op, args, deadline_s))
             return CallInfo(op, value=value, duration_s=time.perf_counter() - start)
         except (Raised, Timeout, Crashed) as e:
@@ -300,7 +301,7 @@ class WorkerTransport:
                 self._spawn()
             if not self._greeted:
                 self._greet()
-            first, began = self.request_id + 1, time.monotonic()  # began: when the call now awaited began
+            first, began = self.request_id + 1, clock.now()  # began: when the call now awaited began
             for j, (op, args, deadline_s) in enumerate(calls if self._batches else ()):
                 start, self._deadline_s = time.perf_counter(), min(deadline_s, end - began)
                 if self._deadline_s <= 0:  # the time left went before this call began: it is asked alone, if at all
@@ -318,7 +319,7 @@ class WorkerTransport:
                                               lambda: describe_call(op, args, info.deadline_s))
                 except Raised as e:
                     info.error = e
-                info.duration_s, began = time.perf_counter() - start, time.monotonic()
+                info.duration_s, began = time.perf_counter() - start, clock.now()
                 self._sweep(force=False)  # as after a call alone: its child processes live no longer
         except (Timeout, Crashed) as e:  # the call whose answer was awaited (a failed start or write: the first's)
             infos = infos or [CallInfo(calls[0][0], deadline_s=calls[0][2])]

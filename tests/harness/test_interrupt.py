@@ -7,6 +7,7 @@ person's Ctrl-C does)."""
 import os
 import signal
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.tty_kit import SIGNAL_STATE, at_a_pty, text_of
+from tests.harness.tty_kit import SIGNAL_STATE, at_a_pty, suspended_at_a_shell, text_of
 
 REPO = Path(__file__).resolve().parents[2]
 OL = [sys.executable, "-m", "harness.cli"]
@@ -47,6 +48,19 @@ def test_ctrl_c_during_a_python_check_is_exit_130_and_no_report(tmp_path):
     code, raw, typed = at_a_pty([*OL, "check", "L10.8", "--submission", str(sample), "--ref-deps", *reports(tmp_path)],
                                 REPO, ENV, interrupt_on=FIRST_LINE, timeout=300)
     assert_interrupted(code, raw, typed, tmp_path)
+
+
+@pytest.mark.slow(s=75)
+def test_ctrl_z_then_fg_mid_check_costs_no_test(tmp_path):
+    """Ctrl-Z typed at an interactive shell mid-check, `fg` after longer than the whole check's limit (lowered to
+    40 s; a call's deadline is 5 to 60 s): the time stopped is no call's, and every test passes. Before the judge's
+    clock (harness.kernel.clock), every test after the stop timed out: right code failed."""
+    sample = REPO / "examples" / "submissions" / "correct"
+    line = shlex.join([*OL, "check", "L10.8", "--submission", str(sample), "--ref-deps"])
+    code, raw, typed = suspended_at_a_shell(line, REPO, {**ENV, "OL_CHECK_LIMIT_S": "40"}, FIRST_LINE, 42, timeout=300)
+    text = text_of(raw)
+    assert typed and "Stopped" in text, f"the check was not stopped:\n{text[-3000:]}"
+    assert code == 0 and "16 of 16 passed" in text, f"exit {code}:\n{text[-3000:]}"
 
 
 @pytest.fixture(scope="module")

@@ -99,10 +99,10 @@ while True:
 
 
 def skewed_clock(monkeypatch) -> SimpleNamespace:
-    """The transport's clock as real monotonic time plus `clock.skew` seconds (the test moves it forward)."""
+    """The transport's clock (harness.kernel.clock) as real monotonic time plus `clock.skew` seconds (the test moves
+    it forward)."""
     clock = SimpleNamespace(skew=0.0)
-    fake = SimpleNamespace(monotonic=lambda: time.monotonic() + clock.skew, perf_counter=time.perf_counter)
-    monkeypatch.setattr(worker_client, "time", fake)
+    monkeypatch.setattr(worker_client, "clock", SimpleNamespace(now=lambda: time.monotonic() + clock.skew))
     return clock
 
 

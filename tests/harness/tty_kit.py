@@ -97,3 +97,52 @@ def at_a_terminal(argv: list[str], cwd, env: dict | None = None, timeout: float 
     """(exit code, everything the command wrote to the terminal, its styles removed)."""
     code, raw, _ = at_a_pty(argv, cwd, env, timeout)
     return code, text_of(raw)
+
+
+CTRL_Z = b"\x1a"
+
+
+def suspended_at_a_shell(line: str, cwd, env: dict, suspend_on: bytes, suspend_s: float,
+                         timeout: float = 600) -> tuple[int | None, bytes, bool]:
+    """`line` typed into an interactive bash at a pty (job control on: the command is the terminal's foreground
+    group, as at a person's terminal); once `suspend_on` has appeared, Ctrl-Z is typed (the terminal sends SIGTSTP
+    to that group and bash says "Stopped"), `fg` typed `suspend_s` seconds later. (the command's exit code, read
+    from bash after it, or None; the raw bytes; whether Ctrl-Z was typed.)"""
+    argv = ["bash", "--norc", "--noprofile", "-i"]
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+    try:
+        p = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
+                             start_new_session=True, preexec_fn=_controlling_terminal,
+                             env={**os.environ, "PS1": "$ ", **env})
+    finally:
+        os.close(slave)
+    os.write(master, line.encode() + b"\n")
+    chunks: list[bytes] = []
+    deadline, typed, resume_at, ended = time.monotonic() + timeout, False, None, False
+    try:
+        while time.monotonic() < deadline:
+            if resume_at is not None and time.monotonic() >= resume_at:
+                os.write(master, b"fg\n")
+                resume_at, ended = None, True
+                os.write(master, b"echo OL_EXIT=$?; exit\n")  # read by bash once the resumed command ends
+            if not select.select([master], [], [], 0.2)[0]:
+                continue
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: bash and the command have closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+            if not typed and suspend_on in b"".join(chunks):
+                os.write(master, CTRL_Z)
+                typed, resume_at = True, time.monotonic() + suspend_s
+        else:
+            os.killpg(p.pid, 9)
+            raise subprocess.TimeoutExpired(argv, timeout)
+    finally:
+        os.close(master)
+    p.wait(timeout=60)
+    found = re.findall(rb"OL_EXIT=(\d+)", b"".join(chunks))
+    return (int(found[-1]) if found and ended else None), b"".join(chunks), typed

@@ -148,3 +148,16 @@ def test_the_build_cache_keeps_the_most_recently_used_builds_and_any_in_use(tmp_
     (tmp_path / "not-ols").mkdir()  # a folder ol did not make, however old: never removed
     os.utime(tmp_path / "not-ols", (now - 10 * rust.CACHE_GRACE_S,) * 2)
     assert tmp_path / "not-ols" not in rust.prune_cache(tmp_path, kept=0, grace_s=0) and (tmp_path / "not-ols").is_dir()
+
+
+@pytest.mark.slow(s=10)
+@needs_cargo
+def test_a_build_past_its_deadline_is_stopped_and_the_submission_told(tmp_path, monkeypatch):
+    """The build's deadline (BUILD_DEADLINE_S, on the judge's clock, harness.kernel.clock; lowered here to 0.2 s,
+    where a build takes seconds): cargo is stopped, and the failure says why."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(rust, "BUILD_DEADLINE_S", 0.2)
+    ch = load_chapter("L10.8")
+    sub = copy_reference(ch, tmp_path / "sub", "rust")
+    with pytest.raises(rust.BuildFailed, match="did not finish compiling within"):
+        rust.build(ch, sub, tmp_path / "b", choose(), cache=False)
