@@ -47,29 +47,31 @@ def _controlling_terminal() -> None:
         signal.signal(sig, signal.SIG_DFL)
 
 
-def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600, columns: int = 200, rows: int = 50,
-             interrupt_on: bytes | None = None, interrupt_after: float | None = None) -> tuple[int, bytes, bool]:
-    """(exit code, the raw bytes the command wrote to the terminal, whether Ctrl-C was typed); `interrupt_after`:
-    Ctrl-C that many seconds after the start (a command that prints nothing before its end)."""
+def _started(argv: list[str], cwd, env: dict, columns: int = 200, rows: int = 50) -> tuple[subprocess.Popen, int]:
+    """`argv` in its own session whose controlling terminal is a new pty, sized rows x columns; (it, the pty's master)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
     try:
         p = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
                              start_new_session=True, preexec_fn=_controlling_terminal,
-                             env={**os.environ, "COLUMNS": str(columns), "LINES": str(rows), **(env or {})})
+                             env={**os.environ, "COLUMNS": str(columns), "LINES": str(rows), **env})
     finally:
         os.close(slave)
-    started = time.monotonic()
-    chunks, deadline, typed = [], started + timeout, False
+    return p, master
+
+
+def _followed(p: subprocess.Popen, master: int, timeout: float, step) -> bytes:
+    """Everything written to the terminal until every writer has closed it (its session killed and TimeoutExpired
+    after `timeout` s); `step(chunks)` runs before each wait for output (at most 0.2 s apart): it may type."""
+    chunks: list[bytes] = []
+    deadline = time.monotonic() + timeout
     try:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 os.killpg(p.pid, 9)
-                raise subprocess.TimeoutExpired(argv, timeout)
-            if interrupt_after is not None and not typed and time.monotonic() - started >= interrupt_after:
-                os.write(master, CTRL_C)
-                typed, SIGNAL_STATE[p.pid] = True, signal_state(p.pid)
+                raise subprocess.TimeoutExpired(p.args, timeout)
+            step(chunks)
             if not select.select([master], [], [], min(left, 0.2))[0]:
                 continue
             try:
@@ -79,14 +81,30 @@ def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600
             if not data:
                 break
             chunks.append(data)
-            if interrupt_on is not None and not typed and interrupt_on in b"".join(chunks):
-                os.write(master, CTRL_C)
-                typed, SIGNAL_STATE[p.pid] = True, signal_state(p.pid)
     finally:
         os.close(master)
+    return b"".join(chunks)
+
+
+def at_a_pty(argv: list[str], cwd, env: dict | None = None, timeout: float = 600, columns: int = 200, rows: int = 50,
+             interrupt_on: bytes | None = None, interrupt_after: float | None = None) -> tuple[int, bytes, bool]:
+    """(exit code, the raw bytes the command wrote to the terminal, whether Ctrl-C was typed); `interrupt_after`:
+    Ctrl-C that many seconds after the start (a command that prints nothing before its end)."""
+    p, master = _started(argv, cwd, env or {}, columns, rows)
+    started, typed = time.monotonic(), []
+
+    def type_ctrl_c(chunks: list[bytes]) -> None:
+        due = (interrupt_after is not None and time.monotonic() - started >= interrupt_after
+               or interrupt_on is not None and interrupt_on in b"".join(chunks))
+        if due and not typed:
+            os.write(master, CTRL_C)
+            typed.append(True)
+            SIGNAL_STATE[p.pid] = signal_state(p.pid)
+
+    raw = _followed(p, master, timeout, type_ctrl_c)
     code = p.wait(timeout=60)
     SIGNAL_STATE["last"] = SIGNAL_STATE.pop(p.pid, "")
-    return code, b"".join(chunks), typed
+    return code, raw, bool(typed)
 
 
 def text_of(raw: bytes) -> str:
@@ -108,41 +126,20 @@ def suspended_at_a_shell(line: str, cwd, env: dict, suspend_on: bytes, suspend_s
     group, as at a person's terminal); once `suspend_on` has appeared, Ctrl-Z is typed (the terminal sends SIGTSTP
     to that group and bash says "Stopped"), `fg` typed `suspend_s` seconds later. (the command's exit code, read
     from bash after it, or None; the raw bytes; whether Ctrl-Z was typed.)"""
-    argv = ["bash", "--norc", "--noprofile", "-i"]
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
-    try:
-        p = subprocess.Popen(argv, cwd=cwd, stdin=slave, stdout=slave, stderr=slave, close_fds=True,
-                             start_new_session=True, preexec_fn=_controlling_terminal,
-                             env={**os.environ, "PS1": "$ ", **env})
-    finally:
-        os.close(slave)
+    p, master = _started(["bash", "--norc", "--noprofile", "-i"], cwd, {"PS1": "$ ", **env})
     os.write(master, line.encode() + b"\n")
-    chunks: list[bytes] = []
-    deadline, typed, resume_at, ended = time.monotonic() + timeout, False, None, False
-    try:
-        while time.monotonic() < deadline:
-            if resume_at is not None and time.monotonic() >= resume_at:
-                os.write(master, b"fg\n")
-                resume_at, ended = None, True
-                os.write(master, b"echo OL_EXIT=$?; exit\n")  # read by bash once the resumed command ends
-            if not select.select([master], [], [], 0.2)[0]:
-                continue
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: bash and the command have closed the terminal
-                break
-            if not data:
-                break
-            chunks.append(data)
-            if not typed and suspend_on in b"".join(chunks):
-                os.write(master, CTRL_Z)
-                typed, resume_at = True, time.monotonic() + suspend_s
-        else:
-            os.killpg(p.pid, 9)
-            raise subprocess.TimeoutExpired(argv, timeout)
-    finally:
-        os.close(master)
+    resume_at: list[float] = []
+
+    def suspend_then_resume(chunks: list[bytes]) -> None:
+        if not resume_at and suspend_on in b"".join(chunks):
+            os.write(master, CTRL_Z)
+            resume_at.append(time.monotonic() + suspend_s)
+        elif len(resume_at) == 1 and time.monotonic() >= resume_at[0]:
+            os.write(master, b"fg\n")
+            os.write(master, b"echo OL_EXIT=$?; exit\n")  # read by bash once the resumed command ends
+            resume_at.append(0.0)
+
+    raw = _followed(p, master, timeout, suspend_then_resume)
     p.wait(timeout=60)
-    found = re.findall(rb"OL_EXIT=(\d+)", b"".join(chunks))
-    return (int(found[-1]) if found and ended else None), b"".join(chunks), typed
+    found = re.findall(rb"OL_EXIT=(\d+)", raw)
+    return (int(found[-1]) if found and len(resume_at) == 2 else None), raw, bool(resume_at)
