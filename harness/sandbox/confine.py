@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from collections.abc import Sequence, Set
 from pathlib import Path
 
-from ..kernel.errors import BadSubmission, SandboxError  # noqa: F401  (re-exported: confine.SandboxError, as before)
+from ..kernel.errors import BadSubmission, SandboxError  # noqa: F401  (SandboxError: tests import it from here)
 from ..kernel.paths import REPO
 from .bwrap import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
-from .uids import SLOT_UIDS, clear, slot_uids, uid_of  # noqa: F401  (slot_uids: re-exported, as before)
+from .uids import CLEAR_ROUNDS, SLOT_UIDS, clear, uid_of
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -245,7 +245,7 @@ def kill_all(pids) -> int:
     return n
 
 
-def reap(mode: Mode, known: Set[int] = frozenset(), rounds: int = 50) -> int:
+def reap(mode: Mode, known: Set[int] = frozenset()) -> int:
     """Mode uid: kill every process of worker_uid() that is this process's child (the daemons a worker left) until
     none is left, but `known` (the caller's own); returns how many. With no `known` and one of `ol grade`'s own
     uids (SLOT_UIDS), every process of that uid too (harness.sandbox.uids.clear). A no-op in other modes."""
@@ -254,7 +254,7 @@ def reap(mode: Mode, known: Set[int] = frozenset(), rounds: int = 50) -> int:
     killed = 0
     if not known and worker_uid() in SLOT_UIDS:
         clear(worker_uid())
-    for _ in range(rounds):
+    for _ in range(CLEAR_ROUNDS):
         strays = [p for p, parent in process_parents().items()
                   if parent == os.getpid() and p not in known and uid_of(p) == worker_uid()]
         if not strays:

@@ -35,16 +35,15 @@ CLEAR_ROUNDS = 50  # kill passes before a uid counts as impossible to clear (a p
 LEASES_DIR = "/run/ol-uid-leases"  # one lock file per leased uid; root's alone (OL_UID_LEASES: elsewhere)
 # Mode uid: the uid a worker runs as. RLIMIT_NPROC counts every process of a uid on the machine (no user
 # namespace separates them), bwrap sandboxes started by root included (they run as host uid 65534); so
-# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uids), lest a
+# `ol grade` gives each of its concurrent judges a uid of its own from SLOT_UIDS (see slot_uid), lest a
 # fork bomb starve its siblings. OL_SANDBOX_UID carries the choice to a judge.
 SLOT_UIDS = range(64000, 65000)  # unused by Debian's and Ubuntu's conventions (system < 1000, users 1000-59999, nobody 65534)
 
 
-def slot_uids(n: int, exclude: Set[int] = frozenset()) -> list[int]:
-    """n uids for concurrent uid-mode judges: no account or group has them, no process runs as them, none is in
-    `exclude` (harness.sandbox.uids.UidPool hands them out, each cleared of its processes before and after use)."""
+def slot_uid(exclude: Set[int]) -> int:
+    """A uid for a concurrent uid-mode judge: no account or group has it, no process runs as it, it is not in
+    `exclude` (UidPool hands it out, cleared of its processes before and after use)."""
     busy = {uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
-    free = []
     for uid in SLOT_UIDS:
         try:
             pwd.getpwuid(uid)
@@ -57,10 +56,8 @@ def slot_uids(n: int, exclude: Set[int] = frozenset()) -> list[int]:
         except KeyError:
             pass
         if uid not in busy and uid not in exclude:
-            free.append(uid)
-        if len(free) == n:
-            return free
-    raise SandboxError(f"no {n} free uids in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
+            return uid
+    raise SandboxError(f"no free uid in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
 
 
 def uid_of(pid: int) -> int | None:
@@ -118,9 +115,9 @@ def live_processes(uid: int) -> list[int]:
     return out
 
 
-def clear(uid: int, rounds: int = CLEAR_ROUNDS) -> bool:
+def clear(uid: int) -> bool:
     """Kill every process `uid` owns; True once /proc shows none alive. Needs root (or that uid)."""
-    for i in range(rounds):
+    for i in range(CLEAR_ROUNDS):
         pids = live_processes(uid)
         if not pids:
             return True
@@ -149,7 +146,7 @@ def _kill_if_owned(pid: int, uid: int) -> None:
 
 class UidPool:
     """The worker uids of one run's concurrent judges: `take` one (cleared), `give` it back (cleared again); one that
-    will not clear is replaced (slot_uids). Each is leased (`lease`) until `close` or the process's end."""
+    will not clear is replaced (slot_uid). Each is leased (`lease`) until `close` or the process's end."""
 
     def __init__(self, n: int) -> None:
         self._free: queue.Queue = queue.Queue()
@@ -164,7 +161,7 @@ class UidPool:
         """A uid no account, group or process has, not this pool's yet, leased to it now."""
         with self._lock:
             while True:
-                uid = slot_uids(1, exclude=self._seen)[0]  # SandboxError when the range is exhausted
+                uid = slot_uid(self._seen)  # SandboxError when the range is exhausted
                 self._seen.add(uid)
                 fd = lease(uid, self._folder)
                 if fd is not None:
