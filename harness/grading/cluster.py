@@ -18,6 +18,7 @@ cancels what is queued; a judge already running runs to its end and its result i
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from pathlib import Path
@@ -167,14 +168,10 @@ class Cluster:
             left = [f for f in futures if not f.done()]
             if left:
                 client.cancel(left, force=True)
-            try:
+            with contextlib.suppress(ValueError, KeyError):
                 client.unsubscribe_topic(TOPIC)
-            except (ValueError, KeyError):
-                pass
-            try:
+            with contextlib.suppress(TimeoutError, OSError):
                 client.close(timeout=10)
-            except (TimeoutError, OSError):
-                pass
 
 
 def _not_ol(problems: list[str]) -> str:

@@ -34,6 +34,7 @@ each monitor dies with the zygote and each judge with its monitor (PR_SET_PDEATH
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import importlib
 import json
@@ -121,10 +122,8 @@ def _judge(request: dict, fds: list[int]) -> None:
     finally:
         atexit._run_exitfuncs()  # what a new interpreter would run at its exit (a --fresh check's cases removed)
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 stream.flush()
-            except (OSError, ValueError):
-                pass
         os._exit(code)
 
 

@@ -143,10 +143,8 @@ def refusal(st: os.stat_result, private: bool) -> str | None:
 
 
 def _made(path: Path, private: bool) -> None:
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)  # an OSError but this one (a read-only home) is the caller's: a cache it goes without
-    except FileExistsError:
-        pass
     _refuse(path, os.lstat(path), private)
 
 

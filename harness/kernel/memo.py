@@ -23,6 +23,7 @@ Size: each kind keeps its `kept` newest files (KEPT by default; a hit refreshes 
 module wrote (a 40-hex-digit name, a regular file of this user's) are ever removed.
 """
 
+import contextlib
 import hashlib
 import marshal
 import os
@@ -91,10 +92,8 @@ def _read(path: Path, key: str):
     if not (isinstance(kept, tuple) and len(kept) == 2 and kept[0] == key):
         return _MISSING
     if time.time() - st.st_mtime > TOUCH_AFTER_S:
-        try:
+        with contextlib.suppress(OSError):
             os.utime(path)
-        except OSError:
-            pass
     return kept[1]
 
 

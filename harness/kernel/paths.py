@@ -1,6 +1,7 @@
 """Where the generic engine's own things live, and the one way ol writes a file whole (`write_atomic`). A chapter's
 paths come from its pack (harness.registry)."""
 
+import contextlib
 import json
 import os
 import subprocess
@@ -80,8 +81,6 @@ def write_atomic(path: Path, data: str | bytes) -> None:
             f.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise

@@ -17,6 +17,7 @@ error, never a silent downgrade.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
@@ -160,10 +161,8 @@ def _chown_tree(root: Path, uid: int) -> None:
 @functools.lru_cache(maxsize=None)
 def become_subreaper() -> None:
     """Orphans of this process's descendants are re-parented here (not to init), so `reap` finds them."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def process_parents() -> dict[int, int]:
@@ -237,11 +236,9 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> bool:
 def kill_all(pids) -> int:
     n = 0
     for p in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
             n += 1
-        except (ProcessLookupError, PermissionError):
-            pass
     return n
 
 
@@ -261,10 +258,8 @@ def reap(mode: Mode, known: Set[int] = frozenset()) -> int:
             break
         killed += kill_all(strays)
         for p in strays:
-            try:
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(p, 0)
-            except ChildProcessError:
-                pass
     return killed
 
 

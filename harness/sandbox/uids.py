@@ -17,6 +17,7 @@ repeated until none is alive: a killed process forks no more, so even a fork bom
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import grp
 import os
@@ -45,16 +46,12 @@ def slot_uid(exclude: Set[int]) -> int:
     `exclude` (UidPool hands it out, cleared of its processes before and after use)."""
     busy = {uid_of(int(p)) for p in os.listdir("/proc") if p.isdigit()}
     for uid in SLOT_UIDS:
-        try:
+        with contextlib.suppress(KeyError):
             pwd.getpwuid(uid)
             continue
-        except KeyError:
-            pass
-        try:
+        with contextlib.suppress(KeyError):
             grp.getgrgid(uid)  # the worker's gid is its uid: a group of that number would share its folders' group bits
             continue
-        except KeyError:
-            pass
         if uid not in busy and uid not in exclude:
             return uid
     raise SandboxError(f"no free uid in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
@@ -136,10 +133,9 @@ def _kill_if_owned(pid: int, uid: int) -> None:
     except OSError:  # gone already
         return
     try:
-        if uid_of(pid) == uid:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-    except (OSError, ValueError):
-        pass
+        with contextlib.suppress(OSError, ValueError):
+            if uid_of(pid) == uid:
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
     finally:
         os.close(fd)
 
