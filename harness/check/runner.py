@@ -335,8 +335,8 @@ def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOp
         if spec.name not in results:
             continue
         kind, duration, message = results[spec.name]
-        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.pitfalls_for(spec.name)
-                    if m.id in matched] if not kind.passed else []
+        pitfalls = [f"{m.id}: {m.pitfall} ({m.symptom})" for m in chapter.mutants
+                    if m.must_fail == spec.name and m.id in matched] if not kind.passed else []
         tests.append(TestResult(spec.name, spec.kind, kind, round(duration, 4), message,
                                 spec.points if kind.passed else 0.0, spec.points, pitfalls))
     rep = Report(chapter.chapter, label, options.ref_deps, tests, time.perf_counter() - start, golden, options.fresh_seed, sandbox=mode,

@@ -4,21 +4,15 @@ import json
 import secrets
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 
 from ..kernel.errors import UsageError, raise_if_interrupted
 
 
-def _out_options() -> dict[str, Any]:
-    # wide tables in logs and CI; sentences are not reflowed (a path or a command in one stays whole, to copy)
-    return dict(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
-
-
-ERR_OPTIONS: dict[str, Any] = dict(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
-out = Console(**_out_options())
-err = Console(**ERR_OPTIONS)
+# wide tables in logs and CI; sentences are not reflowed (a path or a command in one stays whole, to copy)
+out = Console(highlight=False, width=None if sys.stdout.isatty() else 160, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # messages are not reflowed
 
 
 class Exit(Exception):

@@ -73,16 +73,12 @@ def default_results_dir(out_csv: Path) -> Path:
 NAME_BYTES = 200  # an entry's name up to this long is its file's name (a file name holds 255 bytes)
 
 
-def _digest(name: str) -> str:
-    return hashlib.sha256(os.fsencode(name)).hexdigest()[:32]
-
-
 def entry_file(results_dir: Path, name: str) -> Path:
     """Where `name`'s entry is: `<name>.json`, or `~<digest of the name>.json` for a name over NAME_BYTES, one that
     is not UTF-8, or one beginning with `~` (so no two names share a file); the entry holds the name itself."""
     raw = os.fsencode(name)
     plain = len(raw) <= NAME_BYTES and not name.startswith("~") and raw.decode("utf-8", "replace") == name
-    return results_dir / (f"{name}.json" if plain else f"~{_digest(name)}.json")
+    return results_dir / (f"{name}.json" if plain else f"~{hashlib.sha256(raw).hexdigest()[:32]}.json")
 
 
 def recorded_seed(results_dir: Path) -> int | None:

@@ -54,7 +54,7 @@ class Language:
     # (chapter, submission's folder, an empty scratch folder, the sandbox mode) -> the folder the worker
     # command is given (what the build made there), the build confined like the worker; None: the source
     # runs as it is, as Python's does
-    build: Callable[["object", Path, Path, "object"], Path] | None = None
+    build: Callable[[Any, Path, Path, Any], Path] | None = None
     # A class's grading run: (chapter, sandbox mode, harness version digest) -> what the environment of each judge
     # of a submission in this language adds, made once per run and shared (Rust: the given crates' build)
     run_env: Callable[["object", "object", str], dict[str, str]] | None = None
@@ -94,10 +94,6 @@ def _rust_worker(chapter, built: Path, home: Path) -> WorkerLaunch:
                         (binary.parent, *chapter.worker_data), {"RUST_BACKTRACE": "0"})
 
 
-def _rust_build(chapter, package_dir: Path, scratch: Path, mode) -> Path:
-    return rust.build(chapter, package_dir, scratch, mode)
-
-
 def _rust_run_env(chapter, mode, version_digest: str) -> dict[str, str]:
     """bwrap: the given crates' build this machine keeps for the harness version (rust.machine_template), which every
     Rust submission's build of the run starts from; nothing in other modes (a build starts clean there)."""
@@ -107,7 +103,7 @@ def _rust_run_env(chapter, mode, version_digest: str) -> dict[str, str]:
 
 
 LANGUAGES = {"python": Language("python", _python_worker, words=python.WORDS, in_process=True, start=stub.start_python),  # from source: no build
-             "rust": Language("rust", _rust_worker, _rust_build, _rust_run_env,
+             "rust": Language("rust", _rust_worker, rust.build, _rust_run_env,
                               {"OL_RUST_CACHE": "0"},  # every Rust submission of a class builds clean: no output shared
                               ImageSteps(rust_image.SETUP, rust_image.AFTER_PRIVATE, rust_image.RUN_ENV, rust_image.SUMMARY),
                               Words(rust.stub_hit, rust.frame, rerun=" (or `cargo test -- {failed}` in the workspace)",

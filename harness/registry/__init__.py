@@ -104,9 +104,6 @@ class Chapter:
                 return t
         raise KeyError(name)
 
-    def pitfalls_for(self, test_name: str) -> list[MutantSpec]:
-        return [m for m in self.mutants if m.must_fail == test_name]
-
     def mutant(self, mid: str) -> "MutantSpec | RuleMutantSpec":
         """The mutant `mid` of any set (ids are unique across sets)."""
         every: list[MutantSpec | RuleMutantSpec] = [*self.mutants, *(x for s in self.mutant_sets.values() for x in s)]

@@ -35,10 +35,6 @@ def _on_interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def _pool_process() -> None:
-    signal.signal(signal.SIGINT, _on_interrupt)
-
-
 def _check_one(chapter_name: str, subject: str, language: str, only: tuple[str, ...]) -> Report:
     if _interrupted:
         raise KeyboardInterrupt
@@ -197,7 +193,8 @@ def _run(chapter: Chapter, subjects: dict[str, tuple[str, ...]], jobs: int | Non
     """Each subject checked on its tests (() = every test), in parallel processes: its report, or why it is unviable."""
     reports: dict[str, Report | None] = {}
     problems: dict[str, str] = {}
-    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, initializer=_pool_process) as pool:
+    with ProcessPoolExecutor(max_workers=jobs or os.cpu_count() or 1, initializer=signal.signal,
+                             initargs=(signal.SIGINT, _on_interrupt)) as pool:
         futures = {pool.submit(_check_one, chapter.chapter, s, language, only): s for s, only in subjects.items()}
         try:
             for f in as_completed(futures):

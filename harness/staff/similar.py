@@ -77,10 +77,6 @@ def sources(chapter, submissions_dir: Path, only: set[str] | None = None) -> tup
     return docs, skipped
 
 
-def _comment(suffix: str) -> str:
-    return "//" if suffix == ".rs" else "#"
-
-
 def own_sources(chapter, sub) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """([(path in the submission, text)] of every source file the submission adds, the chapter's file first), and the
     files left out, with why (over FILE_CAP, not UTF-8: neither compiles nor imports); a file at a given path, or byte
@@ -116,7 +112,7 @@ def _document(chapter, sub) -> dict | str:
         return f"{spec.student_file} is {left_out[spec.student_file]}"
     if not files:
         return f"no source file of its own in {spec.package}/"
-    mark = _comment(Path(spec.student_file).suffix)
+    mark = "//" if Path(spec.student_file).suffix == ".rs" else "#"
     code = "\n".join(f"{mark} ---- {rel}\n{text}" if len(files) > 1 else text for rel, text in files)
     label = ", ".join(rel for rel, _ in files)
     if left_out:

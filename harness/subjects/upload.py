@@ -77,10 +77,10 @@ class TooSlow(Exception):
         self.upload_fault = d.entries > SOURCE_ENTRIES or d.nbytes > SOURCE_BYTES
         done = f"{d.entries} entries and {d.nbytes / 2**20:.1f} MiB by then"
         if self.upload_fault:
-            reason = (f"{_shown(d.name)} took longer than {d.seconds:.0f} s to read ({d.step}; {done}): an upload of "
+            reason = (f"{visible(d.name)} took longer than {d.seconds:.0f} s to read ({d.step}; {done}): an upload of "
                       "source code takes well under a second; upload only your source files")
         else:
-            reason = (f"{d.step.capitalize()} {_shown(d.name)} took longer than {d.seconds:.0f} s though it is "
+            reason = (f"{d.step.capitalize()} {visible(d.name)} took longer than {d.seconds:.0f} s though it is "
                       f"source-sized ({done}): this machine is too slow or stuck; grade it again")
         super().__init__(reason)
 
@@ -118,10 +118,6 @@ def tick(entries: int = 0, nbytes: int = 0) -> None:
         raise TooSlow(d)
 
 
-def _shown(text: str) -> str:
-    return visible(text)
-
-
 def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
@@ -137,13 +133,13 @@ def reading(what: str, remedy: str = "upload it again, or the files themselves",
     except (BadSubmission, TooSlow, MachineFailure):
         raise
     except MemoryError as e:
-        raise MachineFailure(f"ol ran out of memory while reading {_shown(what)}: grade it again") from e
+        raise MachineFailure(f"ol ran out of memory while reading {visible(what)}: grade it again") from e
     except OSError as e:
         if e.errno in MACHINE_ERRNOS:
-            raise MachineFailure(f"the machine failed while ol read {_shown(what)} ({_why(e)}): grade it again") from e
-        raise BadSubmission(f"{_shown(what)} {how} ({_shown(_why(e))}): {remedy}") from None
+            raise MachineFailure(f"the machine failed while ol read {visible(what)} ({_why(e)}): grade it again") from e
+        raise BadSubmission(f"{visible(what)} {how} ({visible(_why(e))}): {remedy}") from None
     except Exception as e:  # noqa: BLE001 -- whatever reading the upload's bytes raises is the upload's
-        raise BadSubmission(f"{_shown(what)} {how} ({_shown(_why(e))}): {remedy}") from None
+        raise BadSubmission(f"{visible(what)} {how} ({visible(_why(e))}): {remedy}") from None
 
 
 @contextmanager
@@ -154,9 +150,9 @@ def writing(what: str):
         yield
     except OSError as e:
         if e.errno in SHAPED_ERRNOS:
-            raise BadSubmission(f"{_shown(what)} cannot be laid out ({_shown(e.strerror or _why(e))}): rename or "
+            raise BadSubmission(f"{visible(what)} cannot be laid out ({visible(e.strerror or _why(e))}): rename or "
                                 "restructure it (one name per file or folder, each part under 255 bytes)") from None
-        raise MachineFailure(f"ol could not write its copy of {_shown(what)} ({_why(e)}): free space or fix ol's "
+        raise MachineFailure(f"ol could not write its copy of {visible(what)} ({_why(e)}): free space or fix ol's "
                              "temporary folder, then grade it again") from e
 
 
@@ -165,7 +161,7 @@ def link_reason(path: Path, rel: str) -> str:
         to = os.readlink(path)
     except OSError:
         to = "?"
-    return (f"{_shown(rel)} is a symbolic link (to {_shown(to)}): no link in an upload is followed; "
+    return (f"{visible(rel)} is a symbolic link (to {visible(to)}): no link in an upload is followed; "
             "upload the file or folder itself")
 
 
@@ -182,7 +178,7 @@ def walk(root: Path, top_name: str | None = None):
     base = top_name or ""
     st = os.stat(root)  # the root: the user's own path, resolved
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-        raise BadSubmission(f"{_shown(base or root.name)} is neither a folder nor a regular file: upload your source files")
+        raise BadSubmission(f"{visible(base or root.name)} is neither a folder nor a regular file: upload your source files")
     yield base, root, stat.S_ISDIR(st.st_mode), bool(st.st_mode & 0o111)
     if not stat.S_ISDIR(st.st_mode):
         return
@@ -193,7 +189,7 @@ def walk(root: Path, top_name: str | None = None):
         try:
             names = sorted(os.listdir(folder))
         except OSError as e:
-            raise BadSubmission(f"{_shown(rel or root.name)} cannot be listed ({e.strerror or e}): "
+            raise BadSubmission(f"{visible(rel or root.name)} cannot be listed ({e.strerror or e}): "
                                 "make it readable, or leave it out of the upload") from None
         below = []
         for name in names:
@@ -202,7 +198,7 @@ def walk(root: Path, top_name: str | None = None):
             count += 1
             tick(entries=1)
             if count > ENTRY_CAP:
-                raise BadSubmission(f"{_shown(base or root.name)} holds more than {ENTRY_CAP} files and folders: source code "
+                raise BadSubmission(f"{visible(base or root.name)} holds more than {ENTRY_CAP} files and folders: source code "
                                     "is a few dozen files; upload only your source")
             st = os.lstat(path)
             if stat.S_ISLNK(st.st_mode):
@@ -211,14 +207,14 @@ def walk(root: Path, top_name: str | None = None):
                 if skipped(path, name):
                     continue
                 if depth + 1 > DEPTH_CAP:
-                    raise BadSubmission(f"{_shown(child[:200])}... is more than {DEPTH_CAP} folders deep: "
+                    raise BadSubmission(f"{visible(child[:200])}... is more than {DEPTH_CAP} folders deep: "
                                         "upload your package, not a chain of folders")
                 yield child, path, True, False
                 below.append((path, child, depth + 1))
             elif stat.S_ISREG(st.st_mode):
                 yield child, path, False, bool(st.st_mode & 0o111)
             else:
-                raise BadSubmission(f"{_shown(child)} is neither a file nor a folder (a FIFO, socket or device): "
+                raise BadSubmission(f"{visible(child)} is neither a file nor a folder (a FIFO, socket or device): "
                                     "upload only your source files")
         stack.extend(reversed(below))  # depth first, in name order
 
