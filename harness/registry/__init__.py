@@ -159,20 +159,28 @@ def search_dirs() -> list[Path]:
     return [CHAPTERS_DIR, *extra]
 
 
-def _packs() -> dict[str, Path]:
-    """chapter name -> pack folder, over every search folder."""
-    found: dict[str, Path] = {}
+def _packs(strict: bool = True) -> dict[str, tuple[Path, dict]]:
+    """chapter name -> (pack folder, its chapter.toml), over every search folder. Not `strict` (the help texts at
+    start-up), a pack that does not parse, names no chapter or repeats one is left out (the command that loads it
+    says what is wrong; `ol --help` and every other chapter still work); `strict`, that is a RegistryError."""
+    found: dict[str, tuple[Path, dict]] = {}
     for d in search_dirs():
         for toml in sorted(d.glob("*/chapter.toml")):
             try:
-                name = tomllib.loads(toml.read_text()).get("chapter")
-            except tomllib.TOMLDecodeError as e:
-                raise RegistryError(f"{toml}: not valid TOML: {e}") from e
-            if not isinstance(name, str):
-                raise RegistryError(f"{toml}: has no `chapter = \"...\"` name")
-            if name in found and found[name] != toml.parent:
-                raise RegistryError(f"chapter {name} is defined twice: {found[name]} and {toml.parent}; remove one")
-            found[name] = toml.parent
+                table = tomllib.loads(toml.read_text())
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+                if strict and isinstance(e, tomllib.TOMLDecodeError):
+                    raise RegistryError(f"{toml}: not valid TOML: {e}") from e
+                if strict:
+                    raise
+                continue
+            name = table.get("chapter")
+            if not isinstance(name, str) or (name in found and found[name][0] != toml.parent):
+                if strict:
+                    raise RegistryError(f"{toml}: has no `chapter = \"...\"` name" if not isinstance(name, str) else
+                                        f"chapter {name} is defined twice: {found[name][0]} and {toml.parent}; remove one")
+                continue
+            found.setdefault(name, (toml.parent, table))
     return found
 
 
@@ -180,30 +188,15 @@ def known_chapters() -> list[str]:
     return sorted(_packs())
 
 
-def _tables() -> dict[str, dict]:
-    """chapter name -> its chapter.toml, for the help texts at start-up: a pack that does not parse is left out (the
-    command that loads it says what is wrong; `ol --help` and every other chapter still work)."""
-    found: dict[str, dict] = {}
-    for d in search_dirs():
-        for toml in sorted(d.glob("*/chapter.toml")):
-            try:
-                table = tomllib.loads(toml.read_text())
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-                continue
-            if isinstance(table.get("chapter"), str):
-                found.setdefault(table["chapter"], table)
-    return found
-
-
 def courses() -> list[str]:
     """The courses the known chapters belong to (each chapter.toml's `course`), as `ol --help` names them."""
-    return sorted({c for t in _tables().values() if isinstance(c := t.get("course"), str) and c})
+    return sorted({c for _, t in _packs(strict=False).values() if isinstance(c := t.get("course"), str) and c})
 
 
 def defaults() -> dict[str, tuple[str, dict[str, str]]]:
     """chapter -> (its own language, {language: its default workspace}), read from the tables alone (for --help)."""
     found = {}
-    for name, d in sorted(_tables().items()):
+    for name, (_, d) in sorted(_packs(strict=False).items()):
         languages = d.get("language", {})
         if not isinstance(languages, dict):
             continue
@@ -287,12 +280,11 @@ def load_chapter(chapter: str) -> Chapter:
     packs = _packs()
     if chapter not in packs:
         raise UnknownChapter(chapter, sorted(packs))
-    pack = packs[chapter]
+    pack, d = packs[chapter]
     toml = pack / "chapter.toml"
     if not pack.name.isidentifier() or not (pack / "__init__.py").is_file():
         raise RegistryError(f"{pack}: a chapter pack's folder name must be an identifier and hold an __init__.py")
     try:
-        d = tomllib.loads(toml.read_text())
         tests = tuple(TestSpec(**t) for t in d["test"])
         client_module, client_class = d["client"].split(":")
         modules = {"ops": d["ops"], "client": client_module, "cases": d.get("cases", ""), "oracle": d.get("oracle", ""),
