@@ -21,23 +21,18 @@ STYLE: dict[RcKeyType, Any] = {"svg.fonttype": "path", "svg.hashsalt": "ol-class
 
 
 def _svg(fig: Figure) -> str:
+    """The figure as SVG text (under STYLE: each caller draws inside its rc_context)."""
     buf = io.StringIO()
-    with matplotlib.rc_context(STYLE):
-        FigureCanvasSVG(fig)
-        fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    FigureCanvasSVG(fig)
+    fig.savefig(buf, format="svg", metadata={"Date": None}, bbox_inches="tight")
     text = buf.getvalue()
     return text[text.index("<svg"):]  # the element alone: no XML declaration or DOCTYPE inside an HTML page
-
-
-def _figure(width: float, height: float) -> Figure:
-    with matplotlib.rc_context(STYLE):
-        return Figure(figsize=(width, height), layout="constrained")
 
 
 def histogram(values: list[float], bins, xlabel: str, ylabel: str = "submissions", colour: str = "#1565c0") -> str:
     """A histogram of `values` over `bins` (a count or the edges)."""
     with matplotlib.rc_context(STYLE):
-        fig = _figure(6.0, 2.6)
+        fig = Figure(figsize=(6.0, 2.6), layout="constrained")
         ax = fig.add_subplot()
         ax.hist(values, bins=bins, color=colour, edgecolor="white")
         ax.set_xlabel(xlabel)
@@ -50,7 +45,7 @@ def histogram(values: list[float], bins, xlabel: str, ylabel: str = "submissions
 def outcome_bars(tests: list[str], counts: list[dict[str, int]]) -> str:
     """One horizontal bar per test, stacked by outcome (pass, fail, error, timeout, crashed)."""
     with matplotlib.rc_context(STYLE):
-        fig = _figure(7.0, 0.28 * len(tests) + 1.0)
+        fig = Figure(figsize=(7.0, 0.28 * len(tests) + 1.0), layout="constrained")
         ax = fig.add_subplot()
         rows = range(len(tests))
         left = [0] * len(tests)
@@ -71,7 +66,7 @@ def outcome_bars(tests: list[str], counts: list[dict[str, int]]) -> str:
 def count_bars(labels: list[str], counts: list[int], xlabel: str, colour: str = "#6a1b9a") -> str:
     """One horizontal bar per label (a pitfall, a language)."""
     with matplotlib.rc_context(STYLE):
-        fig = _figure(6.0, 0.3 * max(len(labels), 1) + 0.9)
+        fig = Figure(figsize=(6.0, 0.3 * max(len(labels), 1) + 0.9), layout="constrained")
         ax = fig.add_subplot()
         ax.barh(range(len(labels)), counts, color=colour, height=0.7)
         ax.set_yticks(list(range(len(labels))), labels)
