@@ -8,15 +8,11 @@ Every command ends through `OlGroup.invoke`: an OlError prints its one-line mess
 import os
 
 
-def one_blas_thread() -> None:
-    """The judge's matrices are tiny: more BLAS threads would only spin against its worker and the other judges
-    for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one). Set
-    before numpy is first imported; a caller's own value wins."""
-    for threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(threads, "1")
-
-
-one_blas_thread()
+# One BLAS thread: the judge's matrices are tiny, and more threads would only spin against its worker and the other
+# judges for the cores (two checks of ol's own language at once: 5.2 s each with the default threads, 4.1 s with one).
+# Set before numpy is first imported; a caller's own value wins.
+for _threads in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_threads, "1")
 
 import atexit  # noqa: E402
 import shutil

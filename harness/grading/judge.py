@@ -77,12 +77,6 @@ def refusal_in(text: str) -> str | None:
     return reason if isinstance(reason, str) and reason.strip() else None
 
 
-def _refusal(code: int, stdout: str) -> str | None:
-    """The reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
-    refusal (a usage error, a machine without a language's toolchain: the grader's failure, ungraded)."""
-    return refusal_in(stdout) if verdict_of(code)[0] == "refused" else None
-
-
 def _ungraded_report(code: int, stdout: str) -> Report | None:
     """The report of a judge that found a fault of its own while judging (exit 3, its report ungraded with the fault
     named: harness.check.runner); None for any other exit or output."""
@@ -93,12 +87,6 @@ def _ungraded_report(code: int, stdout: str) -> Report | None:
     except (ValueError, TypeError, KeyError, OlError):
         return None
     return report if report.ungraded else None
-
-
-def _one_line(text: str, cap: int = 300) -> str:
-    """A reason as one line of at most `cap` characters (a row's reason cell)."""
-    line = " ".join(text.split())
-    return line if len(line) <= cap else line[:cap - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -160,13 +148,16 @@ def _run_judge(sub: Path, scratch: Path, uid: int | None, shown: str | None, opt
     try:
         r = options.forks.run(argv, env, tmp, WHOLE_CHECK_S)  # a fork of the run's zygote, in a session of its own
         problem = None if verdict_of(r.returncode)[0] == "graded" else _judge_failure(r.returncode, r.stderr.replace(str(sub), shown or str(sub)))
-        refused = _refusal(r.returncode, r.stdout)
+        # the reason a judge that exited 2 gives for refusing its submission; None for any other exit, or another
+        # refusal (a usage error, a machine without a language's toolchain: the grader's failure, ungraded)
+        refused = refusal_in(r.stdout) if verdict_of(r.returncode)[0] == "refused" else None
         faulted = _ungraded_report(r.returncode, r.stdout)  # the judge's own fault, named in its report
     except subprocess.TimeoutExpired:
         problem = f"the whole check took longer than {WHOLE_CHECK_S} s and was stopped"
     elapsed = time.perf_counter() - start
     if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
-        rejected = Report.for_rejected(chapter, sub.name, ref_deps, _one_line(refused.replace(str(sub), shown or str(sub))))
+        reason = " ".join(refused.replace(str(sub), shown or str(sub)).split())  # one line of at most 300 characters
+        rejected = Report.for_rejected(chapter, sub.name, ref_deps, reason if len(reason) <= 300 else reason[:297] + "...")
         return rejected.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
     report: Report | None = None
     if problem is None:
