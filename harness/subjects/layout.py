@@ -239,20 +239,16 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
             archives = sorted(origin.glob("*.zip"))
             zipped = len(archives) == 1 and not any(p for p in origin.iterdir() if p.suffix != ".zip" and not p.name.startswith("."))
             look_at = archives[0] if zipped else origin
-    scratch_box: list[Path] = []
-    if zipped:
-        scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
-        try:
+    scratch_box: list[Path] = []  # made for a bare file or an archive: removed unless a submission is returned in it
+    try:
+        if zipped:
+            scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
             look_at = _extract(look_at, scratch_box[0] / "unzipped")
             with upload.reading(f"{path}: in its archive, what it unpacked to"):
                 try:
                     upload.check(look_at)
                 except BadSubmission as e:
                     raise BadSubmission(f"{path}: in its archive, {e}") from None
-        except BaseException:
-            shutil.rmtree(scratch_box[0], ignore_errors=True)
-            raise
-    try:
         for lang in langs:
             sub = _detect_language(chapter, lang, look_at, scratch_box)
             if sub is None:
@@ -265,10 +261,8 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
             with upload.reading(str(path)):
                 sub.missing_deps = [d for d in lang.deps if not (sub.root / d).is_file()]
             return sub
+        raise BadSubmission(f"{path} is not a submission of {chapter.chapter}: expected {_what_to_hand_in(chapter)}")
     except BaseException:
         for s in scratch_box:
             shutil.rmtree(s, ignore_errors=True)
         raise
-    for s in scratch_box:
-        shutil.rmtree(s, ignore_errors=True)
-    raise BadSubmission(f"{path} is not a submission of {chapter.chapter}: expected {_what_to_hand_in(chapter)}")
