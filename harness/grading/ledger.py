@@ -46,9 +46,6 @@ class ClassSummary:
     passed_by_test: dict[str, int]
     pitfalls_most_matched: dict[str, int]
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
 
 def summarize(chapter, reports: list[Report]) -> ClassSummary:
     """The class's counts (ClassSummary) over its reports."""
@@ -250,7 +247,7 @@ class Ledger:
     def _write_summary(self, result: dict | None = None) -> None:
         data = dict(self.settings)
         if result is not None:
-            data |= {"sandbox": result["sandbox"], "summary": result["summary"].to_json(), "missing": result["missing"]}
+            data |= {"sandbox": result["sandbox"], "summary": asdict(result["summary"]), "missing": result["missing"]}
         if self.roster is not None:
             data["roster"] = self.roster
         write_atomic(self.results_dir / SUMMARY, json.dumps(data, indent=2) + "\n")
