@@ -156,28 +156,18 @@ def _baseline_failures(scratch: Path, tests_dir: str) -> list[dict]:
 def _run_mutmut(scratch: Path, cmd: list[str], on_progress: Callable[[str], None]) -> tuple[int, str]:
     # mutmut's mutated package is the implementation; reference/ is the judge's
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONUNBUFFERED": "1", FROM_PATH_ENV: "1"}
-    p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.stdout
-    assert out is not None  # stdout=PIPE
+    # text, universal newlines: the spinner's \r ends a line as \n does
+    p = subprocess.Popen(cmd, cwd=scratch, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         encoding="utf-8", errors="replace")
+    assert p.stdout is not None  # stdout=PIPE
     tail: list[str] = []
     last = ""
-    buf = b""
-    while True:
-        chunk = out.read1(4096) if hasattr(out, "read1") else out.read(4096)
-        if not chunk:
-            break
-        buf += chunk
-        parts = re.split(rb"[\r\n]", buf)
-        buf = parts.pop()
-        for part in parts:
-            line = part.decode(errors="replace").strip()
-            text = line.lstrip("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ")  # drop the spinner frame: report changes only
-            if text and text != last:
-                last = text
-                tail = (tail + [text])[-40:]
-                on_progress(text)
-    if buf.strip():
-        tail.append(buf.decode(errors="replace").strip())
+    for line in p.stdout:
+        text = line.strip().lstrip("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏ ")  # drop the spinner frame: report changes only
+        if text and text != last:
+            last = text
+            tail = (tail + [text])[-40:]
+            on_progress(text)
     return p.wait(), "\n".join(tail)
 
 
@@ -213,9 +203,6 @@ class Survivor:
     diff: str
     disposition: str
     reason: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
