@@ -33,7 +33,7 @@ from pathlib import Path
 from ..kernel.errors import BadSubmission, SandboxError  # noqa: F401  (SandboxError: tests import it from here)
 from ..kernel.paths import REPO
 from .bwrap import LIMITER, SANDBOX_UID, Limits, available, reachable_by_other, sandboxed
-from .uids import CLEAR_ROUNDS, SLOT_UIDS, clear, uid_of
+from .uids import CLEAR_ROUNDS, SLOT_UIDS, clear, proc_files, uid_of
 
 MODES = ("bwrap", "uid", "none")  # best first
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
@@ -167,17 +167,7 @@ def become_subreaper() -> None:
 
 def process_parents() -> dict[int, int]:
     """pid -> parent pid, of every process this one can see (one pass over /proc)."""
-    out = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    return out
+    return {pid: int(text.rsplit(")", 1)[1].split()[1]) for pid, text in proc_files("stat")}
 
 
 def children(pid: int) -> list[int] | None:

@@ -27,7 +27,7 @@ import signal
 import stat
 import threading
 import time
-from collections.abc import Set
+from collections.abc import Iterator, Set
 from pathlib import Path
 
 from ..kernel.errors import SandboxError
@@ -95,20 +95,23 @@ def lease(uid: int, folder: Path) -> int | None:
     return fd
 
 
+def proc_files(name: str) -> Iterator[tuple[int, str]]:
+    """(pid, the text of /proc/PID/NAME) of every process this one can see, from one pass over /proc (a process gone
+    meanwhile is left out)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/{name}") as f:
+                yield int(entry), f.read()
+
+
 def live_processes(uid: int) -> list[int]:
     """The pids of the processes whose real uid is `uid` and that are not zombies, from one pass over /proc."""
     out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/status") as f:
-                status = dict(line.split(":", 1) for line in f if ":" in line)
-        except (OSError, ValueError):
-            continue
+    for pid, text in proc_files("status"):
+        status = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
         uids = status.get("Uid", "").split()
         if uids and int(uids[0]) == uid and not status.get("State", "").strip().startswith(("Z", "X")):
-            out.append(int(entry))
+            out.append(pid)
     return out
 
 
