@@ -266,17 +266,6 @@ def _unloadable(chapter: Chapter, submission: str, options: CheckOptions, golden
                   load_error=_plain(failure).removeprefix("load: "))
 
 
-def language_of(impl: Impl) -> str:
-    """The language the Impl's code is in: its worker's, or ol's own (trusted code in this process)."""
-    return impl.transport.language or in_process().name
-
-
-def sandbox_of(impl: Impl) -> str:
-    """How the Impl's code runs: its worker's sandbox mode, or in-process (trusted code)."""
-    mode = impl.transport.mode
-    return mode.name if mode is not None else "in-process"
-
-
 def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOptions(),
               on_result: Callable[[str, Outcome, float, str], None] | None = None,
               on_stage: Callable[[str], None] | None = None) -> Report:
@@ -308,7 +297,9 @@ def run_check(chapter: Chapter, submission: str, options: CheckOptions = CheckOp
         failure = loader.wait()  # the opener's error (a bad submission, no toolchain) is raised here
         impl = loader.impl
         assert impl is not None  # opened: wait() raised the opener's error otherwise
-        mode, lang = sandbox_of(impl), language_of(impl)
+        # how the code ran and its language: its worker's sandbox mode and language, or trusted code in this process
+        mode = impl.transport.mode.name if impl.transport.mode is not None else "in-process"
+        lang = impl.transport.language or in_process().name
         if failure is not None:
             rep = _unloadable(chapter, label, options, golden, failure, time.perf_counter() - start)
             return rep.but(sandbox=mode, language=lang)
