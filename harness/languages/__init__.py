@@ -67,9 +67,6 @@ class Language:
     # the workspace written, and the lines `ol start` prints of it
     start: Callable[[Any, str, Path, bool, str, str], list[str]] | None = None
 
-    def prepare(self, chapter, package_dir: Path, scratch: Path, mode) -> Path:
-        return Path(package_dir) if self.build is None else self.build(chapter, Path(package_dir), scratch, mode)
-
 
 def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
     lang = chapter.language("python")

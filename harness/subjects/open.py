@@ -86,7 +86,7 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
         build_dir = own_folder(_scratch(), mode)  # mode uid: 0710 root:the worker's gid before the crate lands in it
         impl.adopt(build_dir)
         try:
-            package_dir = spec.prepare(chapter, package_dir, build_dir, mode)
+            package_dir = spec.build(chapter, Path(package_dir), build_dir, mode)
         except SubmissionFailure as e:
             impl.transport = Unbuilt(e, mode, lang)
             return impl
