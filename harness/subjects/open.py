@@ -21,7 +21,7 @@ from ..transport.impl import Impl
 from ..transport.inprocess import InProcess
 from ..transport.worker_client import Unbuilt, WorkerTransport
 from .layout import Submission, detect
-from .reference import load_package, use_reference
+from .reference import copy_reference, load_package, use_reference  # copy_reference: re-exported, as before
 
 
 def _scratch() -> Path:
@@ -38,7 +38,7 @@ def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str | None 
         raise UsageError(f"mutant {mid} has no {lang} port (the {lang} mutants of {chapter.chapter}: {have})")
     if not patch.is_file():
         raise RegistryError(f"mutant {mid}: its patch {patch} is missing")
-    chapter.language(lang).copy_reference(into)
+    copy_reference(chapter, into, lang)
     r = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-s", "-d", str(into), "-i", str(patch)],
                        capture_output=True, text=True)
     if r.returncode != 0:
@@ -49,7 +49,7 @@ def materialize_mutant(chapter: Chapter, mid: str, into: Path, lang: str | None 
 def with_reference_deps(chapter: Chapter, sub: Submission, into: Path) -> Path:
     """The reference package with the submission's own chapter files in place of the reference's."""
     spec = chapter.language(sub.language)
-    spec.copy_reference(into)
+    copy_reference(chapter, into, sub.language)
     for rel in spec.student_files:
         if (sub.root / rel).is_file():
             shutil.copyfile(sub.root / rel, into / rel)
@@ -129,7 +129,7 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
     worker = f"({lang} worker)" if lang != own else "(worker)"  # trusted code through a worker: its label's end
     if subject == "reference":
         if transport == "worker" or lang != own:
-            into = chapter.language(lang).copy_reference(_scratch())
+            into = copy_reference(chapter, _scratch(), lang)
             return _over_worker(chapter, lang, into, f"reference {worker}", scratch=into, sandbox=sandbox)
         spec = chapter.language(own)
         use_reference(spec.reference)

@@ -24,6 +24,11 @@ from ..registry import Chapter, load_chapter
 FROM_PATH_ENV = "OL_REFERENCE_FROM_PATH"  # set: `import <package>` is sys.path's (mutmut's mutated copy), see above
 
 
+def copy_reference(chapter, into: Path, lang: str) -> Path:
+    """The chapter's reference package in `lang` copied to `into/<package>`; returns `into`."""
+    return chapter.language(lang).copy_reference(into)
+
+
 _load_lock = threading.RLock()  # one load_package at a time in this process: see there
 
 
