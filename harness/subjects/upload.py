@@ -134,11 +134,9 @@ def reading(what: str, remedy: str = "upload it again, or the files themselves",
         raise
     except MemoryError as e:
         raise MachineFailure(f"ol ran out of memory while reading {visible(what)}: grade it again") from e
-    except OSError as e:
-        if e.errno in MACHINE_ERRNOS:
-            raise MachineFailure(f"the machine failed while ol read {visible(what)} ({_why(e)}): grade it again") from e
-        raise BadSubmission(f"{visible(what)} {how} ({visible(_why(e))}): {remedy}") from None
     except Exception as e:  # noqa: BLE001 -- whatever reading the upload's bytes raises is the upload's
+        if isinstance(e, OSError) and e.errno in MACHINE_ERRNOS:
+            raise MachineFailure(f"the machine failed while ol read {visible(what)} ({_why(e)}): grade it again") from e
         raise BadSubmission(f"{visible(what)} {how} ({visible(_why(e))}): {remedy}") from None
 
 
