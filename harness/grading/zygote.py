@@ -269,17 +269,16 @@ def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.Comp
     judge's clock, harness.kernel.clock: a Ctrl-Z of `ol grade` is no judge's time)."""
     deadline = clock.now() + timeout
     data = {fd: bytearray() for fd in fds}
-    open_ = set(fds)
     killed = False
     with selectors.DefaultSelector() as sel:
         for fd in fds:
             sel.register(fd, selectors.EVENT_READ)
-        while open_:
+        while sel.get_map():  # a descriptor is unregistered at its end
             left = deadline - clock.now()
             if left <= 0 and not killed:
-                pid = _pid(data[fds[2]])
-                if pid is not None:
-                    kill_group(pid)
+                first = bytes(data[fds[2]]).split(b"\n", 1)[0].decode(errors="replace")
+                if first.startswith("pid "):  # the monitor's first line: the judge, whose session is killed
+                    kill_group(int(first.split()[1]))
                 killed, deadline = True, clock.now() + 10  # what is left of its output, after the kill
                 continue
             if left <= 0:
@@ -290,25 +289,15 @@ def _collect(fds: list[int], argv: list[str], timeout: float) -> subprocess.Comp
                     data[key.fd] += chunk
                 else:
                     sel.unregister(key.fd)
-                    open_.discard(key.fd)
     for fd in fds:
         os.close(fd)
     out, err, status = (bytes(data[fd]).decode(errors="replace") for fd in fds)
     if killed:
         raise subprocess.TimeoutExpired(argv, timeout, out, err)
-    end = status.strip().splitlines()[-1:] if status.strip() else []
-    if end and end[0].startswith("exit "):
-        code = int(end[0].split()[1])
-    elif end and end[0].startswith("signal "):
-        code = -int(end[0].split()[1])
-    else:
+    how, _, number = (status.strip().splitlines() or [""])[-1].partition(" ")  # the monitor's last line
+    if how not in ("exit", "signal"):
         raise ZygoteError("a judge's monitor ended without saying how the judge ended (the zygote was killed?)")
-    return subprocess.CompletedProcess(argv, code, out, err)
-
-
-def _pid(status: bytearray) -> int | None:
-    first = bytes(status).split(b"\n", 1)[0].decode(errors="replace")
-    return int(first.split()[1]) if first.startswith("pid ") else None
+    return subprocess.CompletedProcess(argv, int(number) if how == "exit" else -int(number), out, err)
 
 
 if __name__ == "__main__":
