@@ -39,7 +39,7 @@ from ..subjects.layout import detect
 from ..subjects.open import validate
 from . import grade as grading, staff, start as starting
 from .common import Exit, err, out, seed as _seed
-from .outputs import check_writable, refusal_out as _refusal_out, write_feedback_page as _write_feedback_page, write_json as _write_json, write_outputs as _write_outputs
+from .outputs import check_writable, json_line, write_feedback_page, write_json, write_outputs
 
 
 INTERRUPTED = ("ol: interrupted: no verdict (nothing was scored and no report written); "
@@ -169,9 +169,9 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
             rep = run_check(ch, submission, options, on_result=progress.finished, on_stage=progress.stage)
     except BadSubmission as e:
         if json_path == "-":  # ol grade's judge: the submission's own fault, told apart from any other exit 2 (a usage
-            _refusal_out(str(e))  # error, a machine without cargo), so its row is rejected, not ungraded
+            json_line({"refused": str(e)})  # error, a machine without cargo), so its row is rejected, not ungraded
         if gradescope:  # the bundle's judge: the same refusal, read by harness.staff.gradescope (a rejected upload)
-            _write_json(gradescope, {"refused": str(e)})
+            write_json(gradescope, {"refused": str(e)})
         raise
     show.report(console, rep, table=False)
     if only:
@@ -180,9 +180,9 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     show.hints(console, rep)
     if not rep.ok and not rep.load_error and not rep.ungraded:
         console.print(_next_step(ch, rep, click.get_current_context()), markup=False)
-    _write_outputs(rep, json_path, junit, gradescope)
+    write_outputs(rep, json_path, junit, gradescope)
     if html_path:
-        _write_feedback_page(ch, rep, html_path)
+        write_feedback_page(ch, rep, html_path)
     raise Exit(check_exit(rep.ok, bool(rep.ungraded)))  # ungraded: the grader failed (harness.check.runner), exit 3
 
 
@@ -331,7 +331,7 @@ def diff(chapter, submission, ref_deps, json_path, show_all, lang, only, case_id
     result = run_diff(ch, submission, ref_deps, language=lang, only=only)
     show.diff(out, result, show_all)
     if json_path:
-        _write_json(json_path, result)
+        write_json(json_path, result)
     failed = result["divergent"] or result.get("properties") or result.get("elsewhere") or result.get("load_error")
     raise Exit(1 if failed else 0)  # a property failing, here or elsewhere, is no pass
 

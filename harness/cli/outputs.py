@@ -58,17 +58,17 @@ def write_feedback_page(ch, rep, html_path: str) -> None:
     Path(html_path).write_text(feedback_page(feedback_data(ch, rep)), encoding="utf-8")
 
 
-def refusal_out(reason: str) -> None:
-    """`--json -`: the one line on stdout of a judge that refused its submission as malformed (exit 2)."""
-    sys.stdout.write(json.dumps({"refused": reason}) + "\n")
+def json_line(data) -> None:
+    """`--json -`: `data` as the one line on stdout (ol grade's judge reads it): the report, or the refusal of a
+    submission as malformed (exit 2)."""
+    sys.stdout.write(json.dumps(data) + "\n")
     sys.stdout.flush()
 
 
 def write_outputs(rep, json_path, junit, gradescope) -> None:
     raise_if_interrupted()  # no report after a Ctrl-C, even one something swallowed
     if json_path == "-":
-        sys.stdout.write(json.dumps(rep.to_json()) + "\n")
-        sys.stdout.flush()
+        json_line(rep.to_json())
     elif json_path:
         write_json(json_path, rep.to_json())
     if junit:
