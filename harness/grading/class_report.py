@@ -89,7 +89,10 @@ def class_data(chapter, loaded: dict, link) -> dict:
     students = (roster or {}).get("students", {})
     return {
         "chapter": chapter.chapter, "title": chapter.title, "settings": loaded["settings"], "max_score": max_score,
-        "counts": _counts(reports), "scores": scores,
+        "counts": {"submissions": len(reports), "passed": sum(r.ok for r in graded), "failed": sum(not r.ok for r in graded),
+                   "rejected": sum(status_of(r) == "rejected" for r in reports),
+                   "ungraded": sum(status_of(r) == "ungraded" for r in reports)},
+        "scores": scores,
         "mean": statistics.fmean(scores) if scores else None, "median": statistics.median(scores) if scores else None,
         "tests": _tests(chapter, graded, link), "pitfalls": _pitfalls(chapter, graded, link),
         "times": [w for _, w in entries], "slowest": [{"name": r.submission, "href": link(r.submission), "wall_s": w}
@@ -99,13 +102,6 @@ def class_data(chapter, loaded: dict, link) -> dict:
         "rows": [_row(r, w, students.get(r.submission), link) for r, w in entries],
         "roster": roster, "unreadable": loaded["unreadable"], "similarity": loaded["similarity"],
     }
-
-
-def _counts(reports: list[Report]) -> dict:
-    graded = [r for r in reports if status_of(r) == "graded"]
-    return {"submissions": len(reports), "passed": sum(r.ok for r in graded), "failed": sum(not r.ok for r in graded),
-            "rejected": sum(status_of(r) == "rejected" for r in reports),
-            "ungraded": sum(status_of(r) == "ungraded" for r in reports)}
 
 
 def _tests(chapter, graded: list[Report], link) -> list[dict]:

@@ -75,21 +75,13 @@ def parse_roster(text: str, where: str = "roster") -> dict[str, Student]:
     return students
 
 
-def student_of(roster: dict[str, Student], name: str) -> Student | None:
-    """The roster's student for the entry `name` (`alice.zip` is also found as `alice`)."""
-    if name in roster:
-        return roster[name]
-    stem = name[:-4] if name.endswith(".zip") else None
-    return roster.get(stem) if stem else None
-
-
 def match(roster: dict[str, Student], names: list[str]) -> dict:
     """The roster against the class's entries: {"students": {entry: {"id", "email"}}, "unmatched": entries no
     student claims, "without_submission": roster rows (submission, id, email) matching no entry}."""
     found: dict[str, dict] = {}
     claimed = set()
     for name in sorted(names):
-        s = student_of(roster, name)
+        s = roster.get(name) or (roster.get(name[:-4]) if name.endswith(".zip") else None)  # `alice.zip` is `alice` too
         if s is not None:
             found[name] = {"id": s.id, "email": s.email}
             claimed.add(name if name in roster else name[:-4])

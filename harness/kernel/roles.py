@@ -47,15 +47,12 @@ def lock_file(role: str) -> Path:
     return LOCKS / f"{role}.txt"
 
 
-def _requirement_lines(text: str) -> list[str]:
-    """Each requirement of a uv export: its first line (`name==version ; marker \\`), hashes and comments aside."""
-    return [line.split(" \\")[0].strip() for line in text.splitlines() if line[:1].isalnum()]
-
-
 @lru_cache(maxsize=None)
 def locked(role: str) -> tuple[Requirement, ...]:
     """Every pin of the role's lock, whatever its marker (one package may be pinned twice, per interpreter version)."""
-    return tuple(Requirement(line) for line in _requirement_lines(lock_file(role).read_text()))
+    # each requirement of a uv export: its first line (`name==version ; marker \\`), hashes and comments aside
+    return tuple(Requirement(line.split(" \\")[0].strip()) for line in lock_file(role).read_text().splitlines()
+                 if line[:1].isalnum())
 
 
 def locked_names(role: str) -> tuple[str, ...]:

@@ -66,16 +66,11 @@ def _uid_mode_unavailable() -> str | None:
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the fallback could not start: {e}"
-    if r.returncode != 0:
+    lines = [line for line in r.stderr.decode(errors="replace").splitlines() if line.strip()]
+    if r.returncode != 0:  # the probe's last line: its error, without its traceback
         return (f"uid {worker_uid()} cannot run this interpreter and numpy (is it or its environment "
-                f"private to root?): {_last_line(r.stderr)}")
+                f"private to root?): {lines[-1].strip()[:300] if lines else '(no output)'}")
     return None
-
-
-def _last_line(output: bytes) -> str:
-    """The last line of a failed probe's output (the error, without its traceback)."""
-    lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
-    return lines[-1].strip()[:300] if lines else "(no output)"
 
 
 def choose(requested: str | None = None) -> Mode:
@@ -114,8 +109,11 @@ def confine(mode: Mode, argv: list[str], visible: list[Path], env: dict[str, str
     env = dict(env)
     if mode.name != "none" and os.geteuid() == 0:
         owner = SANDBOX_UID if mode.name == "bwrap" else worker_uid()
-        for folder in writable:  # the confined uid writes there: its own, nobody else's
-            _chown_tree(Path(folder), owner)
+        for folder in writable:  # the confined uid writes there: its own, nobody else's (links changed, not followed)
+            os.chown(folder, owner, owner, follow_symlinks=False)
+            for base, dirs, files in os.walk(folder):
+                for n in dirs + files:
+                    os.chown(os.path.join(base, n), owner, owner, follow_symlinks=False)
     if mode.name == "bwrap":
         env["HOME"] = env["TMPDIR"] = "/tmp"
         return sandboxed(argv, visible=[(str(p), str(p)) for p in visible], writable_tmp_mb=tmp_mb,
@@ -148,14 +146,6 @@ def own_folder(folder: Path, mode: Mode) -> Path:
     else:
         os.chmod(folder, 0o755)
     return folder
-
-
-def _chown_tree(root: Path, uid: int) -> None:
-    """Give a folder the judge made (and everything in it) to `uid`; symlinks are changed, not followed."""
-    os.chown(root, uid, uid, follow_symlinks=False)
-    for base, dirs, files in os.walk(root):
-        for n in dirs + files:
-            os.chown(os.path.join(base, n), uid, uid, follow_symlinks=False)
 
 
 @functools.lru_cache(maxsize=None)
