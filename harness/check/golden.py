@@ -8,7 +8,6 @@ compares it (a millisecond), and validates a file without one (--golden) against
 A truncated or edited file is a harness error, never a failing grade for the code under test.
 """
 
-from functools import lru_cache
 import hashlib
 import json
 import tempfile
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from ..kernel.errors import OlError
 from ..kernel.memo import remembered
+from ..kernel.report import validator
 from ..registry import Chapter
 from ..subjects.reference import pristine
 from ..subjects.version import version_of
@@ -80,13 +80,6 @@ def _recorded_digest(golden: Path) -> str | None:
         return None
 
 
-@lru_cache(maxsize=None)
-def _validator(schema: Path):
-    import jsonschema  # only for a golden file without its digest: most checks never import it
-
-    return jsonschema.Draft202012Validator(json.loads(schema.read_text()))
-
-
 def verify(chapter: Chapter, path: Path | str | None = None) -> Path:
     """The golden file to grade on, refused (GoldenError) when damaged; returns its path."""
     golden = Path(path) if path else chapter.golden
@@ -109,7 +102,7 @@ def verify(chapter: Chapter, path: Path | str | None = None) -> Path:
     except ValueError as e:
         raise GoldenError(f"the golden file {golden} is not valid JSON ({e}): {remedy}") from None
     if chapter.golden_schema is not None:
-        error = next(iter(_validator(chapter.golden_schema).iter_errors(doc)), None)
+        error = next(iter(validator(chapter.golden_schema).iter_errors(doc)), None)  # only without a digest
         if error is not None:
             where = "/".join(map(str, error.path)) or "(top)"
             raise GoldenError(f"the golden file {golden} breaks its schema at {where}: {error.message[:200]}: {remedy}")

@@ -115,11 +115,12 @@ class Report:
                    data.get("language"), data.get("rejected"))
 
 
-@lru_cache(maxsize=1)
-def _validator():
+@lru_cache(maxsize=None)
+def validator(schema: Path):
+    """The JSON Schema validator of the schema file `schema` (the report's, a golden file's), made once."""
     import jsonschema  # on first use: a check printed to the console writes no JSON (importing it costs 0.1 s)
 
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA.read_text()))
+    return jsonschema.Draft202012Validator(json.loads(schema.read_text()))
 
 
 @lru_cache(maxsize=1)
@@ -130,7 +131,7 @@ def schema_digest() -> str:
 
 def validate(data: dict) -> None:
     """Raise an OlError (a harness bug, exit 3) when `data` is not a valid report."""
-    errors = sorted(_validator().iter_errors(data), key=lambda e: list(e.path))
+    errors = sorted(validator(SCHEMA).iter_errors(data), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         raise OlError(f"the check report breaks its schema at {'/'.join(map(str, e.path)) or '(top)'}: {e.message}")
