@@ -177,12 +177,10 @@ def report(chapter, results_dir, out_html) -> None:
     from ..grading.class_report import write_report  # here: jinja2 and matplotlib, which only the report needs
 
     ch = load_chapter(chapter)
-    check_writable(out=out_html)
+    check_writable(out=out_html)  # a folder too
     if not (results_dir / SUMMARY).is_file():
         raise UsageError(f"{results_dir} is not the results directory of `ol grade` (no {SUMMARY} in it); "
                          "name the folder given as --results-dir (default: grades-results/ beside grades.csv)")
-    if out_html is not None and out_html.is_dir():
-        raise UsageError(f"--out {out_html} is a folder; name the HTML file to write, e.g. {out_html / 'report.html'}")
     written = write_report(ch, results_dir, out_html)
     _wrote_report(written, results_dir)
     if written["unreadable"]:

@@ -59,9 +59,8 @@ class Cluster:
 
     def _connect(self):
         try:
-            if self.address is not None:
-                return Client(self.address, timeout=CONNECT_S)
-            return Client(scheduler_file=str(self.scheduler_file), timeout=CONNECT_S)
+            file = None if self.scheduler_file is None else str(self.scheduler_file)
+            return Client(self.address, scheduler_file=file, timeout=CONNECT_S)
         except (OSError, TimeoutError, ValueError) as e:
             raise ClusterError(f"cannot reach the Dask scheduler {self.name} within {CONNECT_S} s ({e}): is `dask scheduler` "
                                "running there, and is its port open to this machine?") from None
