@@ -197,12 +197,10 @@ def grades(out, chapter: str, result: dict) -> None:
                   key=lambda rw: (rw[0].ungraded is not None, rw[0].rejected is not None,
                                   -rw[0].score if rw[0].ungraded is None else 0, rw[0].submission))
     for r, wall in rows:
-        if r.ungraded is not None:
-            t.add_row(lit(r.submission), "[bold red]ungraded[/]", "-", f"{wall:.1f}s")
-        elif r.rejected is not None:
-            t.add_row(lit(r.submission), "[bold yellow]rejected[/]", f"0/{r.max_score:g}", f"{wall:.1f}s")
-        else:
-            t.add_row(lit(r.submission), f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}", f"{wall:.1f}s")
+        passed, score = (("[bold red]ungraded[/]", "-") if r.ungraded is not None else
+                         ("[bold yellow]rejected[/]", f"0/{r.max_score:g}") if r.rejected is not None else
+                         (f"{r.passed}/{len(r.tests)}", f"{r.score:g}/{r.max_score:g}"))
+        t.add_row(lit(r.submission), passed, score, f"{wall:.1f}s")
     out.print(t)
     for field, style in (("rejected", "bold yellow"), ("ungraded", "bold red")):
         for r, _ in rows:

@@ -211,15 +211,6 @@ def _run(chapter: Chapter, subjects: dict[str, tuple[str, ...]], jobs: int | Non
     return reports, problems
 
 
-def _checked(reports: dict, problems: dict) -> None:
-    """No verdict stands unless the reference was checked and the judge's own code never failed."""
-    if reports["reference"] is None:
-        raise OlError(f"the reference could not be checked: {problems['reference']}")
-    faulted = [f"{s}: {r.ungraded}" for s, r in reports.items() if r is not None and r.ungraded]
-    if faulted:  # a fault of the judge's own code: no verdict stands, caught or missed (exit 3)
-        raise OlError("the grader failed, so no mutant's verdict stands: " + " | ".join(faulted[:3]))
-
-
 def _failed(rep: Report | None) -> tuple[str, ...]:
     return () if rep is None else tuple(t.name for t in rep.tests if not t.outcome.passed)
 
@@ -242,8 +233,12 @@ def kill_matrix(chapter: Chapter, jobs: int | None = None, on_done=None, languag
         again = {s: every_test for s, only in subjects.items() if only and reports[s] is not None and not _failed(reports[s])}
         more, more_problems = _run(chapter, again, jobs, on_done, language) if again else ({}, {})
         reports, problems = reports | more, problems | more_problems
-    _checked(reports, problems)
-    ref = reports["reference"]
+    ref = reports["reference"]  # no verdict stands unless the reference was checked and the judge's code never failed
+    if ref is None:
+        raise OlError(f"the reference could not be checked: {problems['reference']}")
+    faulted = [f"{s}: {r.ungraded}" for s, r in reports.items() if r is not None and r.ungraded]
+    if faulted:  # a fault of the judge's own code: no verdict stands, caught or missed (exit 3)
+        raise OlError("the grader failed, so no mutant's verdict stands: " + " | ".join(faulted[:3]))
     rows = []
     for m in mutants:
         rep, problem = reports[f"mutant:{m.id}"], problems.get(f"mutant:{m.id}", "")

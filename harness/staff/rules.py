@@ -71,11 +71,6 @@ def load_rules(ch: Chapter) -> list[Rule]:
     return [Rule(**{**row, "golden": tuple(row.get("golden", ()))}) for row in rows]
 
 
-def load_sources(ch: Chapter) -> str:
-    """What states the rules (the table's `sources`, the chapter's documents): RULES.md's opening names them."""
-    return tomllib.loads(rules_path(ch).read_text()).get("sources", "the contract and the chapter")
-
-
 def load_domains(ch: Chapter) -> list[Domain]:
     rows = tomllib.loads(rules_path(ch).read_text()).get("domain", [])
     for i, row in enumerate(rows):
@@ -164,12 +159,14 @@ def _cell(text: str) -> str:
 
 def render_markdown(ch: Chapter, rules: list[Rule]) -> str:
     counts = {k: sum(r.kind == k for r in rules) for k in KINDS}
+    # what states the rules (the table's `sources`, the chapter's documents): RULES.md's opening names them
+    sources = tomllib.loads(rules_path(ch).read_text()).get("sources", "the contract and the chapter")
     lines = [
         f"# The rules of {ch.chapter}, and the test that checks each",
         "",
         f"Rendered from `rules.toml` beside this file by `{RUN_MODULE} harness.staff.rules {ch.chapter}`; do not edit by hand",
         "(`tests/harness/test_rules.py` fails when this file is stale). One row per rule that "
-        f"{load_sources(ch)} state. **Input** is the distinguishing",
+        f"{sources} state. **Input** is the distinguishing",
         "input: what the named test sends that would fail if the rule were broken. A **free** rule is one the",
         "contract leaves free (any answer passes); **elsewhere** names where a rule outside this chapter's",
         f"interface is graded. The chapter's tests live in `{shown(rules_path(ch).parent)}/`.",

@@ -3,6 +3,6 @@
     upload     the one walk over an upload's tree (no link followed, caps)
     layout     which language and layout a submission has, and what it lacks
     reference  the course's reference, loaded by path (the judge's answer key: pristine(chapter))
-    open       open_impl / open_submission: reference, mutant:ID or a submission, as an Impl on its transport
+    open       open_impl: reference, mutant:ID or a submission, as an Impl on its transport
     version    the harness version a judge grades with: what it reads and runs on, and its digest
 """

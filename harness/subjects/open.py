@@ -99,15 +99,6 @@ def _over_worker(chapter: Chapter, lang: str, package_dir: Path, label: str, scr
     return impl
 
 
-def open_submission(chapter: Chapter, sub: Submission, ref_deps: bool = False, sandbox: Mode | None = None) -> Impl:
-    """An Impl over a detected submission, in a worker of its language (a bare file: the rest from the reference)."""
-    if ref_deps or sub.bare:
-        how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
-        into = with_reference_deps(chapter, sub, _scratch())
-        return _over_worker(chapter, sub.language, into, f"{sub.origin} ({how})", scratch=into, sandbox=sandbox)
-    return _over_worker(chapter, sub.language, sub.root, str(sub.origin), sandbox=sandbox)
-
-
 def validate(chapter: Chapter, subject: str, language_name: str | None = None) -> None:
     """Refuse a subject that cannot be opened (an unknown mutant, no submission) before any test runs."""
     if subject == "reference":
@@ -142,9 +133,14 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
             into = materialize_mutant(chapter, mid, _scratch(), lang)
             return _over_worker(chapter, lang, into, f"mutant {mid} {worker}", scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
-    sub = detect(chapter, subject, language_name)
+    sub = detect(chapter, subject, language_name)  # in a worker of its language (a bare file: the rest from the reference)
     try:
-        impl = open_submission(chapter, sub, ref_deps, sandbox)
+        if ref_deps or sub.bare:
+            how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"
+            into = with_reference_deps(chapter, sub, _scratch())
+            impl = _over_worker(chapter, sub.language, into, f"{sub.origin} ({how})", scratch=into, sandbox=sandbox)
+        else:
+            impl = _over_worker(chapter, sub.language, sub.root, str(sub.origin), sandbox=sandbox)
     except BaseException:
         sub.close()
         raise
