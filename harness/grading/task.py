@@ -173,11 +173,12 @@ def _who() -> str:
     return "this machine" if where == "local" else where
 
 
-def check_version(task: Task, chapter) -> None:
-    """Refuse (WorkerRefused) when this machine's harness version is not the one the task was made with."""
-    mine = version_of(chapter)
-    if mine["digest"] != task.version["digest"]:
-        diffs = differences(mine, task.version) or ["their version digests differ"]
+def check_version_here(chapter: str, version: dict) -> str:
+    """Refuse (WorkerRefused) when this machine's harness version is not `version`, the client's (a task's; the
+    client's preflight runs it as a small task pinned to each Dask worker); else return the digest."""
+    mine = version_of(load_chapter(chapter))
+    if mine["digest"] != version["digest"]:
+        diffs = differences(mine, version) or ["their version digests differ"]
         if _where() == "local":  # the same machine: its files were edited while it graded
             raise WorkerRefused(f"the harness changed while this run graded ({'; '.join(diffs)}): ol grade stops rather than "
                                 "grade one class with two versions; the ledger keeps what was graded, and a rerun grades "
@@ -185,11 +186,6 @@ def check_version(task: Task, chapter) -> None:
         raise WorkerRefused(f"{_who()} refuses to grade: its harness version is not the client's ({'; '.join(diffs)}). "
                             "Every worker must run the client's ol checkout (same commit, same environment): "
                             "see docs/grading.md")
-
-
-def check_version_here(chapter: str, version: dict) -> str:
-    """The client's preflight, a small task pinned to each Dask worker: refuse as a grading task would; else the digest."""
-    check_version(Task(chapter, Parcel("", b"", ""), "", None, False, False, version), load_chapter(chapter))
     return version["digest"]
 
 
@@ -197,7 +193,7 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
     """Grade one submission here: {"report": report JSON, "wall_s", "where"}. `slots`: the tasks this process runs at
     once (uid mode: that many uids); `started(name)`: called as grading begins; `scratch_root`: where the scratch
     goes (a Dask worker's own folder; default: the system's temporary folder)."""
-    check_version(task, load_chapter(task.chapter))
+    check_version_here(task.chapter, task.version)
     run_ = _open(task, slots, scratch_root)
     try:
         if started is not None:
