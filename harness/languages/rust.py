@@ -61,8 +61,7 @@ class BuildFailed(errors.BuildFailed):
     """The submission did not compile (or its build did not finish): every test fails with rustc's first error."""
 
     def __init__(self, message: str, first_error: str = "") -> None:
-        self.first_error = first_error or (message.splitlines() or [""])[0]
-        super().__init__(message, f"your crate did not compile: {self.first_error}")
+        super().__init__(message, f"your crate did not compile: {first_error or (message.splitlines() or [''])[0]}")
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ captures apart. It computes and returns plain data; it never sees an expected an
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 
 # the harness and the ops are imported before the submission is on sys.path (main), so it cannot shadow them
 from .session import PROTOCOL_VERSION, Session, load_module
@@ -29,14 +30,14 @@ def main() -> None:
     ops = load_module(a.ops, "ol_chapter_ops")  # the chapter's ops, too, before the submission is on sys.path
 
     sys.path.insert(0, a.package_dir)
-    inbox = _Lines(a.fd_in, read_some)
+    inbox = _lines(a.fd_in)
     outbox = os.fdopen(a.fd_out, "wb", buffering=0)
 
     def send(msg) -> None:
         outbox.write(dumps(msg))
 
     def receive():
-        line = inbox.readline()
+        line = next(inbox, b"")
         if not line:
             os._exit(0)  # the judge went away
         return loads(line)
@@ -62,22 +63,19 @@ def main() -> None:
                 send({"id": request.get("id"), "error": session.error_data(e)})
 
 
-class _Lines:
-    """Lines from the judge's descriptor, read as harness.protocol.wire.read_some reads (polling briefly first)."""
-
-    def __init__(self, fd: int, read_some) -> None:
-        self.fd, self.buf, self.read_some = fd, bytearray(), read_some
-        os.set_blocking(fd, False)
-
-    def readline(self) -> bytes:
-        while (end := self.buf.find(b"\n")) < 0:
-            chunk = self.read_some(self.fd)
+def _lines(fd: int) -> Iterator[bytes]:
+    """Lines from the judge's descriptor, read as harness.protocol.wire.read_some reads (polling briefly first),
+    until its end."""
+    os.set_blocking(fd, False)
+    buf = bytearray()
+    while True:
+        while (end := buf.find(b"\n")) < 0:
+            chunk = read_some(fd)
             if not chunk:
-                return b""
-            self.buf += chunk
-        line = bytes(self.buf[:end + 1])
-        del self.buf[:end + 1]
-        return line
+                return
+            buf += chunk
+        yield bytes(buf[:end + 1])
+        del buf[:end + 1]
 
 
 class JudgeRefused(RuntimeError):
