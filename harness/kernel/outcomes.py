@@ -7,51 +7,38 @@ spells an outcome.
 from enum import Enum
 
 
-class Outcome(str, Enum):
+class _Described(str, Enum):
+    """A value with its meaning: each member is written (value, description)."""
+
+    description: str
+
+    def __new__(cls, value: str, description: str = ""):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.description = description
+        return member
+
+
+class Outcome(_Described):
     """How one test ended for the implementation under test."""
 
-    PASS = "pass"
-    FAIL = "fail"
-    ERROR = "error"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-
-    @property
-    def description(self) -> str:
-        return _OUTCOME_TEXT[self]
+    PASS = "pass", "the implementation gave every answer the test expects"
+    FAIL = "fail", "the implementation answered, and an answer is wrong"
+    ERROR = "error", "the implementation raised an exception the test did not ask for (or the test itself broke)"
+    TIMEOUT = "timeout", "a call passed its deadline or the test's budget; the worker was stopped"
+    CRASHED = "crashed", "the worker process died or broke the protocol before answering"
 
     @property
     def passed(self) -> bool:
         return self is Outcome.PASS
 
 
-_OUTCOME_TEXT = {
-    Outcome.PASS: "the implementation gave every answer the test expects",
-    Outcome.FAIL: "the implementation answered, and an answer is wrong",
-    Outcome.ERROR: "the implementation raised an exception the test did not ask for (or the test itself broke)",
-    Outcome.TIMEOUT: "a call passed its deadline or the test's budget; the worker was stopped",
-    Outcome.CRASHED: "the worker process died or broke the protocol before answering",
-}
-
-
-class MutantVerdict(str, Enum):
+class MutantVerdict(_Described):
     """What the tests did to one mutant, in the words mutation testing tools use."""
 
-    CAUGHT = "caught"  # its named test fails (a further set's mutant: a test it is expected_by)
-    MISSED = "missed"  # its named test passes: the tests do not catch this pitfall
-    UNVIABLE = "unviable"  # the mutant could not be made or loaded (its patch does not apply)
-    TIMEOUT = "timeout"  # its named test ran out of time: caught, but only by the clock
-    CAUGHT_ELSEWHERE = "caught elsewhere"  # a further set's mutant: some test fails, but none it is expected_by
-
-    @property
-    def description(self) -> str:
-        return _VERDICT_TEXT[self]
-
-
-_VERDICT_TEXT = {
-    MutantVerdict.CAUGHT: "its named test fails, as it must",
-    MutantVerdict.MISSED: "its named test passes: the suite does not catch this pitfall",
-    MutantVerdict.UNVIABLE: "the mutant could not be built or loaded",
-    MutantVerdict.TIMEOUT: "its named test timed out instead of failing",
-    MutantVerdict.CAUGHT_ELSEWHERE: "tests fail, but none of those meant to catch its rule: a finding",
-}
+    CAUGHT = "caught", "its named test fails, as it must"  # a further set's mutant: a test it is expected_by fails
+    MISSED = "missed", "its named test passes: the suite does not catch this pitfall"
+    UNVIABLE = "unviable", "the mutant could not be built or loaded"  # its patch does not apply
+    TIMEOUT = "timeout", "its named test timed out instead of failing"  # caught, but only by the clock
+    # a further set's mutant: some test fails, but none it is expected_by
+    CAUGHT_ELSEWHERE = "caught elsewhere", "tests fail, but none of those meant to catch its rule: a finding"
