@@ -89,7 +89,8 @@ def class_data(chapter, loaded: dict, link) -> dict:
     students = (roster or {}).get("students", {})
     return {
         "chapter": chapter.chapter, "title": chapter.title, "settings": loaded["settings"], "max_score": max_score,
-        "counts": {"submissions": len(reports), "passed": sum(r.ok for r in graded), "failed": sum(not r.ok for r in graded),
+        "counts": {"submissions": len(reports), "passed": sum(r.ok for r in graded),
+                   "failed": sum(not r.ok for r in graded),
                    "rejected": sum(status_of(r) == "rejected" for r in reports),
                    "ungraded": sum(status_of(r) == "ungraded" for r in reports)},
         "scores": scores,

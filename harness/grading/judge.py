@@ -157,7 +157,8 @@ def _run_judge(sub: Path, scratch: Path, uid: int | None, shown: str | None, opt
     elapsed = time.perf_counter() - start
     if refused is not None:  # the judge found the submission malformed (the layout check had passed): its verdict
         reason = " ".join(refused.replace(str(sub), shown or str(sub)).split())  # one line of at most 300 characters
-        rejected = Report.for_rejected(chapter, sub.name, ref_deps, reason if len(reason) <= 300 else reason[:297] + "...")
+        reason = reason if len(reason) <= 300 else reason[:297] + "..."
+        rejected = Report.for_rejected(chapter, sub.name, ref_deps, reason)
         return rejected.but(sandbox=sandbox, language=language_of(chapter, sub)), elapsed
     report: Report | None = None
     if problem is None:

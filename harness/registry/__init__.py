@@ -178,7 +178,8 @@ def _packs(strict: bool = True) -> dict[str, tuple[Path, dict]]:
             if not isinstance(name, str) or (name in found and found[name][0] != toml.parent):
                 if strict:
                     raise RegistryError(f"{toml}: has no `chapter = \"...\"` name" if not isinstance(name, str) else
-                                        f"chapter {name} is defined twice: {found[name][0]} and {toml.parent}; remove one")
+                                        f"chapter {name} is defined twice: {found[name][0]} and {toml.parent}; "
+                                        "remove one")
                 continue
             found.setdefault(name, (toml.parent, table))
     return found

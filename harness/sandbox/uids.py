@@ -54,7 +54,8 @@ def slot_uid(exclude: Set[int]) -> int:
             continue
         if uid not in busy and uid not in exclude:
             return uid
-    raise SandboxError(f"no free uid in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; grade with fewer --jobs")
+    raise SandboxError(f"no free uid in {SLOT_UIDS.start}-{SLOT_UIDS.stop - 1} for the workers; "
+                       "grade with fewer --jobs")
 
 
 def uid_of(pid: int) -> int | None:

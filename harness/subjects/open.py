@@ -133,7 +133,8 @@ def open_impl(chapter: Chapter, subject: str, ref_deps: bool = False, transport:
             into = materialize_mutant(chapter, mid, _scratch(), lang)
             return _over_worker(chapter, lang, into, f"mutant {mid} {worker}", scratch=into, sandbox=sandbox)
         return Client(InProcess(_in_process_mutant(chapter, mid), ops), f"mutant {mid}")
-    sub = detect(chapter, subject, language_name)  # in a worker of its language (a bare file: the rest from the reference)
+    # a submission: in a worker of its language (a bare file: the rest from the reference)
+    sub = detect(chapter, subject, language_name)
     try:
         if ref_deps or sub.bare:
             how = "--ref-deps" if ref_deps else f"{sub.layout}: earlier chapters from the reference"

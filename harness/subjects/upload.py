@@ -176,7 +176,8 @@ def walk(root: Path, top_name: str | None = None):
     base = top_name or ""
     st = os.stat(root)  # the root: the user's own path, resolved
     if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-        raise BadSubmission(f"{visible(base or root.name)} is neither a folder nor a regular file: upload your source files")
+        raise BadSubmission(f"{visible(base or root.name)} is neither a folder nor a regular file: "
+                            "upload your source files")
     yield base, root, stat.S_ISDIR(st.st_mode), bool(st.st_mode & 0o111)
     if not stat.S_ISDIR(st.st_mode):
         return
@@ -196,8 +197,8 @@ def walk(root: Path, top_name: str | None = None):
             count += 1
             tick(entries=1)
             if count > ENTRY_CAP:
-                raise BadSubmission(f"{visible(base or root.name)} holds more than {ENTRY_CAP} files and folders: source code "
-                                    "is a few dozen files; upload only your source")
+                raise BadSubmission(f"{visible(base or root.name)} holds more than {ENTRY_CAP} files and folders: "
+                                    "source code is a few dozen files; upload only your source")
             st = os.lstat(path)
             if stat.S_ISLNK(st.st_mode):
                 raise BadSubmission(link_reason(path, child))
