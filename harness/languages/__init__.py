@@ -86,7 +86,8 @@ def _python_worker(chapter, package_dir: Path, home: Path) -> WorkerLaunch:
 
 
 def _rust_worker(chapter, built: Path, home: Path) -> WorkerLaunch:
-    binary = rust.worker_files(built, home)
+    binary = readable_file(Path(built) / "bin" / "tl-worker", home / "kit" / "tl-worker")  # the build's, in its folder
+    os.chmod(binary, 0o755)
     return WorkerLaunch(lambda fd_in, fd_out: [str(binary), "--in", str(fd_in), "--out", str(fd_out)],
                         (binary.parent, *chapter.worker_data), {"RUST_BACKTRACE": "0"})
 

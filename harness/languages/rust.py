@@ -45,7 +45,7 @@ from pathlib import Path
 from ..kernel import cache as cache_folders, clock, errors, stage
 from ..kernel.errors import OlError, UsageError
 from ..sandbox.bwrap import Limits
-from ..sandbox.confine import Mode, confine, kill_group, readable_file, reap
+from ..sandbox.confine import Mode, confine, kill_group, reap
 from .rust_workspace import COURSE_CRATES, TEMPLATE_ENV, assemble, judge_sources  # noqa: F401  (COURSE_CRATES, TEMPLATE_ENV: re-exported)
 
 BUILD_DEADLINE_S = 240.0  # a clean dev build of the workspace takes 3 to 9 s; a loaded grading box, far more
@@ -334,11 +334,3 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
         shutil.rmtree(building, ignore_errors=True)
     cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final
-
-
-def worker_files(built: Path, home: Path) -> Path:
-    """The built worker copied into the worker's own folder (what the sandbox shows it); returns the binary."""
-    kit = home / "kit"
-    binary = readable_file(Path(built) / "bin" / "tl-worker", kit / "tl-worker")
-    os.chmod(binary, 0o755)
-    return binary
