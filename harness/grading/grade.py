@@ -107,16 +107,15 @@ def grade(chapter: Chapter, submissions_dir: Path, options: GradeOptions, events
                     continue
                 parcel = pack(sub)
         except ParcelError as e:  # a link, a cap passed, an unreadable file: no submission, on every engine
-            ledger.record(Report.for_rejected(chapter, sub.name, ref_deps, str(e)), 0.0, "", "client")
-            continue
+            report = Report.for_rejected(chapter, sub.name, ref_deps, str(e))
         except upload.TooSlow as e:  # past the deadline: the upload's fault (too big) or the machine's
-            ledger.record(too_slow(chapter, sub.name, ref_deps, e), 0.0, "", "client")
-            continue
+            report = too_slow(chapter, sub.name, ref_deps, e)
         except Exception as e:  # noqa: BLE001 -- ol's own failure on this one entry: its row says so, the class goes on
             report = Report.for_ungraded(chapter, sub.name, ref_deps, f"ol could not pack its files ({type(e).__name__}: {e})")
-            ledger.record(report, 0.0, "", "client")
+        else:
+            todo.append(Task(chapter.chapter, parcel, str(sub), seed, ref_deps, unconfined_ok, version))
             continue
-        todo.append(Task(chapter.chapter, parcel, str(sub), seed, ref_deps, unconfined_ok, version))
+        ledger.record(report, 0.0, "", "client")  # its row, made here: no submission to ship
     events.begin(len(subs), list(ledger.skipped), len(todo))
 
     def done(task, result: dict) -> None:
