@@ -27,7 +27,7 @@ import stat
 import subprocess
 import sys
 from dataclasses import dataclass
-from collections.abc import Sequence, Set
+from collections.abc import Callable, Sequence, Set
 from pathlib import Path
 
 from ..kernel.errors import BadSubmission, SandboxError  # noqa: F401  (SandboxError: tests import it from here)
@@ -183,24 +183,18 @@ def children(pid: int) -> list[int] | None:
 
 def descendants(pid: int, parents: dict[int, int] | None = None) -> list[int]:
     """Every process below `pid`: from the children files, or (`parents` given, or a kernel without them) /proc."""
-    if parents is None:
-        out, todo = [], [pid]
-        while todo:
-            kids = children(todo.pop())
-            if kids is None:
-                break
-            out += kids
-            todo += kids
-        else:
-            return out
-    below: dict[int, list[int]] = {}
-    for p, parent in (parents or process_parents()).items():
-        below.setdefault(parent, []).append(p)
-    out, todo = [], list(below.get(pid, ()))
+    kids_of: Callable[[int], list[int] | None] = children
+    if parents is not None or children(pid) is None:
+        below: dict[int, list[int]] = {}
+        for p, parent in (parents or process_parents()).items():
+            below.setdefault(parent, []).append(p)
+        kids_of = below.get
+    out: list[int] = []
+    todo = [pid]
     while todo:
-        p = todo.pop()
-        out.append(p)
-        todo += below.get(p, ())
+        kids = kids_of(todo.pop()) or []
+        out += kids
+        todo += kids
     return out
 
 
