@@ -149,7 +149,7 @@ def check(chapter, submission, ref_deps, ref_deps_if_missing, transport, json_pa
     if submission is None:
         submission = _default_submission(ch, lang, console)
         if submission is None:
-            given = _options_given(click.get_current_context())
+            given = [p.opts[0] for p in _options_given(click.get_current_context())]
             if given or not sys.stdout.isatty():  # the demo is for a person at a terminal who typed `ol check CHAPTER`
                 raise UsageError(_no_submission(ch, lang, given))
             return _demo(ch)
@@ -190,8 +190,7 @@ def _next_step(ch, rep, ctx) -> str:
     """After a failing check: how to rerun the first failing test alone, and see the cases, in the language graded."""
     failed = next(t.name for t in rep.tests if not t.outcome.passed)
     flags = "".join(f" {p.opts[0]} {ctx.params[p.name]}" if not p.is_flag else f" {p.opts[0]}"
-                    for p in ctx.command.params if p.name in ("submission", "ref_deps", "lang")
-                    and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT)
+                    for p in _options_given(ctx) if p.name in ("submission", "ref_deps", "lang"))
     lang = rep.language or OWN
     words = language(lang).words
     again = f"`ol check {ch.chapter}{flags} -k {failed}`" + words.rerun.format(failed=failed)
@@ -245,9 +244,9 @@ def _enclosing_workspace(ch, langs: list[str]) -> str | None:
     return None
 
 
-def _options_given(ctx) -> list[str]:
-    """The options the command line gave (each by its first name), defaults aside."""
-    return [p.opts[0] for p in ctx.command.params if isinstance(p, click.Option)
+def _options_given(ctx) -> list[click.Option]:
+    """The options the command line gave, defaults aside."""
+    return [p for p in ctx.command.params if isinstance(p, click.Option)
             and ctx.get_parameter_source(p.name) is not click.core.ParameterSource.DEFAULT]
 
 

@@ -108,14 +108,9 @@ def package_version(name: str) -> str | None:
         return None
 
 
-def missing(extra: str) -> list[str]:
-    """The distributions of the extra that this environment lacks."""
-    return [r.name for r in extra_requirements(extra) if package_version(r.name) is None]
-
-
 def require(extra: str, command: str) -> None:
     """Refuse (ExtraMissing, exit 2) to run `ol COMMAND` where a package of its extra is missing, saying how to get it."""
-    lacking = missing(extra)
+    lacking = [r.name for r in extra_requirements(extra) if package_version(r.name) is None]  # not installed here
     if lacking:
         raise ExtraMissing(f"`ol {command}` needs the {extra} extra ({', '.join(lacking)} not installed here): run "
                            f"`{HOW[extra]}` once, which installs locks/{extra}.txt into .venv, then run the command again "
