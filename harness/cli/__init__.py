@@ -345,10 +345,6 @@ def _workspace_language(ch) -> str:
     return OWN
 
 
-main.add_command(starting.start)
-
-for _command in (staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config, staff.selftest):
-    main.add_command(_command)
-
-for _command in (grading.grade, grading.report, grading.similar_cmd):  # `ol grade`, `ol report`, `ol similar`
+for _command in (starting.start, staff.fixtures, staff.mutants, staff.gradescope, staff.mutmut, staff.config,
+                 staff.selftest, grading.grade, grading.report, grading.similar_cmd):  # the last: `ol similar`
     main.add_command(_command)
