@@ -45,7 +45,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ..kernel import clock
@@ -66,13 +66,18 @@ class ZygoteError(OlError):
 
 # ---- the zygote process -------------------------------------------------------------------------------
 
-def short(path: Path) -> tuple[str, int | None]:
+@contextlib.contextmanager
+def short(path: Path) -> Iterator[str]:
     """A path to `path` an AF_UNIX address can hold (108 bytes): itself, or through a descriptor of its folder
-    (/proc/self/fd/N/NAME); (the path, the descriptor to close after its use, or None)."""
+    (/proc/self/fd/N/NAME), open while the block runs."""
     if len(os.fsencode(str(path))) < 100:
-        return str(path), None
+        yield str(path)
+        return
     fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY)
-    return f"/proc/self/fd/{fd}/{path.name}", fd
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def _die_with_parent() -> None:
@@ -149,12 +154,8 @@ def serve(path: str, chapter: str, modules: Sequence[str] = ()) -> None:
     preload(chapter, modules)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # monitors are reaped by the kernel: the zygote waits for none
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    address, fd = short(Path(path))  # a path of any length (a Dask worker's folder deep in a scratch tree)
-    try:
+    with short(Path(path)) as address:  # a path of any length (a Dask worker's folder deep in a scratch tree)
         listener.bind(address)
-    finally:
-        if fd is not None:
-            os.close(fd)
     listener.listen(64)
     sys.stdout.write("ready\n")
     sys.stdout.flush()
@@ -216,11 +217,9 @@ class Zygote:
             raise ZygoteError("a judge needs a main to run: give the Zygote one, or the request")
         request = {"argv": argv, "env": env, "cwd": str(cwd), "main": main}
         pipes = [os.pipe() for _ in range(3)]
-        fd = None
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s, short(Path(self.path)) as address:
                 s.settimeout(10)
-                address, fd = short(Path(self.path))
                 s.connect(address)
                 socket.send_fds(s, [json.dumps(request).encode()], [w for _, w in pipes])
         except OSError as e:
@@ -228,9 +227,6 @@ class Zygote:
                 os.close(r)
                 os.close(w)
             raise ZygoteError(f"the judges' zygote is gone ({e}): no judge can start") from None
-        finally:
-            if fd is not None:
-                os.close(fd)
         for _, w in pipes:
             os.close(w)
         return _collect([r for r, _ in pipes], argv, timeout)
