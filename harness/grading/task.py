@@ -198,9 +198,10 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
     try:
         if started is not None:
             started(task.parcel.name)
-        box = Path(tempfile.mkdtemp(prefix="sub-", dir=run_.scratch))
-        box.chmod(0o711)
-        try:
+        with tempfile.TemporaryDirectory(prefix="sub-", dir=run_.scratch, ignore_cleanup_errors=True) as made:
+            box = Path(made)
+            box.chmod(0o711)
+
             def verdict(report) -> dict:
                 report = report.but(sandbox=run_.mode.name)
                 return {"report": _shown_as(report.to_json(), str(sub), task.shown), "wall_s": 0.0, "where": _where()}
@@ -229,8 +230,6 @@ def run(task: Task, slots: int = 1, started=None, scratch_root: str | None = Non
                 return verdict(Report.for_ungraded(run_.chapter, task.parcel.name, task.ref_deps, why))
             data = _shown_as(report.to_json(), str(sub), task.shown)
             return {"report": data, "wall_s": wall, "where": _where()}
-        finally:
-            shutil.rmtree(box, ignore_errors=True)
     finally:
         with _runs_lock:
             run_.users -= 1

@@ -280,11 +280,12 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
     copies (OL_RUST_TEMPLATE=dest). It holds nothing a student must not have: the chapter's file is the contract's
     stub, not the reference's, beside the files `ol start` hands out; its built worker is removed. Returns dest."""
     lang = chapter.language("rust")
-    src = lang.copy_reference(Path(tempfile.mkdtemp(prefix="ol-impl-")))
-    for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
-        shutil.copyfile(lang.contract, src / rel)
     try:
-        build(chapter, src, dest, mode, cache=False)
+        with tempfile.TemporaryDirectory(prefix="ol-impl-", ignore_cleanup_errors=True) as made:
+            src = lang.copy_reference(Path(made))
+            for rel in lang.student_files:  # the chapter's own file: the stub, never the reference's answer
+                shutil.copyfile(lang.contract, src / rel)
+            build(chapter, src, dest, mode, cache=False)
         for built in (dest / "target" / "debug" / "deps").glob("tl_worker-*"):  # the binary and its hard link
             if built.is_file():
                 built.unlink()
@@ -292,8 +293,6 @@ def prebuild_template(chapter, dest: Path, mode: Mode) -> Path:
         shutil.rmtree(dest / "bin", ignore_errors=True)
     except BuildFailed as e:
         raise OlError(f"the Rust reference does not build here, so no Rust submission can be graded: {e}") from None
-    finally:
-        shutil.rmtree(src, ignore_errors=True)
     return dest
 
 
@@ -320,8 +319,8 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
     if cache_folders.ours(final) and (final / ".complete").is_file():
         os.utime(final)  # the newest used: kept by the pruning below
         return final
-    building = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=root))
-    try:
+    with tempfile.TemporaryDirectory(prefix=f".{key}-", dir=root, ignore_cleanup_errors=True) as made:
+        building = Path(made)
         prebuild_template(chapter, building / "t", mode)
         (building / "t" / ".complete").touch()
         cache_folders.mark(building / "t")
@@ -330,7 +329,5 @@ def _machine_template(chapter, mode: Mode, version_digest: str) -> Path:
         except OSError:  # another run finished first: its build is the same (if ol made it: never a link planted there)
             if not (cache_folders.ours(final) and (final / ".complete").is_file()):
                 raise cache_folders.CacheRefused(final, "is not a template ol made") from None
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
     cache_folders.prune(root, TEMPLATES_KEPT)  # templates ol made alone, not one being built (a `.` name)
     return final

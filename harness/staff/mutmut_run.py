@@ -242,8 +242,8 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None], *, max_children
         raise RegistryError(f"chapter {chapter} names no files for mutmut (`mutmut` in [language.{own}] of its chapter.toml)")
     tests_dir = str(ch.tests_files[0].parent.relative_to(REPO))  # a pack's graded tests live in one folder
     start = time.monotonic()
-    scratch = Path(tempfile.mkdtemp(prefix="ol-mutmut-"))
-    try:
+    with tempfile.TemporaryDirectory(prefix="ol-mutmut-", ignore_cleanup_errors=True) as made:
+        scratch = Path(made)
         _make_scratch(scratch)
         on_progress(f"scratch copy at {scratch}; baseline run of {tests_dir}")
         deselected = _baseline_failures(scratch, tests_dir)
@@ -280,5 +280,3 @@ def run_mutmut(chapter: str, on_progress: Callable[[str], None], *, max_children
             survived=tuple(survived), other=tuple(other), stale_equivalent=tuple(stale), deselected=tuple(deselected),
             duration_s=round(time.monotonic() - start, 1),
             command=" ".join(cmd) + f"  (in the scratch copy; mutmut exit {code})")
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)

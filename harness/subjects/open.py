@@ -63,13 +63,11 @@ def _client(chapter: Chapter):
 def _in_process_mutant(chapter: Chapter, mid: str) -> str:
     alias = f"ol_mutant_{chapter.pack_dir.name}_{mid}"
     if alias not in sys.modules:  # one patched copy per mutant per process, all imported, then removed
-        into = materialize_mutant(chapter, mid, _scratch())
-        try:
+        with tempfile.TemporaryDirectory(prefix="ol-impl-", ignore_cleanup_errors=True) as made:
+            into = materialize_mutant(chapter, mid, Path(made))
             package = load_package(into / chapter.language(in_process().name).package, alias)
             for m in pkgutil.walk_packages(package.__path__, f"{alias}."):
                 importlib.import_module(m.name)
-        finally:
-            shutil.rmtree(into, ignore_errors=True)
     return alias
 
 
