@@ -74,21 +74,13 @@ def forget() -> None:
 def _read(path: Path, key: str):
     """The value kept at `path` under `key`, or _MISSING (no file, another owner's, writable by others, damaged)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return _MISSING
-    try:
-        st = os.fstat(fd)
-        if st.st_uid != os.getuid() or st.st_mode & 0o022:
-            return _MISSING
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
+        with open(path, "rb", opener=lambda name, flags: os.open(name, flags | os.O_NOFOLLOW)) as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return _MISSING
             kept = marshal.loads(f.read())
     except (OSError, ValueError, EOFError, TypeError):
         return _MISSING
-    finally:
-        if fd >= 0:
-            os.close(fd)
     if not (isinstance(kept, tuple) and len(kept) == 2 and kept[0] == key):
         return _MISSING
     if time.time() - st.st_mtime > TOUCH_AFTER_S:
