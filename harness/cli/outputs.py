@@ -2,7 +2,6 @@
 checked writable before any work starts, so a verdict is never lost to a path that fails at the end."""
 
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -39,12 +38,9 @@ def _unwritable(path: Path, folder: bool = False) -> str | None:
         return f"{nearest} is a file, not a folder"
     try:
         if path.exists():
-            with open(path, "ab"):
-                pass
+            open(path, "ab").close()
         else:
-            fd, probe = tempfile.mkstemp(dir=nearest, prefix=".ol-probe-")
-            os.close(fd)
-            os.unlink(probe)
+            tempfile.TemporaryFile(dir=nearest, prefix=".ol-probe-").close()
     except OSError as e:
         return f"cannot be written ({e.strerror or e})"
     return None

@@ -82,8 +82,7 @@ def check_outputs(out_csv: Path, results_dir: Path | None) -> None:
             folder.mkdir(parents=True, exist_ok=True)
             if folder == results_dir:
                 folder.chmod(0o700)  # the ledger is the staff's: no worker uid lists or reads it
-            probe = Path(tempfile.mkstemp(dir=folder, prefix=".ol-probe-")[1])
-            probe.unlink()
+            tempfile.TemporaryFile(dir=folder, prefix=".ol-probe-").close()
         except OSError as e:
             raise UsageError(f"{what}: cannot write in {folder} ({e.strerror or e}); pick a writable place") from None
 
