@@ -98,12 +98,6 @@ class Chapter:
     mutant_set_manifests: dict[str, Path] = field(default_factory=dict)  # a further set's name -> its manifest
     student_map: dict[str, str] = field(default_factory=dict)  # a path the chapter's text names -> where it is in ol
 
-    def test(self, name: str) -> TestSpec:
-        for t in self.tests:
-            if t.name == name:
-                return t
-        raise KeyError(name)
-
     def mutant(self, mid: str) -> "MutantSpec | RuleMutantSpec":
         """The mutant `mid` of any set (ids are unique across sets)."""
         every: list[MutantSpec | RuleMutantSpec] = [*self.mutants, *(x for s in self.mutant_sets.values() for x in s)]
