@@ -63,27 +63,15 @@ def ready(depth: int = 2) -> Path | None:
         top = folder()
     except (RuntimeError, OSError):  # no home, a read-only one: no cache is used (harness.kernel.memo makes each value)
         return None
-    level = [top]
-    for _ in range(depth):
-        below = []
-        for parent in level:
-            for path in _listed(parent):
-                try:
-                    st = os.lstat(path)
-                except OSError:  # removed since the listing (another check pruning)
-                    continue
-                if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
-                    _refuse(path, st, private=False)
-                    below.append(path)
-        level = below
+    for level in range(1, depth + 1):  # a level's links are refused before the next one is listed through them
+        for path in top.glob("/".join(["*"] * level)):  # a folder not ours to read: folder() refuses it when used
+            try:
+                st = os.lstat(path)
+            except OSError:  # removed since the listing (another check pruning)
+                continue
+            if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
+                _refuse(path, st, private=False)
     return top
-
-
-def _listed(parent: Path) -> list[Path]:
-    try:
-        return list(parent.iterdir())
-    except OSError:  # removed, or not ours to read: folder() refuses it when it is used
-        return []
 
 
 def entry(parent: Path, name: str) -> Path:
