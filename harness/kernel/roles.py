@@ -20,10 +20,10 @@ from __future__ import annotations
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-import re
 import tomllib
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name as canonical  # a name as the lock and pip compare it (PEP 503)
 
 from .errors import UsageError
 from .paths import REPO
@@ -36,11 +36,6 @@ HOW = {"staff": "OL_EXTRAS=staff ./ol --help", "dev": "OL_EXTRAS=dev ./ol --help
 
 class ExtraMissing(UsageError):
     """A command of the staff's (or ol's own suite) run where only a smaller role is installed (exit 2)."""
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as the lock and pip compare it (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def lock_file(role: str) -> Path:
