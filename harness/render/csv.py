@@ -34,13 +34,10 @@ def grades_csv(result: dict) -> str:
 
 
 def _row(r, wall: float, tests: list[str]) -> list:
-    """One submission's cells: the fixed columns, then one outcome per test."""
-    if r.ungraded is not None:
-        return ([r.submission, "ungraded", "", "", "", r.max_score, wall, r.ungraded, r.sandbox or "", r.language or ""] +
-                ["ungraded"] * len(tests))
-    if r.rejected is not None:
-        return ([r.submission, "rejected", 0, len(r.tests), 0.0, r.max_score, wall, r.rejected, r.sandbox or "",
-                 r.language or ""] + ["rejected"] * len(tests))
+    """One submission's cells: the fixed columns, then one outcome per test (an ungraded or rejected one: its state)."""
+    status = "ungraded" if r.ungraded is not None else "rejected" if r.rejected is not None else "graded"
     outcomes = {t.name: t.outcome.value for t in r.tests}
-    return ([r.submission, "graded", r.passed, len(r.tests) - r.passed, r.score, r.max_score, wall, "",
-             r.sandbox or "", r.language or ""] + [outcomes.get(n, "missing") for n in tests])
+    counts = (["", "", ""] if status == "ungraded" else [0, len(r.tests), 0.0] if status == "rejected"
+              else [r.passed, len(r.tests) - r.passed, r.score])  # passed, failed, score
+    return [r.submission, status, *counts, r.max_score, wall, r.ungraded or r.rejected or "", r.sandbox or "",
+            r.language or "", *(outcomes.get(n, "missing") if status == "graded" else status for n in tests)]
