@@ -13,14 +13,14 @@ from ..subjects.open import open_impl
 from ..subjects.reference import pristine
 
 
-def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, golden_path=None, language: str | None = None,
+def run_diff(chapter: Chapter, submission: str, ref_deps: bool = False, language: str | None = None,
              only: str | None = None) -> dict:
     """Every golden case the submission gets wrong, by section in the chapter's order (`only`: one section, or its
     function), and the failing property checks (`properties`; `elsewhere`: the other sections', when those shown
     agree). A submission that does not load (or compile) is one `load_error`, and no case is run."""
     from .runner import load_failure  # here: harness.check.runner imports pytest (0.36 s), which the CLI loads only to run
 
-    golden = json.loads(open(golden_path or chapter.golden).read())
+    golden = json.loads(chapter.golden.read_text())
     impl = open_impl(chapter, submission, ref_deps, language_name=language)
     try:
         cases = chapter.module("cases")

@@ -10,7 +10,6 @@ A truncated or edited file is a harness error, never a failing grade for the cod
 
 import hashlib
 import json
-import tempfile
 from pathlib import Path
 
 from ..kernel.errors import OlError
@@ -55,11 +54,11 @@ def check_fixtures(chapter: Chapter) -> str | None:
     return problem
 
 
-def fresh_golden(chapter: Chapter, seed: int, into: Path | None = None) -> Path:
+def fresh_golden(chapter: Chapter, seed: int, into: Path) -> Path:
     """A golden file of new cases from `seed`, with the shipped file's case design (and its digest), built once per
     seed and harness version (harness.kernel.memo, FRESH_KEPT of them): a second check on the seed reads it back."""
     oracle = oracle_of(chapter)
-    path = (into or Path(tempfile.mkdtemp(prefix="ol-fresh-"))) / f"{chapter.golden.stem}.fresh-{seed}.json"
+    path = into / f"{chapter.golden.stem}.fresh-{seed}.json"
     ref = pristine(chapter)
     data = remembered("fresh", f"{chapter.chapter} fresh cases, seed {seed}, harness {version_of(chapter)['digest']}",
                       lambda: oracle.dumps(oracle.build(ref, seed)), kept=FRESH_KEPT)

@@ -97,12 +97,12 @@ def ours(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and stat.S_ISREG(marked.st_mode)
 
 
-def prune(parent: Path, kept: int, grace_s: float = 0.0, skip: str = ".", made=ours) -> list[Path]:
+def prune(parent: Path, kept: int, grace_s: float = 0.0, made=ours) -> list[Path]:
     """Remove the entries of `parent` ol made (`made`: `ours`, or a file test of the caller's) beyond the `kept` most
-    recently used, unless used within `grace_s` (or named with the prefix `skip`: one being made). Returns what it
+    recently used, unless used within `grace_s` (or named with a leading `.`: one being made). Returns what it
     removed."""
     try:
-        found = [(os.lstat(p).st_mtime, p) for p in Path(parent).iterdir() if not p.name.startswith(skip) and made(p)]
+        found = [(os.lstat(p).st_mtime, p) for p in Path(parent).iterdir() if not p.name.startswith(".") and made(p)]
     except OSError:  # an entry removed while listing (another check pruning): next time
         return []
     now, gone = time.time(), []

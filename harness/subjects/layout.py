@@ -198,7 +198,7 @@ def _package_folder(lang: LanguageSpec, path: Path) -> Path | None:
     return Path(*found[0].parts[:len(found[0].parts) - len(inside.parts)]) if found else None
 
 
-def _detect_language(chapter: Chapter, lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
+def _detect_language(lang: LanguageSpec, path: Path, scratch_box: list) -> Submission | None:
     def scratch() -> Path:
         if not scratch_box:
             scratch_box.append(Path(tempfile.mkdtemp(prefix="ol-submission-")))
@@ -250,7 +250,7 @@ def detect(chapter: Chapter, path: Path | str, language: str | None = None) -> S
                 except BadSubmission as e:
                     raise BadSubmission(f"{path}: in its archive, {e}") from None
         for lang in langs:
-            sub = _detect_language(chapter, lang, look_at, scratch_box)
+            sub = _detect_language(lang, look_at, scratch_box)
             if sub is None:
                 continue
             sub.origin, sub.scratch = origin, scratch_box[0] if scratch_box else None
