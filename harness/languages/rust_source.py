@@ -76,15 +76,6 @@ def _attributes(clean: str):
         yield m.start(), j, bool(m.group(1)), clean[m.end():j - 1]
 
 
-def _line(text: str, at: int) -> int:
-    return text.count("\n", 0, at) + 1
-
-
-def _quoted(text: str, a: int, b: int) -> str:
-    said = " ".join(text[a:b].split())
-    return repr(said if len(said) <= 120 else said[:117] + "...")
-
-
 def _plain_declaration(clean: str, attrs: list, name: str) -> bool:
     """Does the cleaned lib.rs declare `[pub] mod name;` at its top level with no outer `cfg`/`cfg_attr`/`path` on it?"""
     for m in re.finditer(rf"(?<![A-Za-z0-9_])(pub(\s*\([^)]*\))?\s+)?mod\s+{name}\s*;", clean):
@@ -114,7 +105,10 @@ def refusal(src: Path, given: list[str]) -> str | None:
         rel = path.relative_to(src.parent.parent).as_posix()
         for start, end, _inner, content in _attributes(clean):
             if re.search(r"(?<![A-Za-z0-9_$])path(?![A-Za-z0-9_])", content):
-                return (f"{rel}:{_line(text, start)}: the attribute {_quoted(text, start, end)} is refused: a #[path] "
+                line = text.count("\n", 0, start) + 1
+                said = " ".join(text[start:end].split())
+                said = said if len(said) <= 120 else said[:117] + "..."
+                return (f"{rel}:{line}: the attribute {said!r} is refused: a #[path] "
                         f"attribute can make the build compile another file as a module, and the given modules "
                         f"({', '.join(given)}) are always the course's; keep each module in its own file (src/NAME.rs) "
                         "and remove the attribute")
