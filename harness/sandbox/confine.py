@@ -66,8 +66,8 @@ def _uid_mode_unavailable() -> str | None:
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30, cwd="/")
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"the fallback could not start: {e}"
-    lines = [line for line in r.stderr.decode(errors="replace").splitlines() if line.strip()]
     if r.returncode != 0:  # the probe's last line: its error, without its traceback
+        lines = [line for line in r.stderr.decode(errors="replace").splitlines() if line.strip()]
         return (f"uid {worker_uid()} cannot run this interpreter and numpy (is it or its environment "
                 f"private to root?): {lines[-1].strip()[:300] if lines else '(no output)'}")
     return None
