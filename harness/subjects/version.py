@@ -12,7 +12,6 @@ outputs left out, recomputed when a file's size or mtime changed: an edit change
 from functools import lru_cache
 import hashlib
 import os
-import threading
 from pathlib import Path
 
 from ..languages import INTERPRETER, SOURCE_ROOTS, interpreter_version
@@ -21,8 +20,6 @@ from ..kernel.roles import locked_names, package_version
 
 FILE_ROOTS = ("harness", "reference", *SOURCE_ROOTS, "fixtures", "config", "spec", "pyproject.toml")  # and the pack
 SKIPPED = {"__pycache__", "target", ".git", ".pytest_cache", ".ruff_cache"}
-_lock = threading.Lock()
-_last: dict = {}  # the stat signature the files' digest was last made from, and that digest
 
 
 def _files(roots: list[Path]) -> list[Path]:
@@ -39,20 +36,20 @@ def _files(roots: list[Path]) -> list[Path]:
 
 def files_digest(chapter) -> str:
     """sha256 over the paths (relative to the project) and bytes of every file a judge may read."""
-    roots = [REPO / r for r in FILE_ROOTS] + [Path(chapter.pack_dir)]
-    files = _files(roots)
-    signature = tuple((str(f), s.st_size, s.st_mtime_ns) for f in files for s in [f.stat()])
-    with _lock:
-        if _last.get("signature") == signature:
-            return _last["digest"]
+    files = _files([REPO / r for r in FILE_ROOTS] + [Path(chapter.pack_dir)])
+    return _digest(tuple((str(f), s.st_size, s.st_mtime_ns) for f in files for s in [f.stat()]), Path(chapter.pack_dir))
+
+
+@lru_cache(maxsize=1)
+def _digest(signature: tuple, pack_dir: Path) -> str:
+    """The files' digest, made again only when the files' stat signature (path, size, mtime of each) changed."""
     h = hashlib.sha256()
-    for f in files:
-        rel = f.relative_to(REPO).as_posix() if f.is_relative_to(REPO) else f"pack/{f.relative_to(chapter.pack_dir).as_posix()}"
+    for name, _, _ in signature:
+        f = Path(name)
+        rel = f.relative_to(REPO).as_posix() if f.is_relative_to(REPO) else f"pack/{f.relative_to(pack_dir).as_posix()}"
         data = f.read_bytes()
         h.update(b"%s %d\n" % (rel.encode(), len(data)))
         h.update(data)
-    with _lock:
-        _last.update(signature=signature, digest=h.hexdigest())
     return h.hexdigest()
 
 
