@@ -18,7 +18,11 @@ varies is printed with its outcomes other than fail (a timeout on one seed may b
 have their calls' deadlines like any check). For a quiet moment, never stop the bench's processes (a check stopped
 mid-call sees its deadline pass on resuming: a timeout of the bench's making); create --pause-file's file: no check
 starts while it exists, the running ones end. The checks go seed by seed, so a run stopped early has
-whole seeds 1..m for every row. --quick (CI's smoke run) checks seeds 1 and 2 of s07 and of the correct sample; the
+whole seeds 1..m for every row.
+A table longer than a session: run it from a worktree of one commit (`git worktree add --detach DIR COMMIT`), its
+log in bench/records/ (`--out bench/records/seed_table-COMMIT.json --resume`, a log per language), and commit the
+log on main; a later session resumes it at the same commit (the log's checks carry that commit's harness version,
+which --resume keeps). Main's later commits are then checked against the table on a few seeds (--seeds 2). --quick (CI's smoke run) checks seeds 1 and 2 of s07 and of the correct sample; the
 suite's test_seed_stability.py checks a few mutants on a few seeds.
 """
 

@@ -212,14 +212,24 @@ def _cfg(draft: str, raw: bool = False):
     return draw
 
 
-def _unambiguous(r, g) -> list:
-    """Distinct tokens, then a copy of L of them: every suffix of length <= L occurred once earlier, followed by
-    distinct tokens with room for any k <= 8. Every rule of the drafts gives one answer here (most recent or first
-    occurrence, stopping at the suffix or not, ties, back-off), so propose is judged on what it dispatches to and
-    passes on (draft kind, bounds, k), not on the draft functions' own rules (their tests' rows)."""
-    a = r.sample(range(60), r.randint(30, 45))
-    i = r.randint(0, len(a) - 23)  # room for k up to cfg.k + 3 = CONFIG_K before the copy (and 3 to spare)
-    return a + a[i:i + r.randint(1, 3)]
+def _unambiguous(length=None):
+    """Distinct tokens, then a copy of L of them (L = length(cfg), else 1 to 3): every suffix of length <= L occurred
+    once earlier, followed by distinct tokens with room for any k <= CONFIG_K. Every rule of the drafts but the n
+    range gives one answer here (most recent or first occurrence, stopping at the suffix or not, ties, back-off), so
+    propose is judged on what it dispatches to and passes on (draft kind, bounds, k) and on prompt lookup's n range
+    (R-PL-03, propose's row too): the longest match is L long, so a copy exactly min_ngram long is found only by a
+    loop that tries n = min_ngram (the range's last n, a bound), and one a token shorter by none (a bound - 1)."""
+    def draw(r, g) -> list:
+        a = r.sample(range(60), r.randint(38, 50))
+        n = r.randint(1, 3) if length is None else length(g["cfg"])
+        i = r.randint(0, len(a) - 30)  # room for a copy of up to 8 and any k up to CONFIG_K after it, 3 to spare
+        return a + a[i:i + n]
+    return draw
+
+
+def _min_ngram(cfg: dict) -> int:
+    """cfg's min_ngram as a length in 1..CONFIG_NGRAM (a raw cfg's bad bound, 0 or above max_ngram, clipped)."""
+    return min(max(cfg["min_ngram"], 1), CONFIG_NGRAM)
 
 
 def _long_negative_id(r, g) -> list:
@@ -229,8 +239,12 @@ def _long_negative_id(r, g) -> list:
 
 # every context longer than any n-gram bound drawn here (8): contexts no longer than a bound are the draft functions'
 # own rows (R-PL-10, R-PL-15: a slip there costs their tests, not propose's)
-CTX_FOR_PROPOSE: dict[str, Callable[[random.Random, dict], Any]] = {"a suffix seen once": _unambiguous, "nothing repeats": lambda r, g: r.sample(range(60), r.randint(9, 20)),
-                   "a negative id": _long_negative_id}
+CTX_FOR_PROPOSE: dict[str, Callable[[random.Random, dict], Any]] = {
+    "a suffix seen once": _unambiguous(),
+    "a suffix seen once, min_ngram long": _unambiguous(_min_ngram),
+    "a suffix seen once, a token shorter than min_ngram": _unambiguous(lambda cfg: _min_ngram(cfg) - 1),
+    "nothing repeats": lambda r, g: r.sample(range(60), r.randint(9, 20)),
+    "a negative id": _long_negative_id}
 PROPOSE = Domain("propose", (
     Param("cfg", {"none": _cfg("none"), "ngram": _cfg("ngram"), "prompt_lookup": _cfg("prompt_lookup"),
                   "ngram built with bad bounds": _cfg("ngram", True),
