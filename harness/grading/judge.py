@@ -117,9 +117,10 @@ def judge(sub: Path, scratch: Path, shown: str | None, options: JudgeOptions) ->
             uids.give(uid)
 
 
-def start_zygote(chapter: str, sandbox: str, home: Path) -> zygote.Zygote:
-    """The zygote a run's judges fork from: JUDGE_PRELOAD imported under the judges' environment; a fork runs JUDGE_MAIN."""
-    return zygote.Zygote(chapter, judge_env(sandbox), home, preload=JUDGE_PRELOAD, main=JUDGE_MAIN)
+def start_zygote(chapter: str, sandbox: str, home: Path, warm: tuple[Path, int | None] | None = None) -> zygote.Zygote:
+    """The zygote a run's judges fork from: JUDGE_PRELOAD imported under the judges' environment, the reference
+    checked on the run's cases (`warm`: golden file, seed; zygote.warm); a fork runs JUDGE_MAIN."""
+    return zygote.Zygote(chapter, judge_env(sandbox), home, preload=JUDGE_PRELOAD, main=JUDGE_MAIN, warm=warm)
 
 
 def judge_env(sandbox: str) -> dict:

@@ -102,7 +102,8 @@ class _Run:
         """The run's zygote (harness.grading.zygote), started with the first judge: each judge a fork of it."""
         with self.zygote_lock:
             if self.zygote is None:
-                self.zygote = judge.start_zygote(self.chapter.chapter, self.mode.name, self.scratch / "zygote")
+                self.zygote = judge.start_zygote(self.chapter.chapter, self.mode.name, self.scratch / "zygote",
+                                                 warm=(self.fresh_golden(), self.seed))
             return self.zygote
 
     def close(self) -> None:

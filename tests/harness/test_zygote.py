@@ -15,6 +15,7 @@ import pytest
 
 from harness.grading.judge import JUDGE_PRELOAD, judge_env
 from harness.grading.zygote import Zygote, ZygoteError
+from harness.registry import load_chapter
 
 REPO = Path(__file__).resolve().parents[2]
 KIT = Path(__file__).resolve().parent  # zygote_kit.py: what the forks run
@@ -129,3 +130,21 @@ def test_a_zygote_deep_in_a_long_folder_starts_and_forks(tmp_path):
         assert Path(z.path).is_socket() and Path(z.path).parent.stat().st_mode & 0o777 == 0o700
     finally:
         z.close()
+
+
+@pytest.mark.slow(s=30)
+@pytest.mark.parametrize("warm", [True, False])
+def test_a_warmed_zygote_hands_every_judge_the_references_answers(warm, tmp_path):
+    """warm=(the run's golden file, seed): the zygote checks the reference on those cases before it forks, so a judge
+    starts with the reference's answers to the property inputs (and a single thread, as a fork must); unwarmed, none."""
+    env = judge_env("bwrap") | {"PYTHONPATH": f"{REPO}{os.pathsep}{KIT}"}
+    z = Zygote("L10.8", env, tmp_path / "home", preload=JUDGE_PRELOAD,
+               warm=(load_chapter("L10.8").golden, None) if warm else None)
+    try:
+        r = z.run([], {"PATH": os.environ["PATH"]}, tmp_path, 60, main="zygote_kit:warmed")
+    finally:
+        z.close()
+    got = json.loads(r.stdout)
+    assert got["threads"] == 1, got
+    assert (got["answers"] > 1000) == warm, got
+    assert "warm-up check failed" not in (tmp_path / "home" / "zygote.log").read_text()
